@@ -1,0 +1,114 @@
+"""MCP codecs (SPEC §3): `notifications/reminder` (standard) and Harn's logging channel (legacy)."""
+from __future__ import annotations
+
+from typing import Any
+
+from bridge.dialects.paths import get_path as _get, pop_path, set_path
+from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
+from bridge.model import Reminder
+
+REMINDER_METHOD = "notifications/reminder"
+LOG_METHOD = "notifications/message"
+LEGACY_LOGGER = "harn.reminder"
+
+#: ReminderSpec of the proposed schema: standard has no slot for mode, source, authority and the ids.
+SPEC_SHAPE = ReminderShape(
+    "mcp.standard", STANDARD, extras_inline=False,
+    carries=frozenset({"id", "body", "tags", "dedupe_key", "ttl_turns", "preserve_on_compact", "propagate",
+                       "role_hint", "fired_at_turn"}),
+)
+HARN_SHAPE = ReminderShape("mcp.legacy", HARN)
+
+
+class McpStandard:
+    """The proposed standard: one notification per reminder, capability `reminders`."""
+
+    dialect = "standard"
+
+    @staticmethod
+    def is_reminder(msg: dict[str, Any]) -> bool:
+        return msg.get("method") == REMINDER_METHOD
+
+    @staticmethod
+    def decode(msg: dict[str, Any]) -> Reminder:
+        return SPEC_SHAPE.decode(_get(msg, "params", "reminder"), where="params.reminder.")
+
+    @staticmethod
+    def encode(reminder: Reminder, params_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"reminder": SPEC_SHAPE.encode(reminder)}
+        if params_meta:
+            params["_meta"] = params_meta
+        return {"jsonrpc": "2.0", "method": REMINDER_METHOD, "params": params}
+
+    @staticmethod
+    def read_capability(caps: Any) -> dict[str, Any] | None:
+        found = _get(caps, "reminders")
+        return found if isinstance(found, dict) else None
+
+    @staticmethod
+    def host_declares(caps: Any) -> bool:
+        return isinstance(caps, dict) and ("reminders" in caps or "reminders" in (_get(caps, "experimental") or {}))
+
+    @staticmethod
+    def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:
+        if cap is None:
+            caps.pop("reminders", None)
+        else:
+            caps["reminders"] = cap
+
+
+class McpLegacy:
+    """Harn's channel: `notifications/message` carrying `_meta.harn.reminder` (read leniently)."""
+
+    dialect = "legacy"
+
+    @staticmethod
+    def _payload(msg: dict[str, Any]) -> tuple[Any, str] | None:
+        if msg.get("method") != LOG_METHOD:
+            return None
+        meta = _get(msg, "params", "_meta")
+        if not isinstance(meta, dict):
+            return None
+        nested = _get(meta, "harn", "reminder")
+        if nested is not None:
+            return nested, "params._meta.harn.reminder."
+        if "harn.reminder" in meta:
+            return meta["harn.reminder"], "params._meta[\"harn.reminder\"]."
+        return None
+
+    @classmethod
+    def is_reminder(cls, msg: dict[str, Any]) -> bool:
+        return cls._payload(msg) is not None
+
+    @classmethod
+    def decode(cls, msg: dict[str, Any]) -> Reminder:
+        payload, where = cls._payload(msg) or (None, "params._meta.harn.reminder.")
+        return HARN_SHAPE.decode(payload, where=where)
+
+    @staticmethod
+    def encode(reminder: Reminder, params_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        meta = dict(params_meta or {})
+        harn = dict(meta.get("harn") or {})
+        harn["reminder"] = HARN_SHAPE.encode(reminder)
+        meta["harn"] = harn
+        return {"jsonrpc": "2.0", "method": LOG_METHOD,
+                "params": {"level": "info", "logger": LEGACY_LOGGER, "data": reminder.body, "_meta": meta}}
+
+    @staticmethod
+    def read_capability(caps: Any) -> dict[str, Any] | None:
+        found = _get(caps, "_meta", "harn", "reminders")
+        return found if isinstance(found, dict) else None
+
+    @staticmethod
+    def host_declares(caps: Any) -> bool:
+        return _get(caps, "_meta", "harn", "reminders") is not None
+
+    @staticmethod
+    def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:
+        if cap is None:
+            pop_path(caps, "_meta", "harn", "reminders")
+        else:
+            set_path(caps, cap, "_meta", "harn", "reminders")
+
+
+CODECS = {"standard": McpStandard, "legacy": McpLegacy}

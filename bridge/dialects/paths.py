@@ -1,0 +1,32 @@
+"""Tiny helpers for nested JSON paths, so codecs add and remove decorations without leaving
+empty husks (`"_meta": {}`) behind in messages the sender never had them in."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_path(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def set_path(obj: dict[str, Any], value: Any, *keys: str) -> None:
+    for key in keys[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[keys[-1]] = value
+
+
+def pop_path(obj: Any, *keys: str) -> Any:
+    """Remove obj[k1][k2]…; containers emptied by the removal are removed too."""
+    if not keys or not isinstance(obj, dict) or keys[0] not in obj:
+        return None
+    if len(keys) == 1:
+        return obj.pop(keys[0])
+    child = obj[keys[0]]
+    found = pop_path(child, *keys[1:])
+    if isinstance(child, dict) and not child:
+        del obj[keys[0]]
+    return found

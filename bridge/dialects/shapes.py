@@ -1,0 +1,212 @@
+"""How one reminder object is spelled on one wire slot, and the generic encode/decode for it.
+
+Each protocol codec names a few `ReminderShape`s (casing, vocabulary, which fields the slot can
+carry) and lets this module do the field work, so the lossless-round-trip rule of SPEC §2 lives
+in one place: what a slot cannot carry goes under ``_meta["reminder-bridge/original"]`` and
+comes back on decode.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bridge.model import (
+    ATTR_BY_WIRE, CAMEL, FIELDS, MODE_VALUES, ORIGINAL_KEY, PROPAGATE_VALUES, ROLE_HINT_VALUES, SNAKE,
+    SOURCE_VALUES, Reminder, ReminderError, build,
+)
+
+ENUM_ATTRS = ("propagate", "role_hint", "mode", "source")
+CANONICAL = {"propagate": PROPAGATE_VALUES, "role_hint": ROLE_HINT_VALUES, "mode": MODE_VALUES, "source": SOURCE_VALUES}
+
+_IDENTITY = {attr: {v: v for v in values} for attr, values in CANONICAL.items()}
+_MODE_ALIASES = {"interrupt": "interrupt_immediate", "after_current_operation": "finish_step", "steer": "finish_step",
+                 "queue": "audit_only", "wait_for_completion": "audit_only"}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Enum spellings of one dialect: wire → canonical on decode, canonical → wire on encode."""
+
+    name: str
+    decode: dict[str, dict[str, str]]
+    encode: dict[str, dict[str, str]]
+
+    def to_canonical(self, attr: str, wire: str) -> str | None:
+        found = self.decode[attr].get(wire)
+        if found is None and attr == "source":
+            return wire  # sources name producers; an unknown one is kept verbatim, never refused
+        return found
+
+    def to_wire(self, attr: str, canonical: str, original: Any) -> tuple[str, Any]:
+        """The wire value for ``canonical``, and what the wire loses (None when nothing)."""
+        dec = self.decode[attr]
+        if isinstance(original, str) and dec.get(original) == canonical:
+            return original, None
+        wire = self.encode[attr].get(canonical, canonical)
+        if dec.get(wire, wire) != canonical:
+            return wire, original if original is not None else canonical
+        return wire, original
+
+
+STANDARD = Vocabulary(
+    "standard",
+    decode={**_IDENTITY, "mode": {**_IDENTITY["mode"], **_MODE_ALIASES},
+            "source": {**_IDENTITY["source"], "stdlib_provider": "provider", "in_pipeline": "provider"}},
+    encode=_IDENTITY,
+)
+HARN = Vocabulary(
+    "harn",
+    decode={**_IDENTITY, "mode": {**_IDENTITY["mode"], **_MODE_ALIASES},
+            "source": {"stdlib_provider": "provider", "in_pipeline": "provider", "bridge": "host", "hook": "hook",
+                       "inherited": "inherited", "host": "host", "provider": "provider"}},
+    encode={**_IDENTITY, "source": {"host": "bridge", "provider": "stdlib_provider", "hook": "hook",
+                                    "inherited": "inherited", "bridge": "bridge"}},
+)
+A2A = Vocabulary(
+    "a2a",
+    decode={**STANDARD.decode,
+            "propagate": {"REMINDER_PROPAGATION_SESSION": "session", "REMINDER_PROPAGATION_NONE": "none",
+                          "REMINDER_PROPAGATION_UNSPECIFIED": "session", **_IDENTITY["propagate"]},
+            "role_hint": {"REMINDER_ROLE_HINT_SYSTEM": "system", "REMINDER_ROLE_HINT_DEVELOPER": "developer",
+                          "REMINDER_ROLE_HINT_UNSPECIFIED": "system", **_IDENTITY["role_hint"]}},
+    encode={**_IDENTITY,
+            # A2A has no ALL propagation and only two role hints: write the nearest, keep the original.
+            "propagate": {"session": "REMINDER_PROPAGATION_SESSION", "none": "REMINDER_PROPAGATION_NONE",
+                          "all": "REMINDER_PROPAGATION_SESSION"},
+            "role_hint": {"system": "REMINDER_ROLE_HINT_SYSTEM", "developer": "REMINDER_ROLE_HINT_DEVELOPER",
+                          "user_block": "REMINDER_ROLE_HINT_DEVELOPER", "ephemeral_cache": "REMINDER_ROLE_HINT_SYSTEM"}},
+)
+
+ALL_ATTRS = frozenset(attr for attr, _, _ in FIELDS)
+
+
+@dataclass(frozen=True)
+class ReminderShape:
+    """One wire slot for a reminder object."""
+
+    name: str
+    vocab: Vocabulary
+    casing: Literal["camel", "snake"] = "camel"
+    carries: frozenset[str] = ALL_ATTRS
+    id_key: str = "id"
+    write_id: Literal["always", "if_set"] = "always"
+    always: frozenset[str] = frozenset()
+    defaults_for_always: dict[str, Any] = field(default_factory=dict)
+    meta_key: str = "_meta"
+    extras_inline: bool = True
+
+    def decode(self, obj: Any, skip: frozenset[str] = frozenset(), where: str = "") -> Reminder:
+        """Wire object → Reminder. Both casings are accepted; ``skip`` names envelope keys (sessionId…)."""
+        if not isinstance(obj, dict):
+            raise ReminderError(where or "reminder", "must be an object")
+        values: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        extra: dict[str, Any] = {}
+        originals: dict[str, Any] = {}
+        meta: Any = None
+        for key, value in obj.items():
+            if key in skip:
+                continue
+            if key == self.meta_key:
+                meta = value
+                continue
+            attr = "id" if key == self.id_key else ATTR_BY_WIRE.get(key)
+            if attr is None or attr in values:
+                extra[key] = value
+                continue
+            values[attr] = value
+            names[attr] = where + key
+        if meta is not None and not isinstance(meta, dict):
+            raise ReminderError(where + self.meta_key, "must be an object")
+        _tidy_id_and_key(values)
+        for attr in ENUM_ATTRS:
+            wire = values.get(attr)
+            if isinstance(wire, str):
+                canonical = self.vocab.to_canonical(attr, wire)
+                if canonical is not None:
+                    values[attr] = canonical
+                    if self.vocab.encode[attr].get(canonical, canonical) != wire:
+                        originals[CAMEL[attr]] = wire
+        if meta and ORIGINAL_KEY in meta:
+            meta = dict(meta)
+            _restore(meta.pop(ORIGINAL_KEY), values, extra, originals, names, where + self.meta_key)
+        if meta is not None:
+            values["meta"] = meta
+        if extra:
+            values["extra"] = extra
+        if originals:
+            values["originals"] = originals
+        if "body" not in values:
+            raise ReminderError(where + "body", "is required")
+        return build(values, names)
+
+    def encode(self, reminder: Reminder) -> dict[str, Any]:
+        """Reminder → wire object; fields this slot cannot carry go to ``_meta[ORIGINAL_KEY]``."""
+        out: dict[str, Any] = {}
+        lost: dict[str, Any] = {}
+        names = CAMEL if self.casing == "camel" else SNAKE
+        fields_set = reminder.model_fields_set
+        for attr, camel, _ in FIELDS:
+            if attr == "id":
+                if self.write_id == "always" or "id" in fields_set:
+                    out[self.id_key] = reminder.id
+                continue
+            if attr not in fields_set and attr not in self.always:
+                continue
+            value = getattr(reminder, attr)
+            if attr not in fields_set and value is None:
+                value = self.defaults_for_always.get(attr)
+            if attr not in self.carries:
+                if value is not None:
+                    lost[camel] = reminder.originals.get(camel, value)
+                continue
+            if attr in ENUM_ATTRS and isinstance(value, str):
+                value, loss = self.vocab.to_wire(attr, value, reminder.originals.get(camel))
+                if loss is not None:
+                    lost[camel] = loss
+            out[names[attr]] = value
+        for key, value in reminder.extra.items():
+            if self.extras_inline and key not in out:
+                out[key] = value
+            else:
+                lost[key] = value
+        meta = dict(reminder.meta) if reminder.meta else {}
+        if lost:
+            meta[ORIGINAL_KEY] = lost
+        if meta or reminder.meta is not None:
+            out[self.meta_key] = meta
+        return out
+
+
+def _tidy_id_and_key(values: dict[str, Any]) -> None:
+    """Harn's rules: ids and dedupe keys are trimmed; empty means absent (a fresh id is generated)."""
+    for attr in ("id", "dedupe_key"):
+        value = values.get(attr)
+        if isinstance(value, str):
+            value = value.strip()
+            if value:
+                values[attr] = value
+            else:
+                del values[attr]
+        elif value is None and attr in values:
+            del values[attr]
+
+
+def _restore(saved: Any, values: dict[str, Any], extra: dict[str, Any], originals: dict[str, Any],
+             names: dict[str, str], where: str) -> None:
+    """Bring back what an earlier rewrite could not carry on its wire."""
+    if not isinstance(saved, dict):
+        raise ReminderError(f"{where}.{ORIGINAL_KEY}", "must be an object")
+    for key, value in saved.items():
+        attr = ATTR_BY_WIRE.get(key)
+        if attr is None:
+            extra.setdefault(key, value)
+            continue
+        names[attr] = f"{where}.{ORIGINAL_KEY}.{key}"
+        if attr in ENUM_ATTRS and isinstance(value, str) and value not in CANONICAL[attr]:
+            canonical = HARN.to_canonical(attr, value) or STANDARD.to_canonical(attr, value)
+            if canonical is not None and canonical != value:
+                originals[CAMEL[attr]] = value
+                values[attr] = canonical
+                continue
+        values[attr] = value

@@ -1,0 +1,81 @@
+"""Per-session reminder lifecycle the proxy keeps itself (SPEC §4): dedupe by key, TTL counted
+in completed prompt turns, `audit_only` never rendered.  Pure: no I/O, no clock.
+
+Used two ways: to *hold* reminders for an agent with no reminder support (the proxy renders
+them), and to *shadow* what it injected into a legacy agent, so it can tell a standard client
+about dedupe and expiry that Harn never puts on the wire.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bridge.model import Reminder
+
+
+@dataclass
+class Held:
+    reminder: Reminder
+    turns_left: int | None
+
+
+@dataclass
+class Deduped:
+    reminder_id: str
+    dedupe_key: str
+    dropped_ids: list[str]
+
+
+@dataclass
+class Expired:
+    reminder_id: str
+    phase: str
+    at_turn: int
+
+
+@dataclass
+class SessionReminders:
+    """The pending reminders of one session, in arrival order."""
+
+    limit: int = 64
+    turn: int = 0
+    pending: list[Held] = field(default_factory=list)
+
+    def add(self, reminder: Reminder) -> tuple[Deduped | None, list[Expired]]:
+        """Queue a reminder; a newer one with the same dedupe key replaces older pending ones.
+
+        Returns the dedupe event (if any) and reminders pushed out by the pending limit.
+        """
+        deduped = None
+        if reminder.dedupe_key is not None:
+            dropped = [h.reminder.id for h in self.pending if h.reminder.dedupe_key == reminder.dedupe_key]
+            if dropped:
+                self.pending = [h for h in self.pending if h.reminder.dedupe_key != reminder.dedupe_key]
+                deduped = Deduped(reminder.id, reminder.dedupe_key, dropped)
+        self.pending.append(Held(reminder, reminder.ttl_turns))
+        overflow = []
+        while len(self.pending) > self.limit:
+            oldest = self.pending.pop(0)
+            overflow.append(Expired(oldest.reminder.id, "cleared", self.turn))
+        return deduped, overflow
+
+    def to_render(self) -> list[Reminder]:
+        """What the model should see this turn: every pending reminder except `audit_only` ones."""
+        return [h.reminder for h in self.pending if h.reminder.mode != "audit_only"]
+
+    def end_turn(self) -> list[Expired]:
+        """A `session/prompt` turn completed: count TTLs down and expire what ran out."""
+        self.turn += 1
+        expired = []
+        kept = []
+        for held in self.pending:
+            if held.turns_left is not None:
+                held.turns_left -= 1
+                if held.turns_left <= 0:
+                    expired.append(Expired(held.reminder.id, "ttl_expired", self.turn))
+                    continue
+            kept.append(held)
+        self.pending = kept
+        return expired
+
+    def __len__(self) -> int:
+        return len(self.pending)

@@ -1,0 +1,256 @@
+"""A2A caller ↔ remote agent (SPEC §5), v1.0 JSON-RPC with v0.3 method names recognised.
+
+One flow serves one route (all HTTP requests to it), because reminders queued for a task on one
+request are attached to the next message for that task on another.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.dialects.a2a import (
+    CODECS, GET_TASK_METHODS, INJECT_METHOD, SEND_METHODS, A2ALegacy, A2AStandard,
+)
+from bridge.envelope import render
+from bridge.lifecycle import SessionReminders
+from bridge.model import Reminder, ReminderError
+from bridge.pipeline import HOST, PEER, Flow, Outgoing, error_response, invalid_params
+
+TASK_NOT_FOUND = -32001
+
+
+@dataclass
+class _AfterSend:
+    """Reminders carried by a message that had no task yet: injected once the response names it."""
+
+    reminders: list[Reminder]
+
+
+@dataclass
+class _TaskCheck:
+    """A standard inject toward a legacy/none peer waits for `GetTask` before it is queued."""
+
+    host_id: Any
+    task_id: str
+    reminder: Reminder
+
+
+@dataclass
+class _Stream:
+    held: list[Reminder] = field(default_factory=list)
+
+
+class A2AFlow(Flow):
+    """One A2A route (caller = host side, remote agent = peer side)."""
+
+    protocol = "a2a"
+
+    def __init__(self, *args: Any, public_url: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.public_url = public_url
+        self.queued: dict[str, SessionReminders] = {}  # per task, for legacy/none peers
+        self.streams: dict[Any, _Stream] = {}
+        self.host_markers = (b"emind", b"Message", b"message")
+        self.peer_markers = (b"emind",)
+
+    # -- caller → agent ------------------------------------------------------------------------
+    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+        method = msg.get("method")
+        params = msg.get("params")
+        if method == INJECT_METHOD:
+            return self._inject(msg, params)
+        if method in SEND_METHODS and isinstance(params, dict):
+            return self._send(msg, params)
+        return None
+
+    def _inject(self, msg: dict[str, Any], params: Any) -> Outgoing | None:
+        peer = self._peer()
+        try:
+            task_id, reminder = A2AStandard.decode_inject(params)
+        except ReminderError as exc:
+            self.record("invalid", INJECT_METHOD, source="standard", why=str(exc))
+            return [(HOST, invalid_params(msg.get("id"), exc))]
+        if peer == "standard":
+            self.record("passed", INJECT_METHOD, reminder, source="standard", target=peer)
+            return None
+        check = {"jsonrpc": "2.0", "id": self.own_id(), "method": "GetTask", "params": {"id": task_id}}
+        self.expect_response(PEER, check, _TaskCheck(msg.get("id"), task_id, reminder))
+        return [(PEER, check)]
+
+    def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
+        method = msg["method"]
+        peer = self._peer()
+        out = copy.deepcopy(msg)
+        try:
+            carried = A2ALegacy.take_from_params(out["params"])
+        except ReminderError as exc:
+            self.record("invalid", method, source="legacy", why=str(exc))
+            return [(HOST, invalid_params(msg.get("id"), exc))]
+        if carried and self.stage == "enforce":
+            self.record("refused", method, source="legacy", why="legacy reminder metadata refused at stage enforce")
+            return [(HOST, error_response(msg.get("id"), -32602, f"reminders in metadata.harn are refused on this "
+                                          f"route (stage enforce): send {INJECT_METHOD}",
+                                          {"standardMethod": INJECT_METHOD}))]
+        message = out["params"].get("message")
+        task_id = message.get("taskId") if isinstance(message, dict) else None
+        queued = self.queued.pop(task_id, None) if task_id else None
+        if not carried and queued is None:
+            return None
+        if peer == "legacy" and not queued:
+            for r in carried:
+                self.record("passed", method, r, source="legacy", target=peer)
+            return None
+        sends: Outgoing = []
+        if peer == "standard":
+            if task_id:
+                sends += [self._inject_request(task_id, r) for r in carried]
+            elif carried:
+                self.expect_response(HOST, msg, _AfterSend(carried))
+        else:
+            pending = (queued.to_render() if queued else []) + carried
+            self._attach(out["params"], pending, peer, method)
+        for r in carried:
+            self.record("rewritten", method, r, source="legacy", target=peer)
+        return sends + [(PEER, out)]
+
+    def _attach(self, params: dict[str, Any], reminders: list[Reminder], peer: str, method: str) -> None:
+        if not reminders:
+            return
+        if peer == "legacy":
+            A2ALegacy.put_on_params(params, reminders)
+            return
+        message = params.get("message")
+        if self.settings.fallback.a2a_peer_none == "prepend" and isinstance(message, dict):
+            message.setdefault("parts", []).insert(0, {"text": render(reminders, self.settings.envelope)})
+            for r in reminders:
+                self.record("rendered", method, r, target="none")
+        else:
+            for r in reminders:
+                self.record("dropped", method, r, target="none", why="peer has no reminder support")
+
+    def _inject_request(self, task_id: str, reminder: Reminder) -> tuple[str, dict[str, Any]]:
+        request = {"jsonrpc": "2.0", "id": self.own_id(), "method": INJECT_METHOD,
+                   "params": A2AStandard.encode_inject(task_id, reminder)}
+        self.expect_response(PEER, request, "own")
+        return PEER, request
+
+    # -- agent → caller ------------------------------------------------------------------------
+    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
+        own = self.response_to(PEER, msg)
+        if own == "own":
+            return []  # the answer to an inject the proxy made up: the caller never asked
+        if isinstance(own, _TaskCheck):
+            return self._task_checked(msg, own)
+        after = self.response_to(HOST, msg)
+        sends: Outgoing = []
+        if isinstance(after, _AfterSend):
+            task_id = _task_id_of(msg.get("result"))
+            if task_id:
+                sends = [self._inject_request(task_id, r) for r in after.reminders]
+        frames = self._event(msg)
+        if frames is None:
+            return sends + [(HOST, msg)] if sends else None
+        return sends + frames
+
+    def _task_checked(self, msg: dict[str, Any], check: _TaskCheck) -> Outgoing:
+        if "error" in msg:
+            code = msg["error"].get("code") if isinstance(msg["error"], dict) else None
+            text = f"Task not found: {check.task_id}" if code == TASK_NOT_FOUND else "task check failed"
+            return [(HOST, error_response(check.host_id, code if isinstance(code, int) else TASK_NOT_FOUND, text,
+                                          msg["error"].get("data") if isinstance(msg["error"], dict) else None))]
+        queue = self.queued.setdefault(check.task_id, SessionReminders(self.settings.trust.max_pending_per_session))
+        deduped, _ = queue.add(check.reminder)
+        self.record("queued", INJECT_METHOD, check.reminder, source="standard", target=self._peer())
+        result = A2AStandard.inject_result(check.reminder.id, len(deduped.dropped_ids) if deduped else 0)
+        return [(HOST, {"jsonrpc": "2.0", "id": check.host_id, "result": result})]
+
+    def _event(self, msg: dict[str, Any]) -> Outgoing | None:
+        """Stream frames and results: legacy decorations ↔ `reminderUpdate` frames."""
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            return None
+        caller = self._caller()
+        if "reminderUpdate" in result:
+            return self._update_frame(msg, caller)
+        out = copy.deepcopy(msg)
+        try:
+            task_id, context_id, found = A2ALegacy.take_from_event(out["result"])
+        except ReminderError as exc:
+            self.record("invalid", "stream", source="legacy", why=str(exc))
+            found, task_id, context_id = [], None, None
+            return None
+        held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
+        if not found and not held:
+            return None
+        if caller == "legacy":
+            if not held:
+                return None
+            A2ALegacy.put_on_event(out["result"], held + found)
+            return [(HOST, out)]
+        frames: Outgoing = []
+        for r in found:
+            if caller == "standard":
+                frames.append((HOST, {"jsonrpc": "2.0", "id": msg.get("id"),
+                                      "result": A2AStandard.encode_update(task_id, context_id, r)}))
+                self.record("rewritten", "stream", r, source="legacy", target=caller)
+            else:
+                self.record("dropped", "stream", r, source="legacy", target="none", why="caller has no reminder support")
+        return frames + [(HOST, out)]
+
+    def _update_frame(self, msg: dict[str, Any], caller: str) -> Outgoing | None:
+        if caller == "standard":
+            return None
+        try:
+            _, reminder = A2AStandard.decode_update(msg["result"])
+        except ReminderError as exc:
+            self.record("invalid", "stream", source="standard", why=str(exc))
+            return []
+        if caller == "legacy":
+            self.streams.setdefault(msg.get("id"), _Stream()).held.append(reminder)
+            self.record("queued", "stream", reminder, source="standard", target=caller)
+        else:
+            self.record("dropped", "stream", reminder, source="standard", target="none",
+                        why="caller has no reminder support")
+        return []
+
+    # -- agent card ----------------------------------------------------------------------------
+    def rewrite_card(self, card: dict[str, Any]) -> dict[str, Any] | None:
+        """The card the caller should see: reminder capability in its dialect, URLs at the proxy."""
+        if not isinstance(card, dict):
+            return None
+        out = copy.deepcopy(card)
+        changed = False
+        caps = out.get("capabilities")
+        if isinstance(caps, dict):
+            declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+            if self.settings.peer_dialect == "auto":
+                self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
+            caller = self._caller() if self.host_dialect != "auto" else "standard"
+            cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c), None)
+            if caller in CODECS and cap is not None and declared.get(caller) is None:
+                for name, codec in CODECS.items():
+                    codec.write_capability(caps, cap if name == caller else None)
+                changed = True
+        if self.public_url:
+            for iface in out.get("supportedInterfaces") or []:
+                if isinstance(iface, dict) and iface.get("url") != self.public_url:
+                    iface["url"] = self.public_url
+                    changed = True
+        return out if changed else None
+
+    def _peer(self) -> str:
+        return "standard" if self.peer_dialect == "auto" else self.peer_dialect
+
+    def _caller(self) -> str:
+        return "standard" if self.host_dialect == "auto" else self.host_dialect
+
+
+def _task_id_of(result: Any) -> str | None:
+    if not isinstance(result, dict):
+        return None
+    task = result.get("task")
+    if isinstance(task, dict):
+        return task.get("id")
+    message = result.get("message")
+    return message.get("taskId") if isinstance(message, dict) else None

@@ -1,0 +1,283 @@
+"""ACP client ↔ agent (SPEC §4): injects toward the agent, lifecycle updates toward the client."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.dialects.acp import (
+    CODECS, DEDUPED, EMITTED, EXPIRED, AcpLegacy, AcpStandard, session_of, update_kind,
+)
+from bridge.dialects.paths import get_path
+from bridge.envelope import render
+from bridge.lifecycle import Deduped, Expired, SessionReminders
+from bridge.model import Reminder, ReminderError
+from bridge.pipeline import HOST, PEER, Flow, Outgoing, error_response, invalid_params
+
+INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
+#: What the proxy can honour itself for an agent with no reminder support.
+HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"],
+                   "roleHints": ["system", "developer", "user_block", "ephemeral_cache"]}
+
+
+@dataclass
+class _Inject:
+    source: str
+    reminder: Reminder
+    session_id: Any
+
+
+class AcpFlow(Flow):
+    """One ACP connection (client = host side, agent = peer side)."""
+
+    protocol = "acp"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sessions: dict[Any, SessionReminders] = {}
+        self.host_markers = (b"emind", b"initialize")
+        self.peer_markers = (b"emind",)
+
+    # -- client → agent ------------------------------------------------------------------------
+    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+        method = msg.get("method")
+        params = msg.get("params")
+        if method == "initialize":
+            if self.settings.host_dialect == "auto" and isinstance(params, dict):
+                caps = params.get("clientCapabilities")
+                if AcpStandard.client_declares(caps):
+                    self.host_dialect = "standard"
+                elif AcpLegacy.client_declares(caps):
+                    self.host_dialect = "legacy"
+            self.expect_response(HOST, msg, "initialize")
+            return None
+        if method in INJECT_METHODS:
+            return self._inject(msg, INJECT_METHODS[method])
+        if method == "session/prompt" and isinstance(params, dict):
+            return self._prompt(msg, params)
+        return None
+
+    def _inject(self, msg: dict[str, Any], source: str) -> Outgoing | None:
+        method = msg["method"]
+        msg_id = msg.get("id")
+        is_request = "id" in msg
+        if self.host_dialect == "auto":
+            self.host_dialect = source  # SPEC §4: else the inject method the client uses
+        if self.stage == "enforce" and source == "legacy":
+            self.record("refused", method, source=source, why="legacy inject refused at stage enforce")
+            if not is_request:
+                return []
+            return [(HOST, error_response(msg_id, -32601, f"{method} is refused on this route (stage enforce): "
+                                          f"send {AcpStandard.inject_method}",
+                                          {"standardMethod": AcpStandard.inject_method}))]
+        params = msg.get("params")
+        codec = CODECS[source]
+        try:
+            reminder = codec.decode_inject(params)
+        except ReminderError as exc:
+            self.record("invalid", method, source=source, why=str(exc))
+            return [(HOST, invalid_params(msg_id, exc))] if is_request else []
+        session_id = session_of(params)
+        target = self._agent_dialect()
+        if target == "none":
+            return self._hold(msg, codec, reminder, session_id)
+        if target == source:
+            self.record("passed", method, reminder, source=source, target=target)
+            self._shadow(session_id, reminder)
+            return None
+        out = {"jsonrpc": "2.0", "method": CODECS[target].inject_method,
+               "params": CODECS[target].encode_inject(session_id, reminder)}
+        if is_request:
+            out = {"jsonrpc": "2.0", "id": msg_id, **{k: out[k] for k in ("method", "params")}}
+            self.expect_response(HOST, msg, _Inject(source, reminder, session_id))
+        else:
+            self._shadow(session_id, reminder)
+        self.record("rewritten", method, reminder, source=source, target=target)
+        return [(PEER, out)]
+
+    def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Outgoing:
+        """Agent `none`: the proxy keeps the reminder and answers the inject itself."""
+        method = msg["method"]
+        if self.settings.fallback.acp_agent_none != "hold" or self.stage == "observe":
+            self.record("dropped", method, reminder, target="none", why="agent has no reminder support")
+            if "id" not in msg:
+                return []
+            return [(HOST, error_response(msg["id"], -32601, f"Method not found: the agent does not support "
+                                          f"reminders and this route does not hold them", {"method": method}))]
+        deduped, pushed_out = self._session(session_id).add(reminder)
+        self.record("queued", method, reminder, source=codec.dialect, target="none")
+        out: Outgoing = []
+        if "id" in msg:
+            out.append((HOST, {"jsonrpc": "2.0", "id": msg["id"],
+                               "result": codec.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0)}))
+        out += self._lifecycle_updates(session_id, deduped, pushed_out, synthesized=False)
+        return out
+
+    def _prompt(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
+        session = self.sessions.get(_session_key(session_of(params)))
+        if session is None or not len(session):
+            return None
+        self.expect_response(HOST, msg, ("turn", session_of(params)))
+        if self._agent_dialect() != "none":
+            return None  # a legacy agent renders by itself; the proxy only counts the turn
+        shown = session.to_render()
+        if not shown or not isinstance(params.get("prompt"), list):
+            return None
+        out = copy.deepcopy(msg)
+        out["params"]["prompt"].insert(0, {"type": "text", "text": render(shown, self.settings.envelope)})
+        sends: Outgoing = []
+        for reminder in shown:
+            self.record("rendered", "session/prompt", reminder, target="none")
+            emitted = reminder.model_copy(update={"fired_at_turn": session.turn})
+            emitted.model_fields_set.add("fired_at_turn")
+            sends += self._to_client(session_of(params), emitted, "proxy")
+        return [(PEER, out)] + sends
+
+    # -- agent → client ------------------------------------------------------------------------
+    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
+        waited = self.response_to(HOST, msg)
+        if waited == "initialize" or (waited is None and isinstance(get_path(msg, "result", "agentCapabilities"), dict)):
+            return self._initialize_result(msg)
+        if isinstance(waited, _Inject):
+            return self._inject_result(msg, waited)
+        if isinstance(waited, tuple) and waited[0] == "turn":
+            return self._turn_done(msg, waited[1])
+        kind = update_kind(msg)
+        if kind == EMITTED:
+            return self._emitted(msg)
+        if kind in (DEDUPED, EXPIRED) and self._client_dialect() != "standard":
+            self.record("dropped", "session/update", why=f"{kind} has no form for a {self._client_dialect()} client")
+            return []
+        return None
+
+    def _initialize_result(self, msg: dict[str, Any]) -> Outgoing | None:
+        caps = get_path(msg, "result", "agentCapabilities")
+        if not isinstance(caps, dict):
+            return None
+        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+        if self.settings.peer_dialect == "auto":
+            self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
+        client = self._client_dialect()
+        cap = declared.get(self.peer_dialect)
+        if cap is None and self.peer_dialect == "none" and self.settings.fallback.acp_agent_none == "hold":
+            cap = dict(HELD_CAPABILITY)
+        if client not in CODECS or cap is None or declared.get(client) is not None:
+            return None
+        out = copy.deepcopy(msg)
+        CODECS[client].write_capability(out["result"]["agentCapabilities"], cap)
+        self.record("rewritten", "initialize", source=self.peer_dialect, target=client)
+        return [(HOST, out)]
+
+    def _inject_result(self, msg: dict[str, Any], sent: _Inject) -> Outgoing | None:
+        client = CODECS[sent.source]
+        if "error" in msg:
+            error = msg["error"]
+            if isinstance(error, dict) and (error.get("data") is None or isinstance(error.get("data"), dict)):
+                out = copy.deepcopy(msg)
+                data = out["error"].get("data") or {}
+                data.setdefault("reason", _reason(error))
+                out["error"]["data"] = data
+                return [(HOST, out)]
+            return None
+        result = msg.get("result")
+        reminder_id = result.get("reminderId", sent.reminder.id) if isinstance(result, dict) else sent.reminder.id
+        reminder = sent.reminder.model_copy(update={"id": reminder_id})
+        deduped, pushed_out = self._shadow(sent.session_id, reminder)
+        count = len(deduped.dropped_ids) if deduped else None
+        if isinstance(result, dict) and isinstance(result.get("dedupedCount"), int):
+            count = result["dedupedCount"]
+        out = copy.deepcopy(msg)
+        out["result"] = {**(result if isinstance(result, dict) else {}), **client.inject_result(reminder_id, count)}
+        if sent.source == "legacy":
+            out["result"].pop("dedupedCount", None)
+        sends: Outgoing = [(HOST, out)]
+        if self._client_dialect() == "standard" and self._agent_dialect() == "legacy":
+            sends += self._lifecycle_updates(sent.session_id, deduped, pushed_out, synthesized=True)
+        return sends
+
+    def _turn_done(self, msg: dict[str, Any], session_id: Any) -> Outgoing | None:
+        session = self.sessions.get(_session_key(session_id))
+        if session is None or "error" in msg:
+            return None
+        expired = session.end_turn()
+        if not expired:
+            return None
+        synthesized = self._agent_dialect() == "legacy"
+        return self._lifecycle_updates(session_id, None, expired, synthesized) + [(HOST, msg)]
+
+    def _emitted(self, msg: dict[str, Any]) -> Outgoing | None:
+        update = msg["params"]["update"]
+        source = "legacy" if get_path(update, "_meta", "harn", "reminder") is not None else "standard"
+        try:
+            reminder = CODECS[source].decode_emitted(update)
+        except ReminderError as exc:
+            self.record("invalid", "session/update", source=source, why=str(exc))
+            return []
+        return self._to_client(msg["params"].get("sessionId"), reminder, source, msg)
+
+    def _to_client(self, session_id: Any, reminder: Reminder, source: str,
+                   original: dict[str, Any] | None = None) -> Outgoing:
+        client = self._client_dialect()
+        if client not in CODECS:
+            self.record("dropped", "session/update", reminder, source=source, target="none",
+                        why="client has no reminder support")
+            return []
+        if client == source and original is not None:
+            self.record("passed", "session/update", reminder, source=source, target=client)
+            return [(HOST, original)]
+        out = CODECS[client].encode_emitted(session_id, reminder)
+        if self.stage == "dual" and original is not None and client == "standard":
+            harn = get_path(original, "params", "update", "_meta", "harn")
+            if harn is not None:
+                out["params"]["update"].setdefault("_meta", {})["harn"] = harn
+        self.record("rewritten" if original is not None else "synthesized", "session/update", reminder,
+                    source=source, target=client)
+        return [(HOST, out)]
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _session(self, session_id: Any) -> SessionReminders:
+        key = _session_key(session_id)
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = SessionReminders(limit=self.settings.trust.max_pending_per_session)
+            self.host_markers = (b"emind", b"initialize", b"prompt")  # turns now matter
+        return session
+
+    def _shadow(self, session_id: Any, reminder: Reminder) -> tuple[Deduped | None, list[Expired]]:
+        """Track what went into a legacy agent so its dedupe and expiry can be told to the client."""
+        if self._agent_dialect() != "legacy" or self._client_dialect() != "standard":
+            return None, []
+        return self._session(session_id).add(reminder)
+
+    def _lifecycle_updates(self, session_id: Any, deduped: Deduped | None, expired: list[Expired],
+                           synthesized: bool) -> Outgoing:
+        if self._client_dialect() != "standard":
+            return []
+        out: Outgoing = []
+        if deduped is not None:
+            out.append((HOST, AcpStandard.encode_deduped(session_id, deduped.reminder_id, deduped.dedupe_key,
+                                                         deduped.dropped_ids, synthesized)))
+        for gone in expired:
+            out.append((HOST, AcpStandard.encode_expired(session_id, gone.reminder_id, gone.phase, gone.at_turn,
+                                                         synthesized)))
+        return out
+
+    def _agent_dialect(self) -> str:
+        return "standard" if self.peer_dialect == "auto" else self.peer_dialect
+
+    def _client_dialect(self) -> str:
+        return "none" if self.host_dialect == "auto" else self.host_dialect
+
+
+def _session_key(session_id: Any) -> Any:
+    return session_id if isinstance(session_id, (str, int)) else repr(session_id)
+
+
+def _reason(error: dict[str, Any]) -> str:
+    """A short machine-readable cause for an agent's inject error (SPEC §4: add `data.reason`)."""
+    message = str(error.get("message", ""))
+    for part in message.split(": "):
+        if part.startswith("HARN-RMD-"):
+            return part
+    return {-32004: "unknown_session", -32602: "invalid_params", -32601: "method_not_found"}.get(
+        error.get("code"), "agent_error")

@@ -1,0 +1,163 @@
+"""MCP host ↔ server (SPEC §3): reminders flow toward the host only."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bridge.dialects.mcp import CODECS, McpLegacy, McpStandard
+from bridge.dialects.paths import get_path, pop_path
+from bridge.envelope import render
+from bridge.model import Reminder, ReminderError
+from bridge.pipeline import HOST, PEER, Flow, Outgoing
+
+MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+
+
+class McpFlow(Flow):
+    """One MCP connection.
+
+    ``peer_declared`` is what the server's handshake said about reminders; None until seen.
+    The `translate` command, which sees no handshake, passes True (the user named the dialect).
+    """
+
+    protocol = "mcp"
+
+    def __init__(self, *args: Any, peer_declared: bool | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.peer_declared = peer_declared
+        self.modern = False
+        self.opted_in: set[Any] = set()  # in-flight modern requests that asked for log messages
+        self.pending: list[Reminder] = []  # for the host-`none` tool_result fallback
+        self.host_markers = (b"emind", b"initialize", b"discover", b"logLevel", b"tools")
+        self.peer_markers = (b"emind",)
+
+    # -- host → server -------------------------------------------------------------------------
+    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+        method = msg.get("method")
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        if method == "initialize":
+            self._learn_host(params.get("capabilities"))
+            self.expect_response(HOST, msg, "handshake")
+        elif method == "server/discover":
+            self.modern = True
+            self._learn_host(meta.get(CLIENT_CAPS_KEY))
+            self.expect_response(HOST, msg, "handshake")
+        elif MODERN_KEY in meta:
+            self.modern = True
+            if self.host_dialect == "auto":
+                self._learn_host(meta.get(CLIENT_CAPS_KEY))
+        if LOG_LEVEL_KEY in meta and "id" in msg:
+            self.opted_in.add(msg["id"])
+            self.expect_response(HOST, msg, "call")
+        if method == "tools/call" and self._fallback() == "tool_result":
+            self.expect_response(HOST, msg, "tool")
+        return None
+
+    def _learn_host(self, caps: Any) -> None:
+        if self.settings.host_dialect != "auto":
+            return
+        if McpStandard.host_declares(caps):
+            self.host_dialect = "standard"
+        elif McpLegacy.host_declares(caps):
+            self.host_dialect = "legacy"
+        else:
+            self.host_dialect = "none"
+
+    # -- server → host -------------------------------------------------------------------------
+    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
+        waited = self.response_to(HOST, msg)
+        if waited is not None:
+            self.opted_in.discard(msg.get("id"))
+            if waited == "tool" and self.pending:
+                return self._append_to_tool_result(msg)
+        if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
+            return self._handshake_result(msg)
+        if waited is not None:
+            return None
+        for codec in (McpStandard, McpLegacy):
+            if codec.is_reminder(msg):
+                return self._reminder(msg, codec)
+        return None
+
+    def _handshake_result(self, msg: dict[str, Any]) -> Outgoing | None:
+        caps = get_path(msg, "result", "capabilities")
+        if not isinstance(caps, dict):
+            return None
+        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+        self.peer_declared = any(cap is not None for cap in declared.values())
+        if self.settings.peer_dialect == "auto":
+            self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
+        target = self.host_dialect
+        cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c is not None), None)
+        if target not in CODECS or cap is None or declared.get(target) == cap:
+            return None
+        out = copy.deepcopy(msg)
+        out_caps = out["result"]["capabilities"]
+        for name, codec in CODECS.items():
+            codec.write_capability(out_caps, cap if name == target else None)
+        self.record("rewritten", "initialize", source=self.peer_dialect, target=target, why=None)
+        return [(HOST, out)]
+
+    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Outgoing | None:
+        method = msg.get("method")
+        source = codec.dialect
+        if self.peer_declared is False and self.settings.require_declaration:
+            self.record("dropped", method, source=source, why="server declared no reminder capability "
+                        "(require_declaration is on)")
+            return []
+        try:
+            reminder = codec.decode(msg)
+        except ReminderError as exc:
+            self.record("invalid", method, source=source, why=str(exc))
+            return []
+        target = self._target()
+        if target == source:
+            self.record("passed", method, reminder, source=source, target=target)
+            return None
+        if target in CODECS:
+            params_meta = get_path(msg, "params", "_meta")
+            params_meta = copy.deepcopy(params_meta) if isinstance(params_meta, dict) else None
+            if source == "legacy" and params_meta is not None and self.stage != "dual":
+                pop_path(params_meta, "harn", "reminder")
+                params_meta.pop("harn.reminder", None)
+            self.record("rewritten", method, reminder, source=source, target=target)
+            return [(HOST, CODECS[target].encode(reminder, params_meta or None))]
+        if self._fallback() == "tool_result":
+            self.pending.append(reminder)
+            self.record("queued", method, reminder, source=source, target="none")
+        else:
+            self.record("dropped", method, reminder, source=source, target="none", why="host has no reminder support")
+        return []
+
+    def _target(self) -> str:
+        """The host's dialect, except that a modern host may only get a log message it asked for."""
+        target = self.host_dialect
+        if target == "auto":
+            target = "standard"  # nothing learned yet: the standard message is harmless to unknowing hosts
+        if target == "legacy" and self.modern and not self.opted_in:
+            return "none"
+        return target
+
+    def _fallback(self) -> str:
+        return self.settings.fallback.mcp_host_none
+
+    def _append_to_tool_result(self, msg: dict[str, Any]) -> Outgoing | None:
+        content = get_path(msg, "result", "content")
+        if not isinstance(content, list):
+            return None
+        out = copy.deepcopy(msg)
+        out["result"]["content"].append({"type": "text", "text": render(self.pending, self.settings.envelope)})
+        for reminder in self.pending:
+            self.record("rendered", "tools/call", reminder, target="none")
+        self.pending.clear()
+        return [(HOST, out)]
+
+
+def _is_handshake_result(msg: dict[str, Any]) -> bool:
+    """An `initialize` / `server/discover` result, recognised even when its request went unseen."""
+    result = msg.get("result")
+    return (isinstance(result, dict) and isinstance(result.get("capabilities"), dict)
+            and ("serverInfo" in result or "supportedVersions" in result))

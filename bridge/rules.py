@@ -1,0 +1,575 @@
+"""Rules files (SPEC §7): the TOML schema, loading, and problems that name file, line and key.
+
+tomllib parses; pydantic validates; a small locator maps every dotted key back to its line
+so that `reminder-bridge check` can say `FILE:LINE: KEY: MESSAGE` for every problem at once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import string
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
+    "ROLE_HINT_RANK", "Route", "RouteSettings", "RuleProblem", "Rules", "RulesError", "Telemetry",
+    "Trust", "check_envelope", "check_files", "load_rules", "locate_keys", "parse_rules_text",
+]
+
+Protocol = Literal["mcp", "acp", "a2a"]
+Stage = Literal["observe", "dual", "translate", "enforce"]
+Dialect = Literal["auto", "standard", "legacy", "none"]
+RoleHint = Literal["system", "developer", "user_block", "ephemeral_cache"]
+
+ROLE_HINT_RANK: dict[str, int] = {"ephemeral_cache": 0, "user_block": 1, "developer": 2, "system": 3}
+"""Higher outranks lower; a reminder above a route's `role_hint_ceiling` is lowered to it."""
+
+DEFAULT_ENVELOPE = '<system-reminder id="{id}" source="{source}">{body}</system-reminder>'
+ENVELOPE_PLACEHOLDERS = ("id", "source", "body", "tags", "dedupe_key")
+ROUTE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+class _Model(BaseModel):
+    # strict: TOML types are already exact, so `burst = 10.0` or `shadow = 1` is a mistake, not a value.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Fallback(_Model):
+    """What to do when one side has no reminder support at all (SPEC §3-§5)."""
+
+    mcp_host_none: Literal["tool_result", "drop"] = "tool_result"
+    acp_agent_none: Literal["hold", "off"] = "hold"
+    a2a_peer_none: Literal["prepend", "drop"] = "prepend"
+
+
+class GlobalBudget(_Model):
+    """Token bucket: `rate` tokens per minute, at most `burst` held."""
+
+    rate: Annotated[float, Field(gt=0)] = 60.0
+    burst: Annotated[int, Field(ge=1)] = 10
+
+
+class Budget(GlobalBudget):
+    key: Literal["server", "session", "tag"] = "server"
+    over: Literal["drop", "coalesce"] = "drop"
+    shadow: bool = False
+    max_keys: Annotated[int, Field(ge=1)] = 100_000
+
+
+class Trust(_Model):
+    """Limits on untrusted reminder content (SPEC §7)."""
+
+    max_body_bytes: Annotated[int, Field(ge=1)] = 4096
+    max_tags: Annotated[int, Field(ge=0)] = 16
+    max_tag_chars: Annotated[int, Field(ge=1)] = 64
+    max_pending_per_session: Annotated[int, Field(ge=1)] = 64
+    strip_control: bool = True
+    role_hint_ceiling: RoleHint | None = None
+
+
+class RouteSettings(_Model):
+    """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given."""
+
+    protocol: Protocol | None = None
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    path: str | None = None
+    upstream: str | None = None
+    stage: Stage = "translate"
+    host_dialect: Dialect = "auto"
+    peer_dialect: Dialect = "auto"
+    require_declaration: bool = True
+    envelope: str = DEFAULT_ENVELOPE
+    fallback: Fallback = Field(default_factory=Fallback)
+    budget: Budget | None = None
+    trust: Trust = Field(default_factory=Trust)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f'must start with "/" (got {_show(v)})')
+        return v
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream(cls, v: str) -> str:
+        return _url(v, ("http", "https", "ws", "wss"), "an http(s):// or ws(s):// URL")
+
+    @field_validator("envelope")
+    @classmethod
+    def _envelope(cls, v: str) -> str:
+        check_envelope(v)
+        return v
+
+
+class Route(RouteSettings):
+    """A named route in a file: after merging [defaults], the protocol must be known."""
+
+    protocol: Protocol
+
+
+class Telemetry(_Model):
+    """OpenTelemetry export (SPEC §9)."""
+
+    exporter: Literal["none", "console", "otlp"] = "none"
+    otlp_endpoint: str | None = None
+    sampling: Annotated[float, Field(ge=0, le=1)] = 1.0
+    propagation_only: bool = False
+    capture_bodies: bool = False
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        return _url(v, ("http", "https"), "an http(s):// URL")
+
+
+class Admin(_Model):
+    """The admin port: /healthz, /readyz, /metrics (SPEC §9)."""
+
+    listen: str = "127.0.0.1:9464"
+    token: str = ""
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, _, port = v.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f'must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got {_show(v)})')
+        return v
+
+
+class Rules(_Model):
+    """A whole rules file; `routes` already has [defaults] merged in."""
+
+    version: int = 1
+    defaults: RouteSettings = Field(default_factory=RouteSettings)
+    routes: dict[str, Route] = Field(default_factory=dict)
+    global_budget: GlobalBudget | None = None
+    telemetry: Telemetry = Field(default_factory=Telemetry)
+    admin: Admin = Field(default_factory=Admin)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != 1:
+            raise ValueError(f"must be 1, the only rules-file version (got {v})")
+        return v
+
+    def route(self, name: str) -> RouteSettings:
+        """The merged settings of route `name`; KeyError lists the routes that do exist."""
+        try:
+            return self.routes[name]
+        except KeyError:
+            known = ", ".join(sorted(self.routes)) or "none"
+            raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
+
+
+def check_envelope(template: str) -> None:
+    """Raise ValueError unless `template` uses only the known placeholders and contains {body}."""
+    allowed = " ".join("{%s}" % p for p in ENVELOPE_PLACEHOLDERS)
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:
+        raise ValueError("has an unmatched brace; write {{ or }} for a literal brace") from None
+    names = set()
+    for _, name, spec, conv in parts:
+        if name is None:
+            continue
+        if name not in ENVELOPE_PLACEHOLDERS:
+            raise ValueError(f"unknown placeholder {{{name}}} (allowed: {allowed})")
+        if spec or conv:
+            raise ValueError(f"placeholder {{{name}}} may not carry a format spec or conversion")
+        names.add(name)
+    if "body" not in names:
+        raise ValueError(f"must contain {{body}} (allowed placeholders: {allowed})")
+
+
+def _url(v: str, schemes: tuple[str, ...], what: str) -> str:
+    try:
+        parts = urlsplit(v)
+        ok = parts.scheme in schemes and bool(parts.hostname)
+        parts.port  # raises on a bad port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"must be {what} (got {_show(v)})")
+    return v
+
+
+# ---------------------------------------------------------------- problems
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleProblem:
+    file: str
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class RulesError(Exception):
+    """Every problem found in a rules file, not just the first."""
+
+    def __init__(self, problems: list[RuleProblem]):
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_rules(path: str | Path) -> Rules:
+    """Read and validate one rules file; raise RulesError with all of its problems."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RulesError([RuleProblem(str(path), None, "", f"cannot read rules file: {e}")]) from None
+    return parse_rules_text(text, str(path))
+
+
+def check_files(paths: Iterable[str | Path]) -> list[RuleProblem]:
+    """All problems in all files (empty list = all good); backs `reminder-bridge check`."""
+    problems: list[RuleProblem] = []
+    for p in paths:
+        try:
+            load_rules(p)
+        except RulesError as e:
+            problems.extend(e.problems)
+    return problems
+
+
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def parse_rules_text(text: str, file: str = "<string>") -> Rules:
+    """Validate rules given as TOML text; `file` only names the source in problems."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg, m = str(e), _TOML_AT.search(str(e))
+        if m:
+            line, msg = int(m.group(1)), f"{_TOML_AT.sub('', msg)} (column {m.group(2)})"
+        else:  # "(at end of document)"
+            line, msg = max(1, len(text.splitlines())), msg.replace("document", "file")
+        raise RulesError([RuleProblem(file, line, "", f"TOML syntax error: {msg}")]) from None
+
+    lines = locate_keys(text)
+    problems: list[RuleProblem] = []
+
+    def problem(path: tuple, message: str) -> None:
+        problems.append(RuleProblem(file, _line_of(lines, path), dotted(path), message))
+
+    defaults = raw.get("defaults", {})
+    routes = raw.get("routes", {})
+    data = dict(raw)
+    if isinstance(routes, dict):
+        for name in routes:
+            if not ROUTE_NAME.fullmatch(name):
+                problem(("routes", name), "route name may use only letters, digits, '_', '.' and '-'")
+        data["routes"] = {n: _merge(defaults, r) for n, r in routes.items()}
+
+    try:
+        rules = Rules.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        for err in errors:
+            loc = tuple(err["loc"])
+            if loc[:1] == ("routes",) and len(loc) > 2 and isinstance(routes, dict):
+                rest = loc[2:]
+                if not _has(routes.get(loc[1]), rest) and _has(defaults, rest):
+                    continue  # inherited from [defaults], which reports it as defaults.…
+            problem(loc, _message(err))
+        if not problems:  # cannot happen while defaults are validated alone; never pass silently
+            for err in errors:
+                problem(tuple(err["loc"]), _message(err))
+    else:
+        if not problems:
+            return rules
+    problems.sort(key=lambda p: (p.line or 0, p.key))
+    raise RulesError(problems)
+
+
+def _merge(base: Any, over: Any) -> Any:
+    """Deep-merge [defaults] under a route: tables merge key by key, anything else replaces."""
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base[k], v) if k in base else v
+    return out
+
+
+def _has(data: Any, path: tuple) -> bool:
+    for part in path:
+        if isinstance(part, int):
+            return isinstance(data, list)
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+# ---------------------------------------------------------------- messages
+
+
+def dotted(path: Iterable) -> str:
+    """('routes', 'fs.v2', 'command', 0) → 'routes."fs.v2".command[0]' (TOML key syntax)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            seg = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else json.dumps(part)
+            out += f".{seg}" if out else seg
+    return out
+
+
+def _show(v: Any) -> str:
+    """A value as it would be written in TOML."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(_show, v)) + "]"
+    return str(v)
+
+
+def _resolve(loc: tuple) -> tuple[type[BaseModel] | None, Any, list]:
+    """Walk the schema along `loc`: (model holding the last key, the key's type, its constraints)."""
+    tp: Any = Rules
+    model, meta = None, []
+    for part in loc:
+        tp, _ = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            model, field = tp, tp.model_fields.get(part)
+            if field is None:
+                return model, None, []
+            tp, meta = field.annotation, list(field.metadata)
+        elif typing.get_origin(tp) in (dict, list):
+            tp, meta = typing.get_args(tp)[-1], []
+        else:
+            return model, None, []
+    tp, more = _unwrap(tp)
+    return model, tp, meta + more
+
+
+def _unwrap(tp: Any) -> tuple[Any, list]:
+    """Strip `X | None` and Annotated[X, ...]; return X and the Annotated constraints."""
+    meta: list = []
+    while True:
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp, meta
+            tp = args[0]
+        elif typing.get_origin(tp) is Annotated:
+            tp, *extra = typing.get_args(tp)
+            for m in extra:
+                meta.extend(getattr(m, "metadata", [m]))
+        else:
+            return tp, meta
+
+
+def _describe(tp: Any, meta: list) -> str | None:
+    """What a key accepts, in words: 'an integer >= 1', 'one of a, b', 'a table'…"""
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(tp)))
+    bounds = {b: getattr(m, b) for m in meta for b in ("ge", "gt", "le", "min_length")
+              if getattr(m, b, None) is not None}
+    if tp is bool:
+        return "true or false"
+    if tp in (int, float):
+        what = "an integer" if tp is int else "a number"
+        if "ge" in bounds and "le" in bounds:
+            return f"{what} from {bounds['ge']:g} to {bounds['le']:g}"
+        if "gt" in bounds:
+            return f"{what} > {bounds['gt']:g}"
+        if "ge" in bounds:
+            return f"{what} >= {bounds['ge']:g}"
+        return what
+    if tp is str:
+        return "a string"
+    if typing.get_origin(tp) is list:
+        return "a non-empty list of strings" if bounds.get("min_length") else "a list of strings"
+    if typing.get_origin(tp) is dict or (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return "a table"
+    return None
+
+
+_FALLBACK_TYPES = {"string_type": "a string", "int_type": "an integer", "bool_type": "true or false",
+                   "float_type": "a number", "dict_type": "a table", "model_type": "a table", "list_type": "a list"}
+
+
+def _message(err: dict) -> str:
+    """Turn one pydantic error into plain words: what is wrong, what is allowed, what was given."""
+    kind, loc = err["type"], tuple(err["loc"])
+    model, tp, meta = _resolve(loc)
+    if kind == "extra_forbidden":
+        allowed = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f'; did you mean "{close[0]}"?' if close else ""
+        return f"unknown key{hint} (allowed: {', '.join(allowed)})"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    what = _describe(tp, meta) or _FALLBACK_TYPES.get(kind)
+    if kind == "missing":
+        return f"required key is missing; must be {what}" if what else "required key is missing"
+    if what:
+        return f"must be {what} (got {_show(err['input'])})"
+    return f"{err['msg']} (got {_show(err['input'])})"
+
+
+# ---------------------------------------------------------------- line locator
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_WS = " \t"
+
+
+def locate_keys(text: str) -> dict[tuple, int]:
+    """Map each key path defined in TOML `text` to its 1-based line.
+
+    Understands [table] and [[array]] headers, `key = value`, dotted and quoted keys, and skips
+    over multi-line strings, arrays and inline tables. Every prefix of a path is recorded at
+    its first appearance, so a missing key can point at the table that should hold it.
+    It assumes the text already parsed, and stops quietly at anything it does not understand.
+    """
+    found: dict[tuple, int] = {}
+    pos, n, table = 0, len(text), ()
+
+    def line() -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def record(path: tuple) -> None:
+        for i in range(1, len(path) + 1):
+            found.setdefault(path[:i], line())
+
+    def skip(chars: str) -> None:
+        nonlocal pos
+        while pos < n and text[pos] in chars:
+            pos += 1
+
+    def key() -> tuple:
+        nonlocal pos
+        parts = []
+        while True:
+            skip(_WS)
+            if text.startswith('"', pos):
+                end = _string_end(text, pos, '"')
+                parts.append(json.loads(text[pos:end]) if "\\" in text[pos:end] else text[pos + 1:end - 1])
+                pos = end
+            elif text.startswith("'", pos):
+                end = text.index("'", pos + 1) + 1
+                parts.append(text[pos + 1:end - 1])
+                pos = end
+            else:
+                m = _BARE.match(text, pos)
+                if not m:
+                    raise ValueError("key expected")
+                parts.append(m.group())
+                pos = m.end()
+            skip(_WS)
+            if not text.startswith(".", pos):
+                return tuple(parts)
+            pos += 1
+
+    try:
+        while pos < n:
+            skip(_WS + "\r\n")
+            if pos >= n:
+                break
+            if text[pos] == "#":
+                pos = _eol(text, pos)
+            elif text[pos] == "[":
+                pos += 2 if text.startswith("[[", pos) else 1
+                table = key()
+                record(table)
+                pos = _eol(text, pos)
+            else:
+                k = table + key()
+                if not text.startswith("=", pos):
+                    break
+                record(k)
+                pos = _value_end(text, pos + 1)
+                pos = _eol(text, pos)
+    except (ValueError, IndexError):
+        pass
+    return found
+
+
+def _eol(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end + 1
+
+
+def _string_end(text: str, pos: int, quote: str) -> int:
+    """Index just past the basic/literal (multi-line) string starting at pos."""
+    if text.startswith(quote * 3, pos):
+        i = pos + 3
+        while True:
+            if quote == '"' and text[i] == "\\":
+                i += 2
+            elif text.startswith(quote * 3, i):
+                i += 3
+                while i < len(text) and text[i] == quote:  # up to two quotes may end the content
+                    i += 1
+                return i
+            else:
+                i += 1
+    if quote == "'":
+        return text.index("'", pos + 1) + 1
+    i = pos + 1
+    while text[i] != '"':
+        i += 2 if text[i] == "\\" else 1
+    return i + 1
+
+
+def _value_end(text: str, pos: int) -> int:
+    """Index just past the value starting at or after pos (strings, arrays, inline tables)."""
+    while text[pos] in _WS:
+        pos += 1
+    depth = 0
+    while pos < len(text):
+        c = text[pos]
+        if c in "\"'":
+            pos = _string_end(text, pos, c)
+        elif c in "[{":
+            depth, pos = depth + 1, pos + 1
+        elif c in "]}":
+            depth, pos = depth - 1, pos + 1
+        elif c == "#":
+            if not depth:
+                return pos
+            pos = _eol(text, pos)
+        elif c == "\n" and not depth:
+            return pos
+        else:
+            pos += 1
+        if depth == 0 and c in "\"']}":
+            return pos
+    return pos
+
+
+def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:
+    """The line of `path`, else of its longest defined prefix (e.g. the table of a missing key)."""
+    path = tuple(p for p in path if not isinstance(p, int))
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return None
