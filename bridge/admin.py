@@ -39,5 +39,5 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     await runner.setup()
     host, port = split_hostport(listen)
     await web.TCPSite(runner, host, port).start()
-    recorder.log("admin_listening", listen=f"{host}:{port}")
+    recorder.info("admin_listening", listen=f"{host}:{port}")
     return runner

@@ -32,6 +32,11 @@ class Recorder:
             self.log(action, protocol=protocol, method=method, id=reminder.id if reminder else None,
                      dedupe_key=reminder.dedupe_key if reminder else None, source=source, target=target, why=why)
 
+    def info(self, event: str, **fields: Any) -> None:
+        """Routine events (process started, admin listening): logged only at --log-level info."""
+        if self._verbose:
+            self.log(event, **fields)
+
     def log(self, event: str, **fields: Any) -> None:
         record = {"event": event, "route": self.route, **{k: v for k, v in fields.items() if v is not None}}
         self._log.write(json.dumps(record, ensure_ascii=False) + "\n")

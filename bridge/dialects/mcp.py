@@ -47,7 +47,13 @@ class McpStandard:
 
     @staticmethod
     def host_declares(caps: Any) -> bool:
-        return isinstance(caps, dict) and ("reminders" in caps or "reminders" in (_get(caps, "experimental") or {}))
+        """`reminders`, `experimental.reminders`, or an extension named `<prefix>/reminders` (how the
+        official SDK's `ClientExtension` advertises a notification binding)."""
+        if not isinstance(caps, dict):
+            return False
+        extensions = caps.get("extensions")
+        named = isinstance(extensions, dict) and any(str(k).rpartition("/")[2] == "reminders" for k in extensions)
+        return named or "reminders" in caps or "reminders" in (_get(caps, "experimental") or {})
 
     @staticmethod
     def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:

@@ -47,7 +47,8 @@ class Flow:
     """Base of the per-protocol pipelines: framing, pre-filtering, batches, ids, stages.
 
     Subclasses implement `on_host` / `on_peer`, returning None for "forward unchanged" or a list
-    of (destination, message) pairs.
+    of (destination, message) pairs, where a message of None stands for the incoming frame's own
+    bytes (so a message forwarded after proxy-made ones stays byte-identical).
     """
 
     protocol = "?"
@@ -86,7 +87,8 @@ class Flow:
         out = self._dispatch(msg, origin)
         if out is None:
             return [Send(dest, frame)]
-        return [Send(to, data if isinstance(data, bytes) else dumps(data)) for to, data in out]
+        return [Send(to, frame if data is None else data if isinstance(data, bytes) else dumps(data))
+                for to, data in out]
 
     def _dispatch(self, msg: Any, origin: str) -> Outgoing | None:
         if not isinstance(msg, dict):
@@ -108,7 +110,8 @@ class Flow:
                 forward.append(item)
                 continue
             for to, data in result:
-                (forward if to == dest else back).append(json.loads(data) if isinstance(data, bytes) else data)
+                data = item if data is None else json.loads(data) if isinstance(data, bytes) else data
+                (forward if to == dest else back).append(data)
         sends = [Send(dest, dumps(forward))] if forward else []
         if back:
             sends.append(Send(origin, dumps(back)))

@@ -150,7 +150,7 @@ class A2AFlow(Flow):
                 sends = [self._inject_request(task_id, r) for r in after.reminders]
         frames = self._event(msg)
         if frames is None:
-            return sends + [(HOST, msg)] if sends else None
+            return sends + [(HOST, None)] if sends else None
         return sends + frames
 
     def _task_checked(self, msg: dict[str, Any], check: _TaskCheck) -> Outgoing:

@@ -106,11 +106,10 @@ class AcpFlow(Flow):
                                           f"reminders and this route does not hold them", {"method": method}))]
         deduped, pushed_out = self._session(session_id).add(reminder)
         self.record("queued", method, reminder, source=codec.dialect, target="none")
-        out: Outgoing = []
+        out = self._lifecycle_updates(session_id, deduped, pushed_out)  # before the answer: the client's view is whole
         if "id" in msg:
             out.append((HOST, {"jsonrpc": "2.0", "id": msg["id"],
                                "result": codec.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0)}))
-        out += self._lifecycle_updates(session_id, deduped, pushed_out, synthesized=False)
         return out
 
     def _prompt(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
@@ -190,10 +189,10 @@ class AcpFlow(Flow):
         out["result"] = {**(result if isinstance(result, dict) else {}), **client.inject_result(reminder_id, count)}
         if sent.source == "legacy":
             out["result"].pop("dedupedCount", None)
-        sends: Outgoing = [(HOST, out)]
+        sends: Outgoing = []
         if self._client_dialect() == "standard" and self._agent_dialect() == "legacy":
-            sends += self._lifecycle_updates(sent.session_id, deduped, pushed_out, synthesized=True)
-        return sends
+            sends = self._lifecycle_updates(sent.session_id, deduped, pushed_out)
+        return sends + [(HOST, out)]
 
     def _turn_done(self, msg: dict[str, Any], session_id: Any) -> Outgoing | None:
         session = self.sessions.get(_session_key(session_id))
@@ -202,8 +201,7 @@ class AcpFlow(Flow):
         expired = session.end_turn()
         if not expired:
             return None
-        synthesized = self._agent_dialect() == "legacy"
-        return self._lifecycle_updates(session_id, None, expired, synthesized) + [(HOST, msg)]
+        return self._lifecycle_updates(session_id, None, expired) + [(HOST, None)]
 
     def _emitted(self, msg: dict[str, Any]) -> Outgoing | None:
         update = msg["params"]["update"]
@@ -249,17 +247,17 @@ class AcpFlow(Flow):
             return None, []
         return self._session(session_id).add(reminder)
 
-    def _lifecycle_updates(self, session_id: Any, deduped: Deduped | None, expired: list[Expired],
-                           synthesized: bool) -> Outgoing:
+    def _lifecycle_updates(self, session_id: Any, deduped: Deduped | None, expired: list[Expired]) -> Outgoing:
+        """Standard dedupe/expiry updates the proxy makes up (marked synthesized): the agent sends none."""
         if self._client_dialect() != "standard":
             return []
         out: Outgoing = []
         if deduped is not None:
             out.append((HOST, AcpStandard.encode_deduped(session_id, deduped.reminder_id, deduped.dedupe_key,
-                                                         deduped.dropped_ids, synthesized)))
+                                                         deduped.dropped_ids, synthesized=True)))
         for gone in expired:
             out.append((HOST, AcpStandard.encode_expired(session_id, gone.reminder_id, gone.phase, gone.at_turn,
-                                                         synthesized)))
+                                                         synthesized=True)))
         return out
 
     def _agent_dialect(self) -> str:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 from typing import Any
 
@@ -108,6 +109,57 @@ def detect_protocol(frame: bytes) -> str:
     return "mcp"
 
 
+def _is_stream(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+class _FileInput:
+    """A regular file on stdin (`< input.jsonl`): asyncio pipes refuse those, so read in a thread."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    async def read(self, n: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(None, os.read, self.fd, n)
+
+
+async def open_input(fd: int) -> Any:
+    """Something with `await read(n)` over ``fd``, non-blocking where the kernel allows."""
+    if not _is_stream(fd):
+        return _FileInput(fd)
+    reader = asyncio.StreamReader(limit=CHUNK)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                       os.fdopen(fd, "rb", 0, closefd=False))
+    return reader
+
+
+class Output:
+    """`await write(data)` that returns once the data is handed on (backpressure), for pipes and files."""
+
+    def __init__(self, fd: int, writer: asyncio.StreamWriter | None):
+        self.fd = fd
+        self.writer = writer
+
+    async def write(self, data: bytes) -> None:
+        if self.writer is not None:
+            self.writer.write(data)
+            await self.writer.drain()
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+async def open_output(fd: int) -> Output:
+    if not _is_stream(fd):
+        return Output(fd, None)
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                        os.fdopen(fd, "wb", 0, closefd=False))
+    return Output(fd, asyncio.StreamWriter(transport, protocol, None, loop))
+
+
 class StdioProxy:
     """Relays between our stdin/stdout (the host) and a child process (the peer)."""
 
@@ -122,7 +174,7 @@ class StdioProxy:
         self.max_line = max_line
         self.flow: Flow | None = None
         self.child: asyncio.subprocess.Process | None = None
-        self._host_out: asyncio.StreamWriter | None = None
+        self._host_out: Output | None = None
         self._write_lock = asyncio.Lock()
 
     def _make_flow(self, first_frame: bytes) -> Flow:
@@ -140,12 +192,9 @@ class StdioProxy:
         except OSError as exc:
             sys.stderr.write(f"reminder-bridge: cannot start {self.command[0]!r}: {exc.strerror or exc}\n")
             return 127 if isinstance(exc, FileNotFoundError) else 126
-        self.recorder.log("child_started", pid=self.child.pid, command=self.command[0])
-        host_in = asyncio.StreamReader(limit=CHUNK)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(host_in), os.fdopen(0, "rb", 0))
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                            os.fdopen(1, "wb", 0))
-        self._host_out = asyncio.StreamWriter(transport, protocol, None, loop)
+        self.recorder.info("child_started", pid=self.child.pid, command=self.command[0])
+        host_in = await open_input(0)
+        self._host_out = await open_output(1)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
         to_child = asyncio.create_task(self._pump_host(host_in))
@@ -157,14 +206,14 @@ class StdioProxy:
             await asyncio.gather(to_child, return_exceptions=True)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
-        self.recorder.log("child_exited", code=code)
+        self.recorder.info("child_exited", code=code)
         return code if code >= 0 else 128 - code
 
     def _forward_signal(self, sig: int) -> None:
         if self.child is not None and self.child.returncode is None:
             self.child.send_signal(sig)
 
-    async def _pump_host(self, reader: asyncio.StreamReader) -> None:
+    async def _pump_host(self, reader: Any) -> None:
         """Host → child. On EOF, close the child's stdin: that is how MCP and ACP hosts say goodbye."""
         assert self.child is not None and self.child.stdin is not None
         splitter = LineSplitter(self.max_line)
@@ -232,8 +281,7 @@ class StdioProxy:
         assert self._host_out is not None
         async with self._write_lock:  # both pumps may answer the host; keep lines whole
             try:
-                self._host_out.write(b"\n".join(lines) + end)
-                await self._host_out.drain()
+                await self._host_out.write(b"\n".join(lines) + end)
             except (ConnectionResetError, BrokenPipeError):
                 pass
 

@@ -1,0 +1,147 @@
+"""The stdio transport is invisible (SPEC §8): bytes, order, stderr, exit codes and signals."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+PROXY = [sys.executable, "-m", "bridge", "stdio"]
+
+
+def mixed_traffic(count: int, seed: int = 7) -> list[bytes]:
+    """Ordinary MCP/ACP traffic of every awkward kind; none of it concerns reminders."""
+    rng = random.Random(seed)
+    samples = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}}}),
+        '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"db","data":{"ms":812}}}',
+        '{ "jsonrpc" : "2.0" , "id" : "x" , "result" : { "content" : [ ] } }',  # odd spacing stays odd
+        json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "t", "arguments": {"text": "naïve café 中文 🚀"}}}, ensure_ascii=False),
+        json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                    "params": {"name": "t", "arguments": {"text": "naïve café 中文 🚀 \u0000 \t"}}}),  # \u escapes
+        '[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]',
+        "this is not JSON at all",
+        '{"jsonrpc":"2.0","id":8,"result":{"n":1.0e400,"big":123456789012345678901234567890}}',
+        '{"jsonrpc":"2.0","id":9,"result":{"dup":1,"dup":2}}',
+        '{"jsonrpc":"2.0","id":10,"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}',
+        "",
+        '{"truncated": ',
+    ]
+    frames = [samples[0].encode()]
+    for i in range(count):
+        frames.append(rng.choice(samples).encode() if i % 50 else
+                      json.dumps({"jsonrpc": "2.0", "id": i, "method": "bulk", "params": {"blob": "é" * rng.randint(1, 5000)}},
+                                 ensure_ascii=rng.random() < 0.5).encode())
+    return frames
+
+
+def run_cat(frames: list[bytes], *options: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    data = b"\n".join(frames) + b"\n"
+    return subprocess.run(PROXY + list(options) + ["--", "cat"], input=data, capture_output=True, timeout=timeout)
+
+
+def test_cat_round_trip_is_byte_identical_and_in_order():
+    frames = mixed_traffic(5000)
+    frames.insert(2500, json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                    "params": {"level": "info", "data": "x" * (20 * 1024 * 1024)}}).encode())
+    done = run_cat(frames)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == b"\n".join(frames) + b"\n"
+
+
+def test_final_line_without_newline_passes_as_is():
+    done = subprocess.run(PROXY + ["--", "cat"], input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"a":1}',
+                          capture_output=True, timeout=30)
+    assert done.stdout == b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"a":1}'
+
+
+def test_oversize_request_fails_alone_with_an_error():
+    big = b'{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"blob":"' + b"x" * 3000 + b'"}}'
+    frames = [b'{"jsonrpc":"2.0","id":1,"method":"ping"}', big, b'{"jsonrpc":"2.0","id":2,"method":"ping"}']
+    done = run_cat(frames, "--max-line", "1024")
+    lines = done.stdout.splitlines()
+    # the proxy answers at once while the pings travel through the child, so only their order is fixed
+    assert [line for line in lines if b'"ping"' in line] == [frames[0], frames[2]]
+    errors = [json.loads(line) for line in lines if b'"error"' in line]
+    assert len(lines) == 3 and len(errors) == 1
+    assert errors[0]["id"] == 42 and errors[0]["error"]["code"] == -32600 and "1024" in errors[0]["error"]["message"]
+
+
+def test_child_stderr_passes_through_and_exit_code_is_mirrored():
+    done = subprocess.run(PROXY + ["--", sys.executable, "-c",
+                                   "import sys; sys.stderr.write('child says hi\\n'); sys.exit(7)"],
+                          input=b"", capture_output=True, timeout=30)
+    assert done.returncode == 7
+    assert b"child says hi\n" in done.stderr
+
+
+def test_child_that_cannot_start_gives_one_clear_line():
+    done = subprocess.run(PROXY + ["--", "/nonexistent/server", "--flag"], input=b"", capture_output=True, timeout=30)
+    assert done.returncode == 127
+    assert done.stderr.decode().strip().splitlines() == [
+        "reminder-bridge: cannot start '/nonexistent/server': No such file or directory"]
+
+
+def test_sigterm_is_forwarded_to_the_child():
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: (print('child got SIGTERM', flush=True), sys.exit(3)))\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(30)\n")
+    proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"ready\n"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=15)
+    assert out == b"child got SIGTERM\n"
+    assert proc.returncode == 3
+
+
+def test_host_closing_stdin_shuts_down_cleanly_after_replies():
+    """EOF from the host closes the child's stdin; replies already produced still arrive."""
+    done = subprocess.run(PROXY + ["--", sys.executable, "-m", "bridge.examples.mcp_legacy_server"],
+                          input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n', capture_output=True, timeout=30)
+    assert done.returncode == 0
+    assert json.loads(done.stdout) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc to read memory")
+def test_host_that_stops_reading_gets_backpressure_not_buffering():
+    """A child writing 400 MiB to a host that reads nothing for a while: the proxy's memory stays flat."""
+    writer = ("import sys\nline = b'{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"p\":\"' "
+              "+ b'x' * 4000 + b'\"}}\\n'\nfor _ in range(100_000): sys.stdout.buffer.write(line)\n")
+    proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", writer], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    time.sleep(2.0)  # the host reads nothing; pipes fill, the proxy must stop reading the child
+    stalled = rss_kib(proc.pid)
+    received = 0
+    done = threading.Event()
+
+    def drain():
+        nonlocal received
+        while chunk := proc.stdout.read(1 << 20):
+            received += len(chunk)
+        done.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    proc.stdin.close()
+    assert done.wait(120)
+    assert proc.wait(30) == 0
+    line = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":"' + b"x" * 4000 + b'"}}\n'
+    assert received == 100_000 * len(line)  # nothing lost once the host resumes
+    assert stalled < 80 * 1024, f"proxy held {stalled} KiB while the host was not reading"
