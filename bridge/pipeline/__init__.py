@@ -60,6 +60,9 @@ class Flow:
         self.stage = self.settings.stage
         self.host_dialect = host_dialect or self.settings.host_dialect
         self.peer_dialect = peer_dialect or self.settings.peer_dialect
+        #: a configured dialect is never second-guessed by what the handshake says
+        self.host_fixed = self.host_dialect != "auto"
+        self.peer_fixed = self.peer_dialect != "auto"
         self.host_markers: tuple[bytes, ...] = REMINDER_MARKERS
         self.peer_markers: tuple[bytes, ...] = REMINDER_MARKERS
         #: ids of requests (by origin side) whose responses this flow must see
@@ -73,10 +76,15 @@ class Flow:
     def from_peer(self, frame: bytes) -> list[Send]:
         return self._handle(frame, PEER, HOST)
 
+    def passes(self, data: bytes, origin: str) -> bool:
+        """True when ``data`` (one frame, or a block of whole lines) can go on untouched, unparsed."""
+        dest = PEER if origin == HOST else HOST
+        # responses to requests the other side sent and we track must be looked at
+        return not self.awaiting[dest] and not could_concern(data, self.host_markers if origin == HOST
+                                                             else self.peer_markers)
+
     def _handle(self, frame: bytes, origin: str, dest: str) -> list[Send]:
-        markers = self.host_markers if origin == HOST else self.peer_markers
-        # responses to requests the other side sent that we track must be looked at
-        if not self.awaiting[dest] and not could_concern(frame, markers):
+        if self.passes(frame, origin):
             return [Send(dest, frame)]
         try:
             msg = json.loads(frame)

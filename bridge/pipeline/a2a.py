@@ -224,7 +224,7 @@ class A2AFlow(Flow):
         caps = out.get("capabilities")
         if isinstance(caps, dict):
             declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-            if self.settings.peer_dialect == "auto":
+            if not self.peer_fixed:
                 self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
             caller = self._caller() if self.host_dialect != "auto" else "standard"
             cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c), None)

@@ -43,7 +43,7 @@ class AcpFlow(Flow):
         method = msg.get("method")
         params = msg.get("params")
         if method == "initialize":
-            if self.settings.host_dialect == "auto" and isinstance(params, dict):
+            if not self.host_fixed and isinstance(params, dict):
                 caps = params.get("clientCapabilities")
                 if AcpStandard.client_declares(caps):
                     self.host_dialect = "standard"
@@ -154,7 +154,7 @@ class AcpFlow(Flow):
         if not isinstance(caps, dict):
             return None
         declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-        if self.settings.peer_dialect == "auto":
+        if not self.peer_fixed:
             self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
         client = self._client_dialect()
         cap = declared.get(self.peer_dialect)

@@ -30,8 +30,21 @@ class McpFlow(Flow):
         self.modern = False
         self.opted_in: set[Any] = set()  # in-flight modern requests that asked for log messages
         self.pending: list[Reminder] = []  # for the host-`none` tool_result fallback
-        self.host_markers = (b"emind", b"initialize", b"discover", b"logLevel", b"tools")
+        self.handshake_seen = False
         self.peer_markers = (b"emind",)
+        self._watch_host()
+
+    def _watch_host(self) -> None:
+        """Host frames worth parsing: handshakes until one is seen, log opt-ins when they matter,
+        and tool calls only while tool results may carry reminders."""
+        markers = [b"emind"]
+        if not self.handshake_seen or self.host_dialect == "auto":
+            markers += [b"initialize", b"discover", b"io.modelcontextprotocol"]
+        if self.host_dialect == "legacy":
+            markers.append(b"logLevel")
+        if self.host_dialect == "none" and self._fallback() == "tool_result":
+            markers.append(b"tools")
+        self.host_markers = tuple(markers)
 
     # -- host → server -------------------------------------------------------------------------
     def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
@@ -52,12 +65,14 @@ class McpFlow(Flow):
         if LOG_LEVEL_KEY in meta and "id" in msg:
             self.opted_in.add(msg["id"])
             self.expect_response(HOST, msg, "call")
-        if method == "tools/call" and self._fallback() == "tool_result":
+        if method == "tools/call" and self.host_dialect == "none" and self._fallback() == "tool_result":
             self.expect_response(HOST, msg, "tool")
         return None
 
     def _learn_host(self, caps: Any) -> None:
-        if self.settings.host_dialect != "auto":
+        self.handshake_seen = True
+        if self.host_fixed:
+            self._watch_host()
             return
         if McpStandard.host_declares(caps):
             self.host_dialect = "standard"
@@ -65,6 +80,7 @@ class McpFlow(Flow):
             self.host_dialect = "legacy"
         else:
             self.host_dialect = "none"
+        self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
     def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
@@ -88,7 +104,7 @@ class McpFlow(Flow):
             return None
         declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
         self.peer_declared = any(cap is not None for cap in declared.values())
-        if self.settings.peer_dialect == "auto":
+        if not self.peer_fixed:
             self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
         target = self.host_dialect
         cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c is not None), None)

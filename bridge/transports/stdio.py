@@ -1,10 +1,10 @@
 """`reminder-bridge stdio -- COMMAND`: wrap an MCP server or ACP agent that a host launches.
 
 The host talks to us exactly as it talked to the child: newline-delimited JSON-RPC on stdin and
-stdout.  Bytes are read in chunks and split on newlines ourselves (no 64 KiB line limit), each
-frame goes through the pipeline, and every write is awaited (`drain`) so a side that stops
-reading slows the other down instead of growing buffers.  The child's stderr is inherited: it
-reaches the host unbuffered and untouched.
+stdout.  Bytes are cut into lines by the proxy itself (no 64 KiB line limit), only blocks the
+pipeline's pre-filter flags are split and parsed, and a full pipe pauses reading on the other
+side instead of growing buffers.  The child's stderr is inherited: it reaches the host
+unbuffered and untouched.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import sys
 from typing import Any
 
@@ -27,72 +28,18 @@ MAX_LINE = 64 * 1024 * 1024
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 
-class LineSplitter:
-    """Splits a byte stream into frames without a line-length ceiling below ``max_line``.
-
-    A longer line fails only itself: its bytes are discarded as they arrive (memory stays
-    bounded) and `oversize` reports its first bytes so a request can still be answered.
-    """
-
-    def __init__(self, max_line: int = MAX_LINE):
-        self.max_line = max_line
-        self._partial = bytearray()
-        self._discarding: bytes | None = None  # head of an oversize line being skipped
-
-    def feed(self, chunk: bytes) -> tuple[list[bytes], list[bytes]]:
-        """Complete frames in ``chunk``, and the heads of oversize lines that ended in it."""
-        frames: list[bytes] = []
-        oversize: list[bytes] = []
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            piece = chunk[start:end]
-            if self._discarding is not None:
-                oversize.append(self._discarding)
-                self._discarding = None
-            elif self._partial:
-                if len(self._partial) + len(piece) > self.max_line:
-                    oversize.append(bytes(self._partial[:4096]))
-                else:
-                    self._partial += piece
-                    frames.append(bytes(self._partial))
-                self._partial.clear()
-            else:
-                if len(piece) > self.max_line:
-                    oversize.append(piece[:4096])
-                else:
-                    frames.append(piece)
-            start = end + 1
-        rest = chunk[start:]
-        if rest:
-            if self._discarding is None:
-                if len(self._partial) + len(rest) > self.max_line:
-                    self._discarding = bytes((self._partial + rest)[:4096])
-                    self._partial.clear()
-                else:
-                    self._partial += rest
-        return frames, oversize
-
-    def flush(self) -> bytes | None:
-        """Whatever was left without a final newline at EOF."""
-        if self._partial:
-            data = bytes(self._partial)
-            self._partial.clear()
-            return data
-        return None
-
-
-def oversize_reply(head: bytes, limit: int) -> bytes | None:
-    """A JSON-RPC error for an oversize request, if its id can be read from its first bytes."""
-    if b'"method"' not in head:
+def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
+    """A JSON-RPC error for an oversize message whose id can be read from its first bytes: a request
+    from the host is answered; a response from the peer becomes an error so the host stops waiting."""
+    is_request = b'"method"' in head
+    if is_request != from_host:
         return None
     match = _ID.search(head)
     if match is None:
         return None
     msg_id = json.loads(match.group(1))
-    return dumps(error_response(msg_id, -32600, f"message larger than the proxy's line limit of {limit} bytes",
+    what = "message" if from_host else "response from the server or agent"
+    return dumps(error_response(msg_id, -32600, f"{what} larger than the proxy's line limit of {limit} bytes",
                                 {"limit": limit}))
 
 
@@ -109,59 +56,141 @@ def detect_protocol(frame: bytes) -> str:
     return "mcp"
 
 
+class Framer:
+    """Cuts one direction's byte stream into blocks of whole lines, with no ceiling below ``max_line``.
+
+    Whole lines are handed on as one block per read, so ordinary traffic is scanned once per
+    chunk and never split.  A longer line fails only itself: its bytes are dropped as they arrive
+    (memory stays bounded) and its first bytes are reported so a request can still be answered.
+    """
+
+    def __init__(self, max_line: int, on_block, on_oversize):
+        self.max_line = max_line
+        self.on_block = on_block
+        self.on_oversize = on_oversize
+        self.partial = bytearray()
+        self.discarding: bytes | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if len(chunk) > self.max_line:  # only with a limit below the pipe's read size (tests)
+            for start in range(0, len(chunk), self.max_line):
+                self._feed(chunk[start:start + self.max_line])
+        else:
+            self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> None:
+        if self.discarding is not None:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                return
+            self.on_oversize(self.discarding)
+            self.discarding = None
+            chunk = chunk[newline + 1:]
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            self._keep(chunk)
+            return
+        if self.partial:
+            first = chunk.find(b"\n")
+            if len(self.partial) + first > self.max_line:
+                self.on_oversize(bytes(self.partial[:4096]))
+                self.partial.clear()
+                block = chunk[first + 1:last + 1]
+            else:
+                self.partial += chunk[:last + 1]
+                block = bytes(self.partial)
+                self.partial.clear()
+        else:
+            block = chunk[:last + 1]
+        if block:
+            self.on_block(block)
+        self._keep(chunk[last + 1:])
+
+    def _keep(self, rest: bytes) -> None:
+        if not rest:
+            return
+        if len(self.partial) + len(rest) > self.max_line:
+            self.discarding = bytes((self.partial + rest)[:4096])
+            self.partial.clear()
+        else:
+            self.partial += rest
+
+    def eof(self) -> None:
+        """A last line without a newline still goes on, as it came."""
+        if self.partial:
+            tail = bytes(self.partial)
+            self.partial.clear()
+            self.on_block(tail)
+        elif self.discarding is not None:
+            self.on_oversize(self.discarding)
+            self.discarding = None
+
+
 def _is_stream(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-class _FileInput:
-    """A regular file on stdin (`< input.jsonl`): asyncio pipes refuse those, so read in a thread."""
+class _Sink(asyncio.Protocol):
+    """Write side of a pipe: tells the proxy when to stop and resume reading the other side."""
 
-    def __init__(self, fd: int):
-        self.fd = fd
+    def __init__(self, on_pause, on_resume):
+        self.on_pause, self.on_resume = on_pause, on_resume
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    async def read(self, n: int) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(None, os.read, self.fd, n)
+    def pause_writing(self) -> None:
+        self.on_pause()
 
+    def resume_writing(self) -> None:
+        self.on_resume()
 
-async def open_input(fd: int) -> Any:
-    """Something with `await read(n)` over ``fd``, non-blocking where the kernel allows."""
-    if not _is_stream(fd):
-        return _FileInput(fd)
-    reader = asyncio.StreamReader(limit=CHUNK)
-    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                       os.fdopen(fd, "rb", 0, closefd=False))
-    return reader
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
-class Output:
-    """`await write(data)` that returns once the data is handed on (backpressure), for pipes and files."""
+class _Source(asyncio.Protocol):
+    """Read side of a pipe."""
 
-    def __init__(self, fd: int, writer: asyncio.StreamWriter | None):
-        self.fd = fd
-        self.writer = writer
+    def __init__(self, on_data, on_eof):
+        self.data_received, self._on_eof = on_data, on_eof
 
-    async def write(self, data: bytes) -> None:
-        if self.writer is not None:
-            self.writer.write(data)
-            await self.writer.drain()
-            return
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+    def eof_received(self) -> bool:
+        self._on_eof()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_eof()
 
 
-async def open_output(fd: int) -> Output:
-    if not _is_stream(fd):
-        return Output(fd, None)
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                        os.fdopen(fd, "wb", 0, closefd=False))
-    return Output(fd, asyncio.StreamWriter(transport, protocol, None, loop))
+class _Child(asyncio.SubprocessProtocol):
+    def __init__(self, proxy: "StdioProxy"):
+        self.proxy = proxy
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.proxy.child_framer.feed(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.proxy.child_stdout_closed()
+
+    def pause_writing(self) -> None:  # the child's stdin is full: stop reading the host
+        self.proxy.pause_host()
+
+    def resume_writing(self) -> None:
+        self.proxy.resume_host()
+
+    def process_exited(self) -> None:
+        self.proxy.child_exited()
 
 
 class StdioProxy:
-    """Relays between our stdin/stdout (the host) and a child process (the peer)."""
+    """Relays between our stdin/stdout (the host) and a child process (the peer).
+
+    Callback-driven (asyncio protocols, no reader tasks): a frame that needs no rewrite is
+    written on as soon as it is read.  When a destination pipe is full, reading from its source
+    pauses until it drains; that is the whole backpressure story and memory stays bounded.
+    """
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
@@ -172,10 +201,135 @@ class StdioProxy:
         self.recorder = recorder
         self.dialects = {"host_dialect": host_dialect, "peer_dialect": peer_dialect}
         self.max_line = max_line
+        self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
-        self.child: asyncio.subprocess.Process | None = None
-        self._host_out: Output | None = None
-        self._write_lock = asyncio.Lock()
+        self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
+        self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
+        self.child: asyncio.SubprocessTransport | None = None
+        self._child_stdin: asyncio.WriteTransport | None = None
+        self._host_reader: asyncio.ReadTransport | None = None
+        self._host_writer: asyncio.WriteTransport | None = None
+        self._host_sink: _Sink | None = None
+        self._host_paused = asyncio.Event()
+        self._finished: asyncio.Future[None] | None = None
+        self._exited = False
+        self._stdout_closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._finished = loop.create_future()
+        try:
+            self.child, _ = await loop.subprocess_exec(lambda: _Child(self), *self.command, stdin=subprocess.PIPE,
+                                                       stdout=subprocess.PIPE, stderr=None)
+        except OSError as exc:
+            sys.stderr.write(f"reminder-bridge: cannot start {self.command[0]!r}: {exc.strerror or exc}\n")
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+        self.recorder.info("child_started", pid=self.child.get_pid(), command=self.command[0])
+        self._child_stdin = self.child.get_pipe_transport(0)
+        await self._open_host(loop)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._forward_signal, sig)
+        try:
+            await self._finished
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        if self._host_writer is not None and self._host_sink is not None:
+            self._host_writer.close()  # flushes what is still buffered for the host
+            await self._host_sink.closed
+        code = self.child.get_returncode()
+        self.child.close()
+        self.recorder.info("child_exited", code=code)
+        return code if code is not None and code >= 0 else 128 - (code or 0)
+
+    async def _open_host(self, loop: asyncio.AbstractEventLoop) -> None:
+        if _is_stream(1):
+            self._host_sink = _Sink(self.pause_child, self.resume_child)
+            self._host_writer, _ = await loop.connect_write_pipe(lambda: self._host_sink,
+                                                                 os.fdopen(1, "wb", 0, closefd=False))
+        if _is_stream(0):
+            self._host_reader, _ = await loop.connect_read_pipe(
+                lambda: _Source(self.host_framer.feed, self._host_eof), os.fdopen(0, "rb", 0, closefd=False))
+        else:  # a regular file on stdin: asyncio pipes refuse those, so read it in a thread
+            asyncio.ensure_future(self._read_file(loop))
+
+    async def _read_file(self, loop: asyncio.AbstractEventLoop) -> None:
+        while data := await loop.run_in_executor(None, os.read, 0, self.chunk):
+            self.host_framer.feed(data)
+            while self._host_paused.is_set():
+                await asyncio.sleep(0.001)
+        self._host_eof()
+
+    def _host_eof(self) -> None:
+        """EOF from the host: close the child's stdin, which is how MCP and ACP hosts say goodbye."""
+        self.host_framer.eof()
+        if self._child_stdin is not None and not self._child_stdin.is_closing():
+            self._child_stdin.close()
+
+    def child_stdout_closed(self) -> None:
+        self.child_framer.eof()
+        self._stdout_closed = True
+        self._maybe_finish()
+
+    def child_exited(self) -> None:
+        self._exited = True
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if self._exited and self._stdout_closed and self._finished is not None and not self._finished.done():
+            self._finished.set_result(None)
+
+    def _forward_signal(self, sig: int) -> None:
+        if self.child is not None and self.child.get_returncode() is None:
+            self.child.send_signal(sig)
+
+    # -- backpressure --------------------------------------------------------------------------
+    def pause_host(self) -> None:
+        self._host_paused.set()
+        if self._host_reader is not None:
+            self._host_reader.pause_reading()
+
+    def resume_host(self) -> None:
+        self._host_paused.clear()
+        if self._host_reader is not None:
+            self._host_reader.resume_reading()
+
+    def pause_child(self) -> None:
+        if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None:
+            stdout.pause_reading()
+
+    def resume_child(self) -> None:
+        if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None:
+            stdout.resume_reading()
+
+    # -- routing -------------------------------------------------------------------------------
+    def _route(self, block: bytes, from_host: bool) -> None:
+        """A block of whole lines from one side: forwarded at once unless the pipeline must look."""
+        origin = HOST if from_host else PEER
+        flow = self.flow
+        if flow is None:
+            if not from_host:
+                self._write(block, to_host=True)
+                return
+            flow = self.flow = self._make_flow(block.split(b"\n", 1)[0])
+        if flow.passes(block, origin):
+            self._write(block, to_host=not from_host)
+            return
+        to_host: list[bytes] = []
+        to_peer: list[bytes] = []
+        lines = block.split(b"\n")
+        newline = lines[-1] == b""
+        if newline:
+            lines.pop()
+        for frame in lines:
+            for send in (flow.from_host(frame) if from_host else flow.from_peer(frame)):
+                (to_host if send.to == HOST else to_peer).append(send.data)
+        end = b"\n" if newline else b""
+        if to_peer:
+            self._write(b"\n".join(to_peer) + end, to_host=False)
+        if to_host:
+            self._write(b"\n".join(to_host) + end, to_host=True)
 
     def _make_flow(self, first_frame: bytes) -> Flow:
         from bridge.cli import make_flow
@@ -183,107 +337,25 @@ class StdioProxy:
         protocol = self.protocol or detect_protocol(first_frame)
         return make_flow(protocol, self.settings, self.recorder, **self.dialects)
 
-    async def run(self) -> int:
-        loop = asyncio.get_running_loop()
-        try:
-            self.child = await asyncio.create_subprocess_exec(
-                *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
-                limit=CHUNK)
-        except OSError as exc:
-            sys.stderr.write(f"reminder-bridge: cannot start {self.command[0]!r}: {exc.strerror or exc}\n")
-            return 127 if isinstance(exc, FileNotFoundError) else 126
-        self.recorder.info("child_started", pid=self.child.pid, command=self.command[0])
-        host_in = await open_input(0)
-        self._host_out = await open_output(1)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._forward_signal, sig)
-        to_child = asyncio.create_task(self._pump_host(host_in))
-        try:
-            await self._pump_child()
-            code = await self.child.wait()
-        finally:
-            to_child.cancel()
-            await asyncio.gather(to_child, return_exceptions=True)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-        self.recorder.info("child_exited", code=code)
-        return code if code >= 0 else 128 - code
+    def _oversize(self, head: bytes, from_host: bool) -> None:
+        reply = oversize_reply(head, self.max_line, from_host)
+        self.recorder.log("oversize", side=HOST if from_host else PEER, limit=self.max_line,
+                          answered=reply is not None)
+        if reply is not None:
+            self._write(reply + b"\n", to_host=True)
 
-    def _forward_signal(self, sig: int) -> None:
-        if self.child is not None and self.child.returncode is None:
-            self.child.send_signal(sig)
-
-    async def _pump_host(self, reader: Any) -> None:
-        """Host → child. On EOF, close the child's stdin: that is how MCP and ACP hosts say goodbye."""
-        assert self.child is not None and self.child.stdin is not None
-        splitter = LineSplitter(self.max_line)
-        try:
-            while chunk := await reader.read(CHUNK):
-                frames, oversize = splitter.feed(chunk)
-                await self._route(frames, oversize, from_host=True)
-            tail = splitter.flush()
-            if tail is not None:
-                await self._route([tail], [], from_host=True, newline=False)
-        except (ConnectionResetError, BrokenPipeError):
-            pass
-        finally:
-            if self.child.stdin is not None and not self.child.stdin.is_closing():
-                self.child.stdin.close()
-
-    async def _pump_child(self) -> None:
-        """Child → host, until the child closes its stdout."""
-        assert self.child is not None and self.child.stdout is not None
-        splitter = LineSplitter(self.max_line)
-        reader = self.child.stdout
-        while chunk := await reader.read(CHUNK):
-            frames, oversize = splitter.feed(chunk)
-            await self._route(frames, oversize, from_host=False)
-        tail = splitter.flush()
-        if tail is not None:
-            await self._route([tail], [], from_host=False, newline=False)
-
-    async def _route(self, frames: list[bytes], oversize: list[bytes], from_host: bool, newline: bool = True) -> None:
-        to_host: list[bytes] = []
-        to_peer: list[bytes] = []
-        for frame in frames:
-            if self.flow is None:
-                if not frame.strip():
-                    (to_peer if from_host else to_host).append(frame)
-                    continue
-                self.flow = self._make_flow(frame)
-            sends = self.flow.from_host(frame) if from_host else self.flow.from_peer(frame)
-            for send in sends:
-                (to_host if send.to == HOST else to_peer).append(send.data)
-        for head in oversize:
-            reply = oversize_reply(head, self.max_line) if from_host else None
-            self.recorder.log("oversize", side=HOST if from_host else PEER, limit=self.max_line,
-                              answered=reply is not None)
-            if reply is not None:
-                to_host.append(reply)
-        end = b"\n" if newline else b""
-        if to_peer:
-            await self._write_peer(to_peer, end)
-        if to_host:
-            await self._write_host(to_host, end)
-
-    async def _write_peer(self, lines: list[bytes], end: bytes) -> None:
-        assert self.child is not None and self.child.stdin is not None
-        stdin = self.child.stdin
-        if stdin.is_closing():
+    def _write(self, data: bytes, to_host: bool) -> None:
+        if not to_host:
+            if self._child_stdin is not None and not self._child_stdin.is_closing():
+                self._child_stdin.write(data)
             return
-        try:
-            stdin.write(b"\n".join(lines) + end)
-            await stdin.drain()
-        except (ConnectionResetError, BrokenPipeError):
-            pass  # the child is gone; its exit ends the proxy
-
-    async def _write_host(self, lines: list[bytes], end: bytes) -> None:
-        assert self._host_out is not None
-        async with self._write_lock:  # both pumps may answer the host; keep lines whole
-            try:
-                await self._host_out.write(b"\n".join(lines) + end)
-            except (ConnectionResetError, BrokenPipeError):
-                pass
+        if self._host_writer is not None:
+            if not self._host_writer.is_closing():
+                self._host_writer.write(data)
+            return
+        view = memoryview(data)  # stdout is a regular file: plain blocking writes
+        while view:
+            view = view[os.write(1, view):]
 
 
 def add_stdio_parser(sub: Any) -> None:

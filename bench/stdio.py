@@ -1,0 +1,117 @@
+"""stdio scenarios: passthrough throughput vs a bare asyncio relay, and added round-trip latency."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PY = sys.executable
+PROXY = [PY, "-m", "bridge", "stdio", "--"]
+RELAY = [PY, "-m", "bench.relay", "--"]
+ECHO = [PY, "-m", "bench.echo_child"]
+
+
+def traffic(megabytes: float, seed: int = 1) -> bytes:
+    """Ordinary MCP traffic (no reminders): requests, results and logs of 100 B to 16 KiB."""
+    rng = random.Random(seed)
+    lines = []
+    size = 0
+    i = 0
+    while size < megabytes * 1024 * 1024:
+        i += 1
+        kind = rng.random()
+        if kind < 0.4:
+            msg = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                   "params": {"name": "search", "arguments": {"q": "x" * rng.randint(10, 400)}}}
+        elif kind < 0.8:
+            msg = {"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text",
+                                                                        "text": "é" * rng.randint(50, 8000)}]}}
+        else:
+            msg = {"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": "info", "logger": "app", "data": "log line " * rng.randint(1, 50)}}
+        line = json.dumps(msg, ensure_ascii=False).encode() + b"\n"
+        lines.append(line)
+        size += len(line)
+    return b"".join(lines)
+
+
+def _throughput_once(wrapper: list[str], data: bytes) -> float:
+    """MB/s echoed through ``wrapper`` around `cat`, timed after a warm-up line (no start-up cost)."""
+    proc = subprocess.Popen(wrapper + ["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    warm = b'{"jsonrpc":"2.0","id":0,"method":"ping"}\n'
+    proc.stdin.write(warm)
+    proc.stdin.flush()
+    assert proc.stdout.readline() == warm
+    start = time.perf_counter()
+
+    def feed() -> None:
+        proc.stdin.write(data)
+        proc.stdin.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    received = 0
+    while chunk := proc.stdout.read1(1 << 20):
+        received += len(chunk)
+    elapsed = time.perf_counter() - start
+    proc.wait()
+    if received != len(data):
+        raise RuntimeError(f"{wrapper[2]} lost data: {received} of {len(data)} bytes")
+    return len(data) / elapsed / 1e6
+
+
+def throughput(megabytes: float, rounds: int) -> dict:
+    data = traffic(megabytes)
+    proxy, relay = [], []
+    for _ in range(rounds):  # alternate, so drift on the machine hits both alike
+        relay.append(_throughput_once(RELAY, data))
+        proxy.append(_throughput_once(PROXY, data))
+    p, r = statistics.median(proxy), statistics.median(relay)
+    return {"scenario": "stdio passthrough throughput", "unit": "MB/s", "proxy": round(p, 1), "direct": round(r, 1),
+            "ratio": round(p / r, 3), "goal": ">= 0.8x bare asyncio relay", "met": p / r >= 0.8,
+            "detail": f"{len(data) / 1e6:.0f} MB of ordinary MCP traffic through `cat`, median of {rounds}"}
+
+
+def _round_trips(argv: list[str], count: int) -> list[float]:
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    fd_in, fd_out = proc.stdin.fileno(), proc.stdout.fileno()
+    samples = []
+    buffered = b""
+    for i in range(count + 200):
+        line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":'
+                b'{"text":"hello"}}}\n' % i)
+        start = time.perf_counter()
+        os.write(fd_in, line)
+        while b"\n" not in buffered:
+            buffered += os.read(fd_out, 65536)
+        elapsed = time.perf_counter() - start
+        _, _, buffered = buffered.partition(b"\n")
+        if i >= 200:  # warm-up excluded
+            samples.append(elapsed * 1e6)
+    proc.stdin.close()
+    proc.wait()
+    return samples
+
+
+def latency(count: int, rounds: int) -> dict:
+    proxy: list[float] = []
+    direct: list[float] = []
+    for _ in range(rounds):
+        direct += _round_trips(ECHO, count)
+        proxy += _round_trips(PROXY + ECHO, count)
+
+    def pct(samples: list[float], q: float) -> float:
+        return statistics.quantiles(samples, n=1000)[int(q * 1000) - 1]
+
+    added50 = statistics.median(proxy) - statistics.median(direct)
+    added99 = pct(proxy, 0.99) - pct(direct, 0.99)
+    return {"scenario": "stdio added round-trip latency", "unit": "µs",
+            "proxy": f"p50 {statistics.median(proxy):.0f} / p99 {pct(proxy, 0.99):.0f}",
+            "direct": f"p50 {statistics.median(direct):.0f} / p99 {pct(direct, 0.99):.0f}",
+            "ratio": f"+{added50:.0f} p50 / +{added99:.0f} p99", "goal": "<= +150 µs p50, <= +500 µs p99",
+            "met": added50 <= 150 and added99 <= 500,
+            "detail": f"{len(proxy)} tools/call round trips per side, echo child, {rounds} alternating rounds"}
