@@ -58,6 +58,9 @@ class SessionReminders:
             overflow.append(Expired(oldest.reminder.id, "cleared", self.turn))
         return deduped, overflow
 
+    def reminders(self) -> list[Reminder]:
+        return [h.reminder for h in self.pending]
+
     def to_render(self) -> list[Reminder]:
         """What the model should see this turn: every pending reminder except `audit_only` ones."""
         return [h.reminder for h in self.pending if h.reminder.mode != "audit_only"]

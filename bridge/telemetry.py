@@ -12,8 +12,8 @@ from typing import Any, TextIO
 from bridge.model import Reminder
 
 #: The actions a reminder can meet (SPEC §9 `reminder.action`).
-ACTIONS = ("rewritten", "passed", "queued", "rendered", "dropped", "invalid", "limited", "coalesced", "synthesized",
-           "refused")
+ACTIONS = ("rewritten", "passed", "queued", "attached", "rendered", "dropped", "invalid", "limited", "coalesced",
+           "synthesized", "refused")
 
 
 class Recorder:

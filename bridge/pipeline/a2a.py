@@ -108,25 +108,34 @@ class A2AFlow(Flow):
             elif carried:
                 self.expect_response(HOST, msg, _AfterSend(carried))
         else:
-            pending = (queued.to_render() if queued else []) + carried
-            self._attach(out["params"], pending, peer, method)
+            self._attach(out["params"], (queued.reminders() if queued else []) + carried, peer, method)
         for r in carried:
             self.record("rewritten", method, r, source="legacy", target=peer)
         return sends + [(PEER, out)]
 
     def _attach(self, params: dict[str, Any], reminders: list[Reminder], peer: str, method: str) -> None:
+        """Queued reminders ride on the next message for their task: as metadata for a legacy peer
+        (every mode: the peer decides), as a prepended text part for a `none` one (never audit_only)."""
         if not reminders:
             return
         if peer == "legacy":
             A2ALegacy.put_on_params(params, reminders)
+            for r in reminders:
+                self.record("attached", method, r, source="standard", target=peer)
             return
         message = params.get("message")
+        shown = [r for r in reminders if r.mode != "audit_only"]
+        for r in reminders:
+            if r.mode == "audit_only":
+                self.record("dropped", method, r, target="none", why="audit_only reminders are never rendered")
+        if not shown:
+            return
         if self.settings.fallback.a2a_peer_none == "prepend" and isinstance(message, dict):
-            message.setdefault("parts", []).insert(0, {"text": render(reminders, self.settings.envelope)})
-            for r in reminders:
+            message.setdefault("parts", []).insert(0, {"text": render(shown, self.settings.envelope)})
+            for r in shown:
                 self.record("rendered", method, r, target="none")
         else:
-            for r in reminders:
+            for r in shown:
                 self.record("dropped", method, r, target="none", why="peer has no reminder support")
 
     def _inject_request(self, task_id: str, reminder: Reminder) -> tuple[str, dict[str, Any]]:

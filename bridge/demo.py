@@ -1,0 +1,381 @@
+"""`reminder-bridge demo`: a standard host talks to the bundled legacy peers through the proxy.
+
+Everything runs in-process and uses the proxy's real pipelines (`bridge.cli.make_flow`): a
+scripted host sends JSON-RPC frames into `Flow.from_host`, what the flow sends to the peer is
+handed to the example peer's `handle`, and the peer's replies go back through
+`Flow.from_peer`.  No sockets, no subprocesses, stdlib-only peers.
+
+Each message is printed side by side: on the left as it was sent, on the right as the proxy
+delivered it ("= unchanged" when the bytes are identical, "(dropped)" when nothing was sent).
+The run ends with one summary line per protocol and exits 1 if an expected rewrite is missing,
+so the demo doubles as a smoke test of a fresh install.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from bridge.cli import make_flow
+from bridge.examples.a2a_legacy_agent import LegacyA2AAgent
+from bridge.examples.acp_harn_agent import HarnLikeAgent
+from bridge.examples.mcp_legacy_server import LegacyMcpServer
+from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, Flow, dumps
+from bridge.rules import RouteSettings
+from bridge.telemetry import ACTIONS, Recorder
+
+MIN_WIDTH = 100
+SMALLEST_WIDTH = 40  # an explicit --width below this would leave no room for the JSON
+GUTTER = " │ "
+PUBLIC_URL = "http://127.0.0.1:8080/a2a"
+UPSTREAM_URL = "http://10.0.0.7:9000/a2a"
+
+
+# -- layout --------------------------------------------------------------------------------------
+def wrap(text: str, width: int) -> list[str]:
+    """Wrap one line of compact JSON: after a comma if one is in the second half, else after a space."""
+    lines: list[str] = []
+    while len(text) > width:
+        cut = max(text.rfind(",", width // 2, width), text.rfind(" ", width * 3 // 4, width))
+        cut = width if cut < 0 else cut + 1
+        lines.append(text[:cut])
+        text = text[cut:]
+    lines.append(text)
+    return lines
+
+
+def _text(data: bytes) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "backslashreplace")
+
+
+@dataclass
+class Tally:
+    messages: int = 0
+    rewritten: int = 0
+    unchanged: int = 0
+    dropped: int = 0
+
+
+class Printer:
+    """Side-by-side rendering of one message and what the proxy delivered for it."""
+
+    def __init__(self, out: TextIO, width: int):
+        self.out = out
+        self.width = width
+        self.left = (width - len(GUTTER)) // 2
+        self.right = width - len(GUTTER) - self.left
+
+    def line(self, text: str = "") -> None:
+        self.out.write(text.rstrip() + "\n")
+
+    def heading(self, title: str, subtitle: str) -> None:
+        self.line()
+        self.line("━" * self.width)
+        for text in (title, subtitle):
+            for chunk in wrap(text, self.width):
+                self.line(chunk)
+        self.line("━" * self.width)
+
+    def columns(self, left: list[str], right: list[str]) -> None:
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else ""
+            b = right[i] if i < len(right) else ""
+            self.line(a.ljust(self.left) + GUTTER + b)
+
+    def exchange(self, label: str, note: str, sent: bytes, delivered: list[tuple[str, bytes]], natural: str) -> str:
+        """Print one row; returns "unchanged", "rewritten" or "dropped"."""
+        self.line()
+        title = f"▸ {label}" + (f"  ·  {note}" if note else "")
+        for chunk in wrap(title, self.width):
+            self.line(chunk)
+        left = wrap(_text(sent), self.left)
+        if not delivered:
+            outcome, right = "dropped", ["(dropped)"]
+        elif len(delivered) == 1 and delivered[0][0] == natural and delivered[0][1] == sent:
+            outcome, right = "unchanged", ["= unchanged"]
+        else:
+            outcome, right = "rewritten", []
+            for n, (to, data) in enumerate(delivered):
+                if len(delivered) > 1 or to != natural:
+                    if n:
+                        right.append("")
+                    right.append(_tag(to, data, natural) + ":")
+                if to == natural and data == sent:
+                    right.append("= unchanged")
+                else:
+                    right += wrap(_text(data), self.right)
+        self.columns(left, right)
+        return outcome
+
+
+def _tag(to: str, data: bytes, natural: str) -> str:
+    if to != natural:
+        return f"↩ to {to} (answered by the proxy)"
+    try:
+        msg = json.loads(data)
+    except ValueError:
+        msg = None
+    if isinstance(msg, dict) and str(msg.get("id", "")).startswith(OWN_ID_PREFIX) and "method" in msg:
+        return f"→ to {to} (the proxy's own request)"
+    return f"→ to {to}"
+
+
+def _summary(msg: Any) -> str:
+    """A short name for a message: its method, or what kind of response it is."""
+    if not isinstance(msg, dict):
+        return "message"
+    if "method" in msg:
+        update = msg.get("params", {}).get("update") if isinstance(msg.get("params"), dict) else None
+        if isinstance(update, dict) and "sessionUpdate" in update:
+            return f"{msg['method']} ({update['sessionUpdate']})"
+        return str(msg["method"])
+    if "error" in msg:
+        return f"error for #{msg.get('id')}"
+    result = msg.get("result")
+    kind = next((k for k in ("task", "statusUpdate", "artifactUpdate", "message", "reminderUpdate")
+                 if isinstance(result, dict) and k in result), None)
+    return f"result #{msg.get('id')}" + (f" ({kind} frame)" if kind else "")
+
+
+# -- one conversation ----------------------------------------------------------------------------
+@dataclass
+class Conversation:
+    """A scripted host, the proxy's flow and an in-process peer, with everything printed."""
+
+    name: str
+    flow: Flow
+    peer: Callable[[dict[str, Any]], list[dict[str, Any]]]
+    printer: Printer
+    tally: Tally = field(default_factory=Tally)
+    to_host: list[dict[str, Any]] = field(default_factory=list)
+    to_peer: list[dict[str, Any]] = field(default_factory=list)
+
+    def host_sends(self, msg: dict[str, Any], note: str = "") -> list[dict[str, Any]]:
+        """Send one host message through the proxy; returns what the host received meanwhile."""
+        start = len(self.to_host)
+        pending: deque[tuple[str, bytes, str]] = deque([(HOST, dumps(msg), note)])
+        while pending:
+            origin, frame, why = pending.popleft()
+            sends = self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame)
+            natural = PEER if origin == HOST else HOST
+            delivered = [(s.to, s.data) for s in sends]
+            self._show(origin, frame, why, delivered, natural)
+            for to, data in delivered:
+                decoded = json.loads(data)
+                if to == HOST:
+                    self.to_host.append(decoded)
+                    continue
+                self.to_peer.append(decoded)
+                for reply in self.peer(decoded):
+                    pending.append((PEER, dumps(reply), ""))
+        return self.to_host[start:]
+
+    def peer_document(self, label: str, note: str, original: dict[str, Any],
+                      rewritten: dict[str, Any] | None) -> None:
+        """A non-JSON-RPC document the proxy rewrites on its way to the host (the A2A agent card)."""
+        sent = dumps(original)
+        delivered = [(HOST, dumps(rewritten) if rewritten is not None else sent)]
+        self._count(self.printer.exchange(label, note, sent, delivered, HOST))
+
+    def _show(self, origin: str, frame: bytes, note: str, delivered: list[tuple[str, bytes]], natural: str) -> None:
+        msg = json.loads(frame)
+        if origin == HOST:
+            direction = "host → peer"
+        elif isinstance(msg, dict) and "method" not in msg and str(msg.get("id", "")).startswith(OWN_ID_PREFIX):
+            direction = "peer → proxy"  # the answer to a request the proxy made itself
+        else:
+            direction = "peer → host"
+        self._count(self.printer.exchange(f"{direction}  {_summary(msg)}", note, frame, delivered, natural))
+
+    def _count(self, outcome: str) -> None:
+        self.tally.messages += 1
+        setattr(self.tally, outcome, getattr(self.tally, outcome) + 1)
+
+
+# -- the three scripts ---------------------------------------------------------------------------
+def _rpc(msg_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+
+
+def _methods(received: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("method")) for m in received if "method" in m]
+
+
+def _result(received: list[dict[str, Any]], msg_id: Any) -> Any:
+    for m in received:
+        if m.get("id") == msg_id and "method" not in m:
+            return m.get("result")
+    return None
+
+
+def mcp_script(c: Conversation) -> list[str]:
+    """Returns the expectations that were not met (empty when the proxy did its job)."""
+    missing: list[str] = []
+    got = c.host_sends(_rpc(1, "initialize", {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"roots": {}, "reminders": {}},
+        "clientInfo": {"name": "standard-host", "version": "1.0.0"},
+    }), "the host declares capabilities.reminders (standard)")
+    caps = (_result(got, 1) or {}).get("capabilities", {})
+    if "reminders" not in caps or "harn" in caps.get("_meta", {}):
+        missing.append("initialize result with capabilities.reminders")
+    c.host_sends({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    got = c.host_sends(_rpc(2, "tools/call", {"name": "touch_file", "arguments": {"path": "src/app.py"}}),
+                       "the legacy server reports the change as a harn.reminder log message")
+    if "notifications/reminder" not in _methods(got):
+        missing.append("notifications/reminder")
+    if not any(m.get("method") == "notifications/message" and m["params"].get("logger") == "fs" for m in got):
+        missing.append("the ordinary log message")
+    if _result(got, 2) is None:
+        missing.append("the tools/call result")
+    return missing
+
+
+def acp_script(c: Conversation) -> list[str]:
+    missing: list[str] = []
+    got = c.host_sends(_rpc(0, "initialize", {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True,
+                               "reminders": {"emit": True}},
+        "clientInfo": {"name": "standard-editor", "version": "1.0.0"},
+    }), "the client declares clientCapabilities.reminders (standard)")
+    if "reminders" not in ((_result(got, 0) or {}).get("agentCapabilities") or {}):
+        missing.append("agentCapabilities.reminders")
+    got = c.host_sends(_rpc(1, "session/new", {"cwd": "/home/dev/shop", "mcpServers": []}))
+    session_id = (_result(got, 1) or {}).get("sessionId", "sess-1")
+    c.host_sends(_rpc(2, "session/inject_reminder", {
+        "sessionId": session_id,
+        "body": "CI is red on main: do not merge until it is green.",
+        "tags": ["ci"],
+        "dedupeKey": "ci:main",
+        "ttlTurns": 1,
+    }), "standard inject without a mode: Harn would read a missing mode as audit_only")
+    if not any(m.get("method") == "session/remind" and m["params"].get("mode") == "finish_step"
+               and "dedupe_key" in m["params"] for m in c.to_peer):
+        missing.append("session/remind with snake_case keys and mode finish_step")
+    got = c.host_sends(_rpc(3, "session/prompt", {
+        "sessionId": session_id, "prompt": [{"type": "text", "text": "Merge PR #12 into main."}],
+    }), "the agent renders the reminder and reports it Harn's way")
+    emitted = [m["params"]["update"] for m in got if m.get("method") == "session/update"
+               and m["params"]["update"].get("sessionUpdate") == "reminder_emitted"]
+    if not any("body" in u and "harn" not in (u.get("_meta") or {}) for u in emitted):
+        missing.append("reminder_emitted in the standard flat form")
+    return missing
+
+
+def a2a_script(c: Conversation, agent: LegacyA2AAgent) -> list[str]:
+    missing: list[str] = []
+    card = agent.agent_card(UPSTREAM_URL)
+    rewritten = c.flow.rewrite_card(card)  # type: ignore[attr-defined]
+    c.peer_document("peer → host  GET /.well-known/agent-card.json", f"capability and URL now point at the proxy "
+                    f"({PUBLIC_URL})", card, rewritten)
+    if not rewritten or "reminders" not in rewritten.get("capabilities", {}):
+        missing.append("agent card with capabilities.reminders")
+    got = c.host_sends(_rpc("req-1", "SendStreamingMessage", {
+        "message": {"messageId": "msg-1", "role": "ROLE_USER", "parts": [{"text": "Rebase feature/checkout on main."}]},
+    }), "each reply below is one SSE frame (data: = the JSON-RPC response)")
+    task_id = next((m["result"]["task"]["id"] for m in got if isinstance(m.get("result"), dict)
+                    and isinstance(m["result"].get("task"), dict)), "task-1")
+    kinds = [next(iter(m["result"]), None) for m in got if isinstance(m.get("result"), dict)]
+    if "reminderUpdate" not in kinds or kinds.index("reminderUpdate") + 1 >= len(kinds) \
+            or kinds[kinds.index("reminderUpdate") + 1] != "statusUpdate":
+        missing.append("a reminderUpdate frame followed by the cleaned event")
+    got = c.host_sends(_rpc("req-2", "InjectTaskReminder", {
+        "taskId": task_id,
+        "reminder": {"body": "main was force-pushed at 14:02; rebase again before pushing.",
+                     "tags": ["git"], "dedupeKey": "main-moved", "ttlTurns": 1},
+    }), "the legacy agent has no such method: the proxy checks the task, queues and answers")
+    if not isinstance(_result(got, "req-2"), dict):
+        missing.append("the proxy's InjectTaskReminder answer")
+    c.host_sends(_rpc("req-3", "SendMessage", {
+        "message": {"messageId": "msg-2", "taskId": task_id, "role": "ROLE_USER",
+                    "parts": [{"text": "Push the rebased branch."}]},
+    }), "the queued reminder rides along as metadata.harn.reminder")
+    if not agent.received_reminders.get(task_id):
+        missing.append("the reminder delivered to the legacy agent")
+    return missing
+
+
+# -- entry point ---------------------------------------------------------------------------------
+def _width(width: int) -> int:
+    if width > 0:
+        return max(width, SMALLEST_WIDTH)
+    return max(shutil.get_terminal_size((MIN_WIDTH, 24)).columns, MIN_WIDTH)
+
+
+def _counts(recorder: Recorder, protocol: str) -> str:
+    parts = [f"{action} {n}" for action in ACTIONS if (n := recorder.count(action, protocol))]
+    extra = sorted({a for (p, _, a) in recorder.counts if p == protocol and a not in ACTIONS})
+    parts += [f"{a} {recorder.count(a, protocol)}" for a in extra]
+    return ", ".join(parts) or "nothing recorded"
+
+
+def run_demo(width: int = 0, out: TextIO | None = None) -> int:
+    """Run the three conversations and print them; 0 when every expected rewrite happened."""
+    out = out if out is not None else sys.stdout
+    if hasattr(out, "reconfigure"):
+        try:
+            out.reconfigure(errors="replace")  # type: ignore[union-attr]  # box-drawing on a non-UTF-8 console
+        except (ValueError, OSError):
+            pass
+    try:
+        return _run(Printer(out, _width(width)))
+    except BrokenPipeError:  # `reminder-bridge demo | head`: the reader has seen enough
+        try:  # keep the interpreter's final flush of stdout from failing too
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def _run(printer: Printer) -> int:
+    log = io.StringIO()  # decisions are logged here, not on stderr
+    recorder = Recorder(route="demo", log=log)
+    settings = RouteSettings()
+
+    for intro in ("reminder-bridge demo: a standard host talks to bundled legacy (harn) peers through the proxy's "
+                  "real pipelines, in-process.", "Left: the message as sent. Right: what the proxy delivered."):
+        for chunk in wrap(intro, printer.width):
+            printer.line(chunk)
+
+    results: list[tuple[str, Conversation, list[str]]] = []
+    printer.heading("MCP  standard host ↔ legacy server (bridge.examples.mcp_legacy_server)",
+                    "Reminders flow toward the host; the server speaks notifications/message + _meta.harn.reminder.")
+    mcp = Conversation("MCP", make_flow("mcp", settings, recorder), LegacyMcpServer().handle, printer)
+    results.append(("mcp", mcp, mcp_script(mcp)))
+
+    printer.heading("ACP  standard client ↔ Harn-like agent (bridge.examples.acp_harn_agent)",
+                    "The agent takes session/remind with snake_case keys and reports reminders under "
+                    "_meta.harn.reminder.")
+    acp = Conversation("ACP", make_flow("acp", settings, recorder), HarnLikeAgent().handle, printer)
+    results.append(("acp", acp, acp_script(acp)))
+
+    printer.heading("A2A  standard caller ↔ legacy remote agent (bridge.examples.a2a_legacy_agent)",
+                    "The agent carries reminders as metadata.harn.reminder on messages and stream events.")
+    agent = LegacyA2AAgent()
+    flow = make_flow("a2a", settings, recorder, host_dialect="standard", peer_dialect="legacy", public_url=PUBLIC_URL)
+    a2a = Conversation("A2A", flow, agent.handle, printer)
+    results.append(("a2a", a2a, a2a_script(a2a, agent)))
+
+    printer.line()
+    printer.line("━" * printer.width)
+    failed = False
+    for protocol, conv, missing in results:
+        t = conv.tally
+        status = "ok" if not missing else "MISSING: " + "; ".join(missing)
+        failed = failed or bool(missing)
+        summary = (f"{conv.name}  {t.messages} messages: {t.rewritten} rewritten, {t.unchanged} unchanged, "
+                   f"{t.dropped} dropped | recorder: {_counts(recorder, protocol)} | {status}")
+        for chunk in wrap(summary, printer.width):
+            printer.line(chunk)
+    printer.out.flush()
+    return 1 if failed else 0
