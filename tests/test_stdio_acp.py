@@ -12,6 +12,7 @@ from tests.peers.jsonrpc_pipe import JsonRpcPipe
 PROXY = [sys.executable, "-m", "bridge", "stdio"]
 HARN_AGENT = [sys.executable, "-m", "bridge.examples.acp_harn_agent"]
 SDK_AGENT = [sys.executable, "-m", "tests.peers.acp_sdk_agent"]
+PROVIDER_AGENT = [sys.executable, "-m", "tests.peers.harn_provider_agent"]
 STANDARD_CLIENT = {"protocolVersion": 1, "clientCapabilities": {"reminders": {"emit": True}},
                    "clientInfo": {"name": "test-client", "version": "1"}}
 
@@ -142,3 +143,48 @@ def test_sdk_agent_with_bodies_escaped(through_proxy):
     _, turn = acp.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "x"}]})
     text = updates(turn, "agent_message_chunk")[0]["content"]["text"]
     assert "a &lt;b&gt; &amp; &lt;/system-reminder&gt;</system-reminder>" in text
+
+
+async def test_sdk_client_without_reminder_support_never_sees_reminder_updates(caplog):
+    """The official ACP SDK client logs an ERROR for every unknown `sessionUpdate`; toward a client
+    that declared no reminder support the proxy drops reminder updates, so it sees only its own kinds."""
+    import logging
+    import os
+
+    from acp import PROTOCOL_VERSION, Client, text_block
+    from acp.schema import ClientCapabilities, Implementation
+    from acp.stdio import spawn_agent_process
+
+    class RecordingClient(Client):
+        def __init__(self):
+            self.updates = []
+
+        async def session_update(self, session_id, update, **kw):
+            self.updates.append(update.session_update)
+
+        async def request_permission(self, *a, **kw):
+            raise NotImplementedError
+
+    client = RecordingClient()
+    caplog.set_level(logging.ERROR)
+    async with spawn_agent_process(client, *PROXY, "--", *PROVIDER_AGENT, env=dict(os.environ),
+                                   transport_kwargs={"stderr": None}) as (conn, _):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                              client_info=Implementation(name="sdk-client", version="1"))
+        session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+        response = await conn.prompt(session_id=session.session_id, prompt=[text_block("hello")])
+    assert response.stop_reason == "end_turn"
+    assert client.updates == ["agent_message_chunk"]  # the agent's reminder_emitted was dropped
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_standard_client_gets_provider_reminders_it_never_injected(through_proxy):
+    acp = through_proxy(PROVIDER_AGENT)
+    acp.request("initialize", STANDARD_CLIENT)
+    session = acp.request("session/new", {"cwd": "/tmp", "mcpServers": []})[0]["result"]["sessionId"]
+    _, turn = acp.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]})
+    assert updates(turn, "reminder_emitted") == [{
+        "sessionUpdate": "reminder_emitted", "reminderId": "provider-1",
+        "body": "Context is 80% full; summarise before reading more files.", "tags": ["token_pressure"],
+        "source": "provider",
+        "_meta": {"reminder-bridge/original": {"roleHint": "developer", "renderedRole": "user"}}}]
