@@ -42,7 +42,7 @@ class McpFlow(Flow):
             markers += [b"initialize", b"discover", b"io.modelcontextprotocol"]
         if self.host_dialect == "legacy":
             markers.append(b"logLevel")
-        if self.host_dialect == "none" and self._fallback() == "tool_result":
+        if self._tool_results_carry_reminders():
             markers.append(b"tools")
         self.host_markers = tuple(markers)
 
@@ -56,22 +56,22 @@ class McpFlow(Flow):
             self.expect_response(HOST, msg, "handshake")
         elif method == "server/discover":
             self.modern = True
+            self._watch_host()
             self._learn_host(meta.get(CLIENT_CAPS_KEY))
             self.expect_response(HOST, msg, "handshake")
-        elif MODERN_KEY in meta:
-            self.modern = True
-            if self.host_dialect == "auto":
-                self._learn_host(meta.get(CLIENT_CAPS_KEY))
+        elif MODERN_KEY in meta and not (self.modern and self.handshake_seen):
+            self.modern = True  # 2026-07-28 without a discover probe: every request carries the envelope
+            self._learn_host(meta.get(CLIENT_CAPS_KEY))
         if LOG_LEVEL_KEY in meta and "id" in msg:
             self.opted_in.add(msg["id"])
             self.expect_response(HOST, msg, "call")
-        if method == "tools/call" and self.host_dialect == "none" and self._fallback() == "tool_result":
+        if method == "tools/call" and self._tool_results_carry_reminders():
             self.expect_response(HOST, msg, "tool")
         return None
 
     def _learn_host(self, caps: Any) -> None:
         self.handshake_seen = True
-        if self.host_fixed:
+        if self.host_fixed or (self.host_dialect != "auto" and caps is None):
             self._watch_host()
             return
         if McpStandard.host_declares(caps):
@@ -156,6 +156,13 @@ class McpFlow(Flow):
         if target == "legacy" and self.modern and not self.opted_in:
             return "none"
         return target
+
+    def _tool_results_carry_reminders(self) -> bool:
+        """A `none` host, or a legacy host on 2026-07-28 (no unrequested log messages), may get
+        reminders appended to tool results."""
+        if self._fallback() != "tool_result":
+            return False
+        return self.host_dialect == "none" or (self.host_dialect == "legacy" and self.modern)
 
     def _fallback(self) -> str:
         return self.settings.fallback.mcp_host_none
