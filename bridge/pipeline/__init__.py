@@ -18,6 +18,8 @@ HOST, PEER = "host", "peer"
 DIALECTS = ("auto", "standard", "legacy", "none")
 #: Prefix of every JSON-RPC id the proxy invents; no host or peer uses it (SPEC §8.6).
 OWN_ID_PREFIX = "reminder-bridge:"
+#: How often transports call `Flow.tick`, in seconds.
+TICK = 0.25
 
 Outgoing = list[tuple[str, Any]]
 
@@ -125,7 +127,16 @@ class Flow:
             sends.append(Send(origin, dumps(back)))
         return sends
 
+    def tick(self, now: float) -> list[Send]:
+        """Called by the transport about every `TICK` seconds: frames the flow wants to send on its
+        own (budget tokens returned for coalesced reminders, outbox polls).  ``now`` is monotonic."""
+        out = self.on_tick(now)
+        return [Send(to, data if isinstance(data, bytes) else dumps(data)) for to, data in out or ()]
+
     # -- helpers for subclasses ----------------------------------------------------------------
+    def on_tick(self, now: float) -> Outgoing | None:
+        return None
+
     def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
         return None
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bridge.pipeline import HOST, PEER, Flow, dumps, error_response
+from bridge.pipeline import HOST, PEER, TICK, Flow, dumps, error_response
 from bridge.rules import RouteSettings, RulesError, load_rules
 from bridge.telemetry import Recorder
 
@@ -214,6 +214,7 @@ class StdioProxy:
         self._finished: asyncio.Future[None] | None = None
         self._exited = False
         self._stdout_closed = False
+        self._ticker: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def run(self) -> int:
@@ -230,9 +231,12 @@ class StdioProxy:
         await self._open_host(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
+        self._ticker = loop.call_later(TICK, self._tick)
         try:
             await self._finished
         finally:
+            if self._ticker is not None:
+                self._ticker.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
         if self._host_writer is not None and self._host_sink is not None:
@@ -279,6 +283,14 @@ class StdioProxy:
     def _maybe_finish(self) -> None:
         if self._exited and self._stdout_closed and self._finished is not None and not self._finished.done():
             self._finished.set_result(None)
+
+    def _tick(self) -> None:
+        """Let the pipeline send what it holds or wants on its own, then schedule the next tick."""
+        loop = asyncio.get_running_loop()
+        if self.flow is not None:
+            for send in self.flow.tick(loop.time()):
+                self._write(send.data + b"\n", to_host=send.to == HOST)
+        self._ticker = loop.call_later(TICK, self._tick)
 
     def _forward_signal(self, sig: int) -> None:
         if self.child is not None and self.child.get_returncode() is None:
