@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from bridge.dialects.a2a import (
     CODECS, GET_TASK_METHODS, INJECT_METHOD, SEND_METHODS, A2ALegacy, A2AStandard,
@@ -224,8 +224,9 @@ class A2AFlow(Flow):
         return []
 
     # -- agent card ----------------------------------------------------------------------------
-    def rewrite_card(self, card: dict[str, Any]) -> dict[str, Any] | None:
-        """The card the caller should see: reminder capability in its dialect, URLs at the proxy."""
+    def rewrite_card(self, card: dict[str, Any], url_for: Callable[[str], str] | None = None) -> dict[str, Any] | None:
+        """The card the caller should see: reminder capability in its dialect, and every interface
+        URL at the proxy (``url_for`` maps an upstream URL to the proxy's), or callers bypass it."""
         if not isinstance(card, dict):
             return None
         out = copy.deepcopy(card)
@@ -241,11 +242,15 @@ class A2AFlow(Flow):
                 for name, codec in CODECS.items():
                     codec.write_capability(caps, cap if name == caller else None)
                 changed = True
-        if self.public_url:
+        if url_for is None and self.public_url:
+            url_for = lambda _url: self.public_url  # noqa: E731 - one fixed address
+        if url_for is not None:
             for iface in out.get("supportedInterfaces") or []:
-                if isinstance(iface, dict) and iface.get("url") != self.public_url:
-                    iface["url"] = self.public_url
-                    changed = True
+                if isinstance(iface, dict) and isinstance(iface.get("url"), str):
+                    url = url_for(iface["url"])
+                    if url != iface["url"]:
+                        iface["url"] = url
+                        changed = True
         return out if changed else None
 
     def _peer(self) -> str:

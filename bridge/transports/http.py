@@ -1,0 +1,550 @@
+"""`reminder-bridge serve`: HTTP (MCP Streamable HTTP in both eras, the 2024-11-05 HTTP+SSE
+transport, A2A JSON-RPC + SSE) and WebSocket routes in front of remote servers and agents.
+
+Built on aiohttp (server and client) and websockets. Like the stdio transport, it knows frames
+and HTTP, never dialects: every JSON-RPC message goes through the route's sans-I/O pipeline,
+SSE is relayed one event at a time, and bytes the pipeline passes are forwarded unchanged.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import websockets
+from aiohttp import web
+from cachetools import TTLCache
+
+from bridge.pipeline import HOST, PEER, TICK, Flow, Send, dumps, error_response
+from bridge.rules import RouteSettings
+from bridge.telemetry import Recorder
+from bridge.transports.sse import Event, events
+
+#: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"})
+#: The proxy reads bodies it may rewrite, so it asks upstreams for uncompressed ones.
+NOT_UPSTREAM = HOP_BY_HOP | {"accept-encoding"}
+NOT_DOWNSTREAM = HOP_BY_HOP | {"content-encoding"}
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+SESSION_HEADER = "mcp-session-id"
+MODERN_VERSION = "2026-07-28"
+
+
+@dataclass
+class HttpRoute:
+    """One proxied upstream: a path prefix at the proxy, an upstream base URL, a protocol."""
+
+    name: str
+    protocol: str
+    prefix: str
+    upstream: str
+    settings: RouteSettings
+    dialects: dict[str, str | None] = field(default_factory=dict)
+    recorder: Recorder = field(init=False)
+    shared: Flow | None = field(init=False, default=None)
+    sessions: TTLCache = field(init=False)
+    declared: dict[str, Any] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.prefix = self.prefix.rstrip("/")
+        self.recorder = Recorder(route=self.name)
+        self.sessions = TTLCache(maxsize=10_000, ttl=3600)
+
+    @property
+    def is_websocket(self) -> bool:
+        return self.upstream.startswith(("ws://", "wss://"))
+
+    def new_flow(self, **kwargs: Any) -> Flow:
+        from bridge.cli import make_flow
+
+        return make_flow(self.protocol, self.settings, self.recorder, **{**self.dialects, **kwargs})
+
+    def flow_for(self, request: web.Request) -> tuple[Flow, bool]:
+        """The pipeline for this request, and whether it is new to the MCP session it may start.
+
+        MCP 2025-11-25 state lives per `Mcp-Session-Id`; a 2026-07-28 request is self-contained
+        (it carries the client's capabilities), so it gets a fresh flow that knows what the
+        server declared. A2A and the rest share one flow per route.
+        """
+        if self.protocol == "mcp":
+            session = request.headers.get(SESSION_HEADER)
+            if session is not None and session in self.sessions:
+                return self.sessions[session], False
+            legacy_sse = self.sessions.get("q:" + request.query_string) if request.query_string else None
+            if legacy_sse is not None:
+                return legacy_sse, False
+            if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
+                return self.new_flow(peer_declared=self.declared.get("peer_declared"),
+                                     peer_dialect=self.declared.get("peer_dialect") or self.dialects.get(
+                                         "peer_dialect")), True
+            if session is None:
+                return self.new_flow(), True
+        if self.shared is None:
+            self.shared = self.new_flow()
+        return self.shared, False
+
+    def remember(self, flow: Flow, session: str | None) -> None:
+        if session:
+            self.sessions[session] = flow
+        if getattr(flow, "peer_declared", None) is not None:
+            self.declared = {"peer_declared": flow.peer_declared, "peer_dialect": flow.peer_dialect}
+
+    def upstream_url(self, path: str, query: str) -> str:
+        rest = path[len(self.prefix):] if path.startswith(self.prefix) else path
+        base = urlsplit(self.upstream)
+        joined = base.path.rstrip("/") + rest if rest not in ("", "/") or not base.path else base.path
+        return urlunsplit((base.scheme, base.netloc, joined or "/", query, ""))
+
+    def to_proxy(self, url: str, request: web.Request) -> str:
+        """An upstream URL as the caller must see it: at the proxy, under this route's prefix."""
+        base = urlsplit(self.upstream)
+        parts = urlsplit(url)
+        if parts.netloc and parts.netloc != base.netloc:
+            return url  # somewhere else entirely: not ours to redirect
+        path = parts.path
+        base_path = base.path.rstrip("/")
+        if base_path and path.startswith(base_path):
+            path = path[len(base_path):]
+        path = self.prefix + (path if path.startswith("/") or not path else "/" + path)
+        if not parts.netloc:
+            return urlunsplit(("", "", path or "/", parts.query, parts.fragment))
+        return urlunsplit((request.scheme, request.host, path or "/", parts.query, parts.fragment))
+
+
+class HttpProxy:
+    def __init__(self, routes: list[HttpRoute], upstream_timeout: float = 300.0):
+        self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
+        self.upstream_timeout = upstream_timeout
+        self.client: aiohttp.ClientSession | None = None
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.app.on_startup.append(self._start)
+        self.app.on_cleanup.append(self._stop)
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def _start(self, _: web.Application) -> None:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self.client = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                            timeout=aiohttp.ClientTimeout(total=None, connect=10))
+        self._ticker = asyncio.create_task(self._tick_forever())
+
+    async def _stop(self, _: web.Application) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        if self.client:
+            await self.client.close()
+
+    async def _tick_forever(self) -> None:
+        """Routes' pipelines may hold things to send on their own; HTTP has nowhere to push
+        host-bound frames outside a response, so only peer-bound ones are sent here."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(TICK)
+            for route in self.routes:
+                if route.shared is not None:
+                    sends = route.shared.tick(loop.time())
+                    peer = [s.data for s in sends if s.to == PEER]
+                    if peer:
+                        asyncio.create_task(self._side_requests(route, route.shared, peer, None))
+
+    def route_for(self, path: str) -> HttpRoute | None:
+        for route in self.routes:
+            if not route.prefix or path == route.prefix or path.startswith(route.prefix + "/"):
+                return route
+        return None
+
+    # -- dispatch ------------------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        route = self.route_for(request.path)
+        if route is None:
+            return web.Response(status=404, text=f"reminder-bridge: no route for {request.path}\n")
+        if route.is_websocket:
+            return await self.websocket(route, request)
+        if route.protocol == "a2a" and request.method == "GET" and request.path.endswith(
+                CARD_PATHS + ("/extendedAgentCard",)):
+            return await self.agent_card(route, request)
+        if request.method == "POST" and "json" in request.headers.get("content-type", ""):
+            return await self.jsonrpc(route, request)
+        # a GET may open a stream of server messages (MCP 2025-11-25, HTTP+SSE): it shares the session's pipeline
+        flow = route.flow_for(request)[0] if request.method == "GET" else None
+        response = await self.relay(route, request, await request.read(), flow)
+        if request.method == "DELETE" and SESSION_HEADER in {k.lower() for k in request.headers}:
+            route.sessions.pop(request.headers[SESSION_HEADER], None)
+        return response
+
+    # -- JSON-RPC over POST ----------------------------------------------------------------
+    async def jsonrpc(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        flow, fresh = route.flow_for(request)
+        sends = flow.from_host(body)
+        if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
+            return await self.relay(route, request, body, flow, fresh=fresh)  # the common case: untouched
+        host_id = _message_id(body)
+        main = None
+        side: list[bytes] = []
+        replies: list[bytes] = []
+        for send in sends:
+            if send.to == HOST:
+                replies.append(send.data)
+            elif main is None and _message_id(send.data) == host_id:
+                main = send.data
+            else:
+                side.append(send.data)
+        if side:  # the proxy's own requests go first (SPEC §5: inject, then forward)
+            replies += await self._side_requests(route, flow, side, host_id, request)
+        if main is not None:
+            return await self.relay(route, request, main, flow, fresh=fresh, rewritten=True)
+        return _reply(replies, host_id, request)
+
+    async def _side_requests(self, route: HttpRoute, flow: Flow, messages: list[bytes], host_id: Any,
+                             request: web.Request | None = None) -> list[bytes]:
+        """POST the proxy's own requests upstream; what their answers produce for the host's request
+        (e.g. the reply to an inject the proxy checked with `GetTask`) is returned."""
+        replies: list[bytes] = []
+        headers = _forward_headers(request.headers) if request is not None else {}
+        headers["Content-Type"] = "application/json"
+        for message in messages:
+            try:
+                async for frame in self._exchange(route, message, headers):
+                    for send in flow.from_peer(frame):
+                        if send.to == HOST and _message_id(send.data) == host_id:
+                            replies.append(send.data)
+                        elif send.to == PEER:
+                            replies += await self._side_requests(route, flow, [send.data], host_id, request)
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                route.recorder.log("upstream_error", route=route.name, why=_cause(exc))
+                if host_id is not None:
+                    replies.append(dumps(_upstream_error(route, host_id, exc)))
+        return replies
+
+    async def _exchange(self, route: HttpRoute, message: bytes, headers: dict[str, str]) -> AsyncIterator[bytes]:
+        """One JSON-RPC POST upstream; yields every message of its answer (JSON or SSE)."""
+        assert self.client is not None
+        url = route.upstream_url(route.prefix or "/", "")
+        async with self.client.post(url, data=message, headers=headers) as response:
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                async for event in events(response.content.iter_any()):
+                    if event.data is not None:
+                        yield event.data
+            else:
+                data = await response.read()
+                if data.strip():
+                    yield data
+
+    # -- relay: one request upstream, its answer back ---------------------------------------
+    async def relay(self, route: HttpRoute, request: web.Request, body: bytes, flow: Flow | None, *,
+                    fresh: bool = False, rewritten: bool = False) -> web.StreamResponse:
+        assert self.client is not None
+        headers = _forward_headers(request.headers)
+        if rewritten:
+            _mirror_mcp_headers(headers, body)
+        url = route.upstream_url(request.path, request.query_string)
+        try:
+            upstream = await asyncio.wait_for(
+                self.client.request(request.method, url, data=body if body else None, headers=headers,
+                                    allow_redirects=False), self.upstream_timeout)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            route.recorder.log("upstream_error", why=_cause(exc), url=url)
+            msg_id = _message_id(body) if body else None
+            if msg_id is not None:
+                return web.json_response(_upstream_error(route, msg_id, exc))
+            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream {url}: "
+                                                 f"{_cause(exc)}\n")
+        async with upstream:
+            session = upstream.headers.get(SESSION_HEADER)
+            if flow is not None and fresh:
+                route.remember(flow, session)
+            ctype = upstream.headers.get("content-type", "")
+            try:
+                if "text/event-stream" in ctype:
+                    return await self._relay_sse(route, request, upstream, flow)
+                if flow is not None and "json" in ctype:
+                    data = await upstream.read()
+                    out = data
+                    if data.strip():
+                        sends = flow.from_peer(data)
+                        if not (len(sends) == 1 and sends[0].data is data):
+                            out = _main_reply(sends, data, _message_id(body))
+                    return web.Response(status=upstream.status, body=out, headers=_response_headers(upstream))
+                return await _stream_raw(request, upstream)
+            finally:
+                if flow is not None and fresh:
+                    route.remember(flow, session)  # what the handshake taught the pipeline
+
+    async def _relay_sse(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
+                         flow: Flow | None) -> web.StreamResponse:
+        """Relay an SSE stream event by event, as the upstream sends them: never buffered."""
+        response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
+        await response.prepare(request)
+        async for event in events(upstream.content.iter_any()):
+            out = self._sse_event(route, request, event, flow)
+            if out:
+                await response.write(out)
+        await response.write_eof()
+        return response
+
+    def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, flow: Flow | None) -> bytes:
+        if event.data is None:
+            return event.raw  # keep-alive comments and retry hints pass as they are
+        if (b"event", b"endpoint") in event.fields:  # 2024-11-05 HTTP+SSE: where to POST, at the proxy
+            url = event.data.decode()
+            if flow is not None:
+                route.sessions["q:" + urlsplit(url).query] = flow
+            mapped = route.to_proxy(url, request)
+            return event.raw if mapped == url else event.with_data(mapped.encode())
+        if flow is None:
+            return event.raw
+        sends = flow.from_peer(event.data)
+        peer = [s.data for s in sends if s.to == PEER]
+        if peer:  # the proxy's own follow-ups (e.g. an inject once the task is named)
+            asyncio.create_task(self._side_requests(route, flow, peer, None, request))
+        host = [s.data for s in sends if s.to == HOST]
+        if len(host) == 1 and host[0] is event.data:
+            return event.raw
+        parts = [event.with_data(data, keep_id=i == len(host) - 1) for i, data in enumerate(host)]
+        return b"".join(parts)
+
+    # -- A2A agent card -------------------------------------------------------------------------
+    async def agent_card(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
+        assert self.client is not None
+        url = route.upstream_url(request.path, request.query_string)
+        try:
+            async with self.client.get(url, headers=_forward_headers(request.headers)) as upstream:
+                data = await upstream.read()
+                headers = _response_headers(upstream)
+                status = upstream.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream {url}: "
+                                                 f"{_cause(exc)}\n")
+        flow, _ = route.flow_for(request)
+        try:
+            card = json.loads(data)
+        except ValueError:
+            return web.Response(status=status, body=data, headers=headers)
+        rewritten = flow.rewrite_card(card, lambda u: route.to_proxy(u, request))  # type: ignore[attr-defined]
+        if rewritten is None or status != 200:
+            return web.Response(status=status, body=data, headers=headers)
+        headers.pop("ETag", None)  # a different body: the upstream's validator no longer names it
+        return web.Response(status=status, body=dumps(rewritten), headers=headers)
+
+    # -- WebSocket -----------------------------------------------------------------------------
+    async def websocket(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
+        """JSON-RPC text frames, rewritten exactly as on stdio; close codes mirrored."""
+        host = web.WebSocketResponse(protocols=_subprotocols(request), max_msg_size=64 * 1024 * 1024,
+                                     autoping=True)
+        await host.prepare(request)
+        url = route.upstream_url(request.path, request.query_string)
+        extra = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "cookie")}
+        try:
+            peer = await websockets.connect(url, subprotocols=_subprotocols(request) or None,
+                                            additional_headers=extra, max_size=64 * 1024 * 1024,
+                                            open_timeout=10)
+        except (OSError, websockets.WebSocketException, asyncio.TimeoutError) as exc:
+            await host.close(code=1011, message=f"upstream {url}: {_cause(exc)}".encode()[:120])
+            return host
+        flow = route.new_flow()
+
+        async def deliver(sends: list[Send]) -> None:
+            for send in sends:
+                if send.to == PEER:
+                    await peer.send(send.data.decode())
+                else:
+                    await host.send_str(send.data.decode())
+
+        async def host_to_peer() -> None:
+            async for msg in host:
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    await deliver(flow.from_host(msg.data.encode()))
+                elif msg.type == aiohttp.WSMsgType.BINARY:
+                    await peer.send(msg.data)
+            await peer.close(code=host.close_code or 1000, reason="")
+
+        async def peer_to_host() -> None:
+            try:
+                async for message in peer:
+                    if isinstance(message, str):
+                        await deliver(flow.from_peer(message.encode()))
+                    else:
+                        await host.send_bytes(message)
+            except websockets.ConnectionClosed:
+                pass
+            code = peer.close_code or 1000
+            await host.close(code=code, message=(peer.close_reason or "").encode())
+
+        tasks = [asyncio.create_task(host_to_peer()), asyncio.create_task(peer_to_host())]
+        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await peer.close()
+        return host
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _message_id(data: bytes) -> Any:
+    try:
+        msg = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return msg.get("id") if isinstance(msg, dict) else None
+
+
+def _forward_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in NOT_UPSTREAM}
+
+
+def _response_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:
+    return {k: v for k, v in upstream.headers.items() if k.lower() not in NOT_DOWNSTREAM}
+
+
+def _mirror_mcp_headers(headers: dict[str, str], body: bytes) -> None:
+    """MCP 2026-07-28 mirrors the method (and tool/resource name) in headers: keep them true."""
+    names = {k.lower(): k for k in headers}
+    if "mcp-method" not in names:
+        return
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return
+    if isinstance(msg, dict) and isinstance(msg.get("method"), str):
+        headers[names["mcp-method"]] = msg["method"]
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        name = params.get("name", params.get("uri"))
+        if "mcp-name" in names and isinstance(name, str):
+            headers[names["mcp-name"]] = name
+
+
+def _subprotocols(request: web.Request) -> list[str]:
+    value = request.headers.get("Sec-WebSocket-Protocol", "")
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def _main_reply(sends: list[Send], original: bytes, msg_id: Any) -> bytes:
+    """A JSON response carries one message: the answer to the request (dropped extras are counted
+    by the pipeline; a JSON body has nowhere to put them)."""
+    host = [s.data for s in sends if s.to == HOST]
+    for data in host:
+        if data is original or _message_id(data) == msg_id:
+            return data
+    return host[-1] if host else original
+
+
+def _reply(replies: list[bytes], host_id: Any, request: web.Request) -> web.StreamResponse:
+    """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
+    if not replies:
+        return web.Response(status=202)
+    answer = _main_reply([Send(HOST, r) for r in replies], replies[-1], host_id)
+    headers = {}
+    try:
+        error = json.loads(answer).get("error") or {}
+        retry = (error.get("data") or {}).get("retryAfterMs") if isinstance(error.get("data"), dict) else None
+    except (ValueError, AttributeError):
+        retry = None
+    if isinstance(retry, (int, float)):
+        headers["Retry-After"] = str(max(1, math.ceil(retry / 1000)))
+    return web.Response(body=answer, content_type="application/json", headers=headers)
+
+
+async def _stream_raw(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """Anything the pipeline need not read (GET, DELETE, 202s, 405s, binary bodies): bytes as they come."""
+    response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
+    if upstream.headers.get("content-length") is not None and "text/event-stream" not in upstream.headers.get(
+            "content-type", ""):
+        response.content_length = int(upstream.headers["content-length"])
+    await response.prepare(request)
+    async for chunk in upstream.content.iter_any():
+        await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect ({exc.os_error.strerror or exc.os_error})"
+    return str(exc) or type(exc).__name__
+
+
+def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:
+    return error_response(msg_id, -32603, f"reminder-bridge route {route.name!r}: upstream {route.upstream} "
+                                          f"{_cause(exc)}", {"route": route.name, "upstream": route.upstream,
+                                                            "cause": _cause(exc)})
+
+
+# -- command line --------------------------------------------------------------------------------
+def add_serve_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="HTTP/SSE/WebSocket proxy: routes from a rules file, or one --upstream")
+    p.add_argument("--rules", help="rules file whose routes have `path` and `upstream`")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT", help="default 127.0.0.1:8080")
+    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here")
+    p.add_argument("--protocol", choices=("mcp", "a2a", "acp"), help="one-route shortcut: the protocol")
+    p.add_argument("--upstream", help="one-route shortcut: the upstream base URL (http(s):// or ws(s)://)")
+    p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--upstream-timeout", type=float, default=300.0,
+                   help="seconds to wait for an upstream to start answering (default 300)")
+    p.set_defaults(func=_cmd_serve)
+
+
+def build_routes(args: Any) -> list[HttpRoute]:
+    dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
+    if args.rules:
+        from bridge.rules import load_rules
+
+        rules = load_rules(args.rules)
+        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, r, dialects)
+                  for name, r in rules.routes.items() if r.upstream]
+        if not routes:
+            raise ValueError(f"{args.rules}: no route has an `upstream` to serve")
+        return routes
+    if not (args.protocol and args.upstream):
+        raise ValueError("give --rules FILE, or --protocol and --upstream for one route")
+    return [HttpRoute("default", args.protocol, "", args.upstream, RouteSettings(), dialects)]
+
+
+def _cmd_serve(args: Any) -> int:
+    from bridge.admin import split_hostport
+    from bridge.rules import RulesError
+
+    try:
+        routes = build_routes(args)
+    except (RulesError, ValueError) as exc:
+        sys.stderr.write(f"reminder-bridge serve: {exc}\n")
+        return 2
+    host, port = split_hostport(args.listen)
+    proxy = HttpProxy(routes, args.upstream_timeout)
+    return asyncio.run(_run(proxy, host, port, args.admin))
+
+
+async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None,
+               started: Callable[[int], None] | None = None) -> int:
+    runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    sys.stderr.write(json.dumps({"event": "listening", "listen": f"{host}:{bound}",
+                                 "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.upstream,
+                                             "protocol": r.protocol} for r in proxy.routes]}) + "\n")
+    admin_runner = None
+    if admin:
+        from bridge.admin import start_admin
+
+        admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True)
+    if started:
+        started(bound)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        if admin_runner:
+            await admin_runner.cleanup()
+        await runner.cleanup()
+    return 0

@@ -1,0 +1,82 @@
+"""Start real servers and the proxy on loopback for tests, and stop them afterwards."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+
+class Running:
+    """A background process that announced its port; stderr is kept for failure messages."""
+
+    def __init__(self, argv: list[str], port_from: str):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.stderr: list[str] = []
+        self.port = self._wait_port(port_from)
+
+    def _wait_port(self, port_from: str) -> int:
+        found: list[int] = []
+        ready = threading.Event()
+        stream = self.proc.stdout if port_from == "stdout" else self.proc.stderr
+
+        def read() -> None:
+            for raw in stream:
+                line = raw.decode(errors="replace").rstrip("\n")
+                if port_from == "stderr":
+                    self.stderr.append(line)
+                if not found:
+                    port = _port_in(line)
+                    if port:
+                        found.append(port)
+                        ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if port_from == "stdout":
+            threading.Thread(target=lambda: self.stderr.extend(
+                l.decode(errors="replace") for l in self.proc.stderr), daemon=True).start()
+        ready.wait(20)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"{self.proc.args} did not start: {''.join(self.stderr)[-2000:]}")
+        return found[0]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _port_in(line: str) -> int | None:
+    if line.startswith("PORT "):
+        return int(line.split()[1])
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return None
+        if record.get("event") == "listening":
+            return int(record["listen"].rsplit(":", 1)[1])
+    return None
+
+
+def proxy(*args: str) -> Running:
+    return Running([sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *args], "stderr")
+
+
+def peer(module: str, *args: str) -> Running:
+    return Running([sys.executable, "-m", module, *args], "stdout")
+
+
+def wait_until(check, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")

@@ -1,0 +1,179 @@
+"""MCP Streamable HTTP through `reminder-bridge serve`, real servers on loopback, both eras."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import aiohttp
+import pytest
+from mcp import Client
+
+from tests.peers.processes import Running, peer, proxy
+from tests.test_stdio_mcp import Reminders
+
+
+@pytest.fixture
+def legacy_server():
+    server = peer("tests.peers.mcp_legacy_http", "--event-delay", "0.0")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bridge(legacy_server):
+    running = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{legacy_server.port}")
+    yield running
+    running.stop()
+
+
+async def stats(server: Running) -> dict:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{server.port}/stats") as response:
+            return await response.json()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_sdk_client_gets_standard_reminders_logs_and_results(bridge, legacy_server, mode):
+    ext = Reminders()
+    logs = []
+
+    async def on_log(params):
+        logs.append((params.logger, params.data))
+
+    async with Client(f"http://127.0.0.1:{bridge.port}/mcp", mode=mode, extensions=[ext], logging_callback=on_log) as c:
+        result = await c.call_tool("touch_file", {"path": "src/lib.rs"})
+        await c.call_tool("echo", {"text": "sync"})
+        assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert [x.text for x in result.content] == ["touched src/lib.rs"]
+    assert result.structured_content == {"path": "src/lib.rs"}
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:src/lib.rs"]
+    assert ext.received[0]["body"] == "src/lib.rs changed externally; re-read it before editing."
+    assert logs == [("fs", "touched src/lib.rs")]
+    if mode == "legacy":  # the client's DELETE reached the server through the proxy
+        assert (await stats(legacy_server))["sessions"] == 0
+
+
+async def test_host_without_reminder_support_gets_them_in_tool_results_per_session(bridge):
+    async with Client(f"http://127.0.0.1:{bridge.port}/mcp", mode="legacy") as c:
+        result = await c.call_tool("touch_file", {"path": "a.py"})
+        later = await c.call_tool("echo", {"text": "nothing pending"})
+    texts = [x.text for x in result.content]
+    assert texts[0] == "touched a.py" and texts[1].endswith("a.py changed externally; re-read it before editing."
+                                                            "</system-reminder>")
+    assert [x.text for x in later.content] == ["nothing pending"]
+
+
+async def test_official_sdk_server_sessions_and_delete_pass_through(tmp_path):
+    script = tmp_path / "sdk_server.py"
+    script.write_text(
+        "import sys\nfrom mcp.server import MCPServer\nmcp = MCPServer('sdk-demo')\n"
+        "@mcp.tool()\ndef add(a: int, b: int) -> int:\n    return a + b\n"
+        "mcp.run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]))\n")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        async def up() -> bool:
+            try:
+                async with aiohttp.ClientSession() as http:
+                    async with http.get(f"http://127.0.0.1:{port}/mcp") as r:
+                        return r.status > 0
+            except aiohttp.ClientError:
+                return False
+
+        for _ in range(100):
+            if await up():
+                break
+            await asyncio.sleep(0.1)
+        bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{port}")
+        try:
+            for mode in ("legacy", "auto"):
+                async with Client(f"http://127.0.0.1:{bridge.port}/mcp", mode=mode) as c:
+                    result = await c.call_tool("add", {"a": 2, "b": 3})
+                    assert result.structured_content == {"result": 5}
+        finally:
+            bridge.stop()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_sse_events_arrive_one_by_one_as_the_upstream_sends_them():
+    slow = peer("tests.peers.mcp_legacy_http", "--event-delay", "1.0")
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{slow.port}")
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "touch_file", "arguments": {"path": "a"}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"experimental": {"reminders": {}}}}}}
+        arrivals = []
+        async with aiohttp.ClientSession() as http:
+            start = time.monotonic()
+            async with http.post(f"http://127.0.0.1:{bridge.port}/mcp", json=body,
+                                 headers={"Accept": "application/json, text/event-stream"}) as response:
+                assert response.headers["Content-Type"].startswith("text/event-stream")
+                async for line in response.content:
+                    if line.startswith(b"data:"):
+                        arrivals.append((time.monotonic() - start, json.loads(line[5:])))
+        assert len(arrivals) == 3
+        assert arrivals[0][1]["method"] == "notifications/reminder"  # rewritten on the fly
+        assert arrivals[0][0] < 0.9, "the first event waited for the rest of the stream"
+        assert arrivals[1][0] - arrivals[0][0] > 0.8 and arrivals[2][0] - arrivals[1][0] > 0.8
+    finally:
+        bridge.stop()
+        slow.stop()
+
+
+async def test_client_disconnect_cancels_the_upstream_request(bridge, legacy_server):
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"http://127.0.0.1:{bridge.port}/slow", json={"jsonrpc": "2.0", "id": 9, "method": "x"},
+                             headers={"Accept": "text/event-stream"}) as response:
+            first = await response.content.readline()
+            assert first.startswith(b"event: message")
+    # the client has gone: the proxy must close its upstream request, which the server sees
+    deadline = time.monotonic() + 10
+    while (await stats(legacy_server))["slow_cancelled"] == 0:
+        assert time.monotonic() < deadline, "upstream request still running after the client left"
+        await asyncio.sleep(0.1)
+
+
+async def test_upstream_down_gives_an_error_naming_the_route_and_cause():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{dead}")
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"http://127.0.0.1:{bridge.port}/mcp",
+                                 json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}) as response:
+                answer = await response.json()
+            async with http.get(f"http://127.0.0.1:{bridge.port}/mcp") as response:
+                assert response.status == 502
+                assert "cannot connect" in await response.text()
+        assert answer["id"] == 4 and answer["error"]["code"] == -32603
+        assert "route 'default'" in answer["error"]["message"] and "cannot connect" in answer["error"]["message"]
+        assert answer["error"]["data"]["route"] == "default"
+    finally:
+        bridge.stop()
+
+
+async def test_legacy_http_sse_endpoint_is_rewritten_to_the_route(tmp_path, legacy_server):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.old]\nprotocol = "mcp"\npath = "/old"\nupstream = "http://127.0.0.1:{legacy_server.port}"\n')
+    bridge = proxy("--rules", str(rules))
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{bridge.port}/old/sse") as response:
+                text = await response.text()
+        assert "event: endpoint\ndata: /old/messages?session_id=abc123\n\n" in text
+    finally:
+        bridge.stop()
