@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class HttpRoute:
     shared: Flow | None = field(init=False, default=None)
     sessions: TTLCache = field(init=False)
     declared: dict[str, Any] = field(init=False, default_factory=dict)
+    rpc_url: str | None = field(init=False, default=None)  # where the host posts JSON-RPC; the proxy's own requests go there too
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix.rstrip("/")
@@ -182,6 +184,7 @@ class HttpProxy:
     # -- JSON-RPC over POST ----------------------------------------------------------------
     async def jsonrpc(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        route.rpc_url = route.upstream_url(request.path, "")
         flow, fresh = route.flow_for(request)
         sends = flow.from_host(body)
         if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
@@ -225,9 +228,10 @@ class HttpProxy:
         return replies
 
     async def _exchange(self, route: HttpRoute, message: bytes, headers: dict[str, str]) -> AsyncIterator[bytes]:
-        """One JSON-RPC POST upstream; yields every message of its answer (JSON or SSE)."""
+        """One JSON-RPC POST upstream (to the endpoint the host last used); yields every message of
+        its answer, JSON or SSE."""
         assert self.client is not None
-        url = route.upstream_url(route.prefix or "/", "")
+        url = route.rpc_url or route.upstream_url(route.prefix or "/", "")
         async with self.client.post(url, data=message, headers=headers) as response:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 async for event in events(response.content.iter_any()):
@@ -469,7 +473,9 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"cannot connect ({exc.os_error.strerror or exc.os_error})"
+        exc = exc.os_error
+    if isinstance(exc, OSError) and exc.errno:
+        return f"cannot connect ({os.strerror(exc.errno)})"
     return str(exc) or type(exc).__name__
 
 

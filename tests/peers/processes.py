@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +16,18 @@ class Running:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stderr: list[str] = []
         self.port = self._wait_port(port_from)
+        self._wait_listening()
+
+    def _wait_listening(self, timeout: float = 20.0) -> None:
+        """Some servers announce their port a moment before they accept connections."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.proc.args} never accepted connections on port {self.port}")
 
     def _wait_port(self, port_from: str) -> int:
         found: list[int] = []
