@@ -269,14 +269,12 @@ class HttpProxy:
             try:
                 if "text/event-stream" in ctype:
                     return await self._relay_sse(route, request, upstream, flow)
+                if flow is not None and "json" in ctype and upstream.headers.get("content-length") is None:
+                    return await _relay_json_stream(request, upstream, flow, _message_id(body))
                 if flow is not None and "json" in ctype:
                     data = await upstream.read()
-                    out = data
-                    if data.strip():
-                        sends = flow.from_peer(data)
-                        if not (len(sends) == 1 and sends[0].data is data):
-                            out = _main_reply(sends, data, _message_id(body))
-                    return web.Response(status=upstream.status, body=out, headers=_response_headers(upstream))
+                    return web.Response(status=upstream.status, body=_json_reply(flow, data, _message_id(body)),
+                                        headers=_response_headers(upstream))
                 return await _stream_raw(request, upstream)
             finally:
                 if flow is not None and fresh:
@@ -454,6 +452,49 @@ def _reply(replies: list[bytes], host_id: Any, request: web.Request) -> web.Stre
     if isinstance(retry, (int, float)):
         headers["Retry-After"] = str(max(1, math.ceil(retry / 1000)))
     return web.Response(body=answer, content_type="application/json", headers=headers)
+
+
+def _json_reply(flow: Flow, data: bytes, msg_id: Any) -> bytes:
+    """One JSON body (or one line of a streamed one) through the pipeline: one message out."""
+    if not data.strip():
+        return data
+    sends = flow.from_peer(data)
+    if len(sends) == 1 and sends[0].data is data:
+        return data
+    return _main_reply(sends, data, msg_id)
+
+
+async def _relay_json_stream(request: web.Request, upstream: aiohttp.ClientResponse, flow: Flow,
+                             msg_id: Any) -> web.StreamResponse:
+    """A JSON answer the upstream streams (no Content-Length), e.g. newline-delimited messages on a
+    stream that stays open (a `subscriptions/listen` answered as JSON lines): each line that is a
+    whole message goes through the pipeline and on to the host at once, never held until the upstream
+    closes. A body that is not one message a line (pretty-printed JSON) is read to its end as before."""
+    response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
+    await response.prepare(request)
+    pending = bytearray()  # an unfinished line; once a line alone was no JSON, the rest of the body
+    scanned = 0  # how much of `pending` holds no newline
+    whole = False
+    async for chunk in upstream.content.iter_any():
+        pending += chunk
+        while not whole and (end := pending.find(b"\n", scanned)) >= 0:
+            line = bytes(pending[:end + 1])
+            try:
+                json.loads(line)
+            except (ValueError, RecursionError):
+                if line.strip():
+                    whole = True
+                    break
+            del pending[:end + 1]
+            scanned = 0
+            reply = _json_reply(flow, line, _message_id(line))
+            await response.write(reply if reply is line else reply + b"\n")
+        scanned = len(pending)
+    if pending:
+        rest = bytes(pending)
+        await response.write(_json_reply(flow, rest, msg_id if whole else _message_id(rest)))
+    await response.write_eof()
+    return response
 
 
 async def _stream_raw(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
