@@ -1,0 +1,147 @@
+"""The one policy layer (SPEC §7): trust limits, then budgets, for every reminder of every transport.
+
+Pure and transport-blind.  A `Policy` is built from a route's `RouteSettings` (and the rules
+file's global ceiling); flows ask it once per decoded reminder::
+
+    verdict = policy.admit(reminder, request=False, server="fs", session="s1", now=clock())
+
+and turn a refusal into a JSON-RPC error (requests) or a drop / coalesce (notifications).  The
+budget buckets live in a `BudgetState` that outlives the `Policy`, so a rules reload builds a
+new `Policy` over the same state and surviving keys keep their tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.model import Reminder
+from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit, take
+from bridge.policy.trust import Screened, TrustRefusal, pending_refusal, screen
+from bridge.rules import GlobalBudget, RouteSettings
+
+__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
+           "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
+
+#: A request over budget (SPEC §7).
+BUDGET_CODE = -32000
+BUDGET_MESSAGE = "reminder budget exceeded"
+#: A request refused by a trust limit: content limits are invalid params, a full session is a server limit.
+TRUST_CODES = {"max_pending_per_session": -32000}
+TRUST_CODE = -32602
+
+#: The process's budget buckets, shared by every route and connection unless a caller brings its own.
+SHARED_STATE = BudgetState()
+UNTAGGED = "(untagged)"
+
+
+@dataclass
+class Verdict:
+    """What the policy says about one reminder.
+
+    ``ok``: deliver ``reminder`` (possibly cleaned: control characters stripped, `roleHint`
+    lowered; see ``changes``).  Otherwise ``refusal`` (a trust limit) or ``exceeded`` (a budget)
+    says why; ``over`` is the route's choice for notifications over budget.  ``shadowed`` is a
+    budget refusal that was only counted (`shadow = true`, or the `observe` stage).
+    """
+
+    reminder: Reminder
+    changes: dict[str, Any] = field(default_factory=dict)
+    refusal: TrustRefusal | None = None
+    exceeded: Exceeded | None = None
+    shadowed: Exceeded | None = None
+    over: str = "drop"
+
+    @property
+    def ok(self) -> bool:
+        return self.refusal is None and self.exceeded is None
+
+    def error(self) -> tuple[int, str, dict[str, Any]]:
+        """(code, message, data) of the JSON-RPC error a refused request gets."""
+        if self.exceeded is not None:
+            return BUDGET_CODE, BUDGET_MESSAGE, self.exceeded.data()
+        assert self.refusal is not None
+        return TRUST_CODES.get(self.refusal.limit, TRUST_CODE), self.refusal.message, self.refusal.data()
+
+    @property
+    def why(self) -> str | None:
+        if self.refusal is not None:
+            return self.refusal.message
+        limited = self.exceeded or self.shadowed
+        if limited is not None:
+            shadow = " (shadow: only counted)" if self.shadowed is not None else ""
+            return (f"{BUDGET_MESSAGE} for {limited.scope}: {limited.limit} burst at {limited.rate:g}/min, "
+                    f"retry after {limited.retry_after_ms} ms{shadow}")
+        return None
+
+
+class Policy:
+    """One route's trust limits and budget, over a (shared, reload-surviving) `BudgetState`."""
+
+    def __init__(self, settings: RouteSettings | None = None, global_budget: GlobalBudget | None = None, *,
+                 route: str = "default", state: BudgetState | None = None, enabled: bool = True):
+        #: False: admit everything untouched (the `translate` command converts; it does not police)
+        self.enabled = enabled
+        self.settings = settings or RouteSettings()
+        self.trust = self.settings.trust
+        self.budget = self.settings.budget
+        self.global_budget = global_budget
+        self.route = route
+        self.state = state if state is not None else SHARED_STATE
+        self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
+        self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
+
+    @property
+    def budgeted(self) -> bool:
+        return self._limit is not None or self._global is not None
+
+    def admit(self, reminder: Reminder, *, request: bool, server: str, session: Any, now: float,
+              from_peer: bool = True, pending: int | None = None, shadow: bool = False) -> Verdict:
+        """Screen ``reminder`` against the trust limits, then charge the budget.
+
+        ``pending``: how many reminders the session already holds, when this one would be held
+        too (None when it is delivered at once).  ``shadow``: count a budget refusal but admit
+        (the `observe` stage passes True).  ``request`` only matters to the caller's reaction.
+        """
+        if not self.enabled:
+            return Verdict(reminder)
+        screened = screen(reminder, self.trust, from_peer=from_peer)
+        if isinstance(screened, TrustRefusal):
+            return Verdict(reminder, refusal=screened)
+        verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
+        if pending is not None and (refusal := pending_refusal(self.trust, pending)) is not None:
+            verdict.refusal = refusal
+            return verdict
+        exceeded, shadowed = self.charge(verdict.reminder, server=server, session=session, now=now)
+        if exceeded is not None and shadow:
+            exceeded, shadowed = None, exceeded
+        verdict.exceeded, verdict.shadowed = exceeded, shadowed
+        return verdict
+
+    def charge(self, reminder: Reminder, *, server: str, session: Any,
+               now: float) -> tuple[Exceeded | None, Exceeded | None]:
+        """Budget only: take a token from each bucket this reminder pays into, all or none.
+
+        Returns (refusal, shadow refusal).  Under `shadow = true` the route's own buckets never
+        refuse for real but still drain, so the count of what would have been limited is right;
+        the global ceiling is always real.
+        """
+        if not self.budgeted or not self.enabled:
+            return None, None
+        own: list[tuple[str, str, Limit]] = []
+        if self._limit is not None and self.budget is not None:
+            kind = self.budget.key
+            if kind == "server":
+                keys = [str(server)]
+            elif kind == "session":
+                keys = [str(session)]
+            else:
+                keys = list(reminder.tags) or [UNTAGGED]
+            own = [(kind, key, Limit(f"{kind}:{key}", self._limit.rate, self._limit.burst)) for key in keys]
+        ceiling = [(GLOBAL, GLOBAL, self._global)] if self._global is not None else []
+        max_keys = self.budget.max_keys if self.budget is not None else 1
+        if self.budget is not None and self.budget.shadow:
+            real = take(self.state, self.route, ceiling, max_keys, now) if ceiling else None
+            if real is not None:
+                return real, None
+            return None, take(self.state, self.route, own, max_keys, now)
+        return take(self.state, self.route, own + ceiling, max_keys, now), None

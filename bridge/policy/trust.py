@@ -1,0 +1,99 @@
+"""Trust limits on untrusted reminder content (SPEC §2, §7).  Pure.
+
+`screen` cleans what can be cleaned (control characters, a `roleHint` above the peer's ceiling)
+and refuses what cannot (a body or tags over their limits, a session holding too many
+reminders).  Every refusal names the limit and its configured value, so the error a user sees
+says what to change.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.model import Reminder
+from bridge.rules import ROLE_HINT_RANK, Trust
+
+#: C0 (U+0000-U+001F) and C1 (U+0080-U+009F) control characters, except \t and \n.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x80-\x9f]")
+
+
+@dataclass(frozen=True)
+class TrustRefusal:
+    """A reminder the route's trust limits refuse."""
+
+    limit: str  # the rules key, e.g. "max_body_bytes"
+    value: Any  # its configured value
+    message: str  # what the user sees, naming both
+
+    def data(self) -> dict[str, Any]:
+        return {"limit": self.limit, "value": self.value}
+
+
+@dataclass
+class Screened:
+    reminder: Reminder
+    #: what was changed, for the span and the log: {"stripped": n, "roleHint": "system→developer"}
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | TrustRefusal:
+    """Clean ``reminder`` and check its size; the `roleHint` ceiling applies to the peer's reminders."""
+    changes: dict[str, Any] = {}
+    update: dict[str, Any] = {}
+    body, tags = reminder.body, reminder.tags
+    if trust.strip_control:
+        stripped = 0
+        if CONTROL.search(body):
+            body, n = CONTROL.subn("", body)
+            stripped += n
+            if not body.strip():
+                return TrustRefusal("strip_control", True, "reminder refused: `body` is empty once control "
+                                    "characters are stripped (strip_control = true)")
+            update["body"] = body
+        if any(CONTROL.search(t) for t in tags):
+            cleaned = []
+            for tag in tags:
+                tag, n = CONTROL.subn("", tag)
+                stripped += n
+                tag = tag.strip()
+                if tag and tag not in cleaned:
+                    cleaned.append(tag)
+            tags = update["tags"] = cleaned
+        if stripped:
+            changes["stripped"] = stripped
+    size = len(body.encode("utf-8"))
+    if size > trust.max_body_bytes:
+        return TrustRefusal("max_body_bytes", trust.max_body_bytes,
+                            f"reminder refused: `body` is {size} bytes, over max_body_bytes = {trust.max_body_bytes}")
+    if len(tags) > trust.max_tags:
+        return TrustRefusal("max_tags", trust.max_tags,
+                            f"reminder refused: {len(tags)} tags, over max_tags = {trust.max_tags}")
+    for tag in tags:
+        if len(tag) > trust.max_tag_chars:
+            return TrustRefusal("max_tag_chars", trust.max_tag_chars,
+                                f"reminder refused: tag {_show(tag)} is {len(tag)} characters, over "
+                                f"max_tag_chars = {trust.max_tag_chars}")
+    ceiling = trust.role_hint_ceiling
+    if from_peer and ceiling is not None and ROLE_HINT_RANK[reminder.role_hint] > ROLE_HINT_RANK[ceiling]:
+        changes["roleHint"] = f"{reminder.role_hint} lowered to role_hint_ceiling = {ceiling}"
+        update["role_hint"] = ceiling
+        if "roleHint" in reminder.originals:  # the lowered value must not be restored downstream
+            update["originals"] = {k: v for k, v in reminder.originals.items() if k != "roleHint"}
+    if update:
+        reminder = reminder.model_copy(update=update)
+        reminder.model_fields_set.update(k for k in update if k != "originals")
+    return Screened(reminder, changes)
+
+
+def pending_refusal(trust: Trust, pending: int) -> TrustRefusal | None:
+    """A session already holding ``pending`` reminders may take one more only under the limit."""
+    if pending < trust.max_pending_per_session:
+        return None
+    return TrustRefusal("max_pending_per_session", trust.max_pending_per_session,
+                        f"reminder refused: the session already holds {pending} pending reminders "
+                        f"(max_pending_per_session = {trust.max_pending_per_session})")
+
+
+def _show(tag: str) -> str:
+    return repr(tag if len(tag) <= 24 else tag[:21] + "...")
