@@ -152,7 +152,8 @@ def _explain(attr: str, err: dict[str, Any]) -> str:
                    "authority": AUTHORITY_VALUES}.get(attr, ())
         return f"must be one of {', '.join(allowed)}{shown}"
     if kind == "greater_than_equal":
-        return f"must be an integer >= {err['ctx']['ge']}{shown}"
+        nullable = " or null" if attr == "fired_at_turn" else ""
+        return f"must be an integer >= {err['ctx']['ge']}{nullable}{shown}"
     if kind == "value_error":
         return f"{err['msg'].removeprefix('Value error, ')}{shown}"
     if kind == "int_type" and attr in ("ttl_turns",):

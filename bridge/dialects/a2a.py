@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bridge.dialects.paths import get_path, pop_path, set_path
-from bridge.dialects.shapes import A2A, HARN, ReminderShape
+from bridge.dialects.shapes import A2A, ALL_ATTRS, HARN, ReminderShape
 from bridge.model import Reminder, ReminderError
 
 INJECT_METHOD = "InjectTaskReminder"
@@ -16,7 +16,8 @@ GET_TASK_METHODS = ("GetTask", "tasks/get")
 EVENT_KINDS = ("task", "statusUpdate", "artifactUpdate", "message")
 REASONS = {"deduped": "REMINDER_DEDUPED", "expired": "REMINDER_EXPIRED"}
 
-STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata")
+#: SPEC §2: standard wires have no `authority`; it rides in `metadata["reminder-bridge/original"]`.
+STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata", carries=ALL_ATTRS - {"authority"})
 LEGACY_SHAPE = ReminderShape("a2a.legacy", HARN)
 
 
@@ -47,7 +48,11 @@ def _take(holder: dict[str, Any], where: str) -> list[Reminder]:
 
 
 def _put(holder: dict[str, Any], reminders: list[Reminder]) -> None:
-    harn = holder.setdefault("metadata", {}).setdefault("harn", {})
+    if not isinstance(holder.get("metadata"), dict):  # absent, or `null` as some encoders write it
+        holder["metadata"] = {}
+    if not isinstance(holder["metadata"].get("harn"), dict):
+        holder["metadata"]["harn"] = {}
+    harn = holder["metadata"]["harn"]
     encoded = [LEGACY_SHAPE.encode(r) for r in reminders]
     if len(encoded) == 1:
         harn["reminder"] = encoded[0]

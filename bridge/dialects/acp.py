@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.dialects.paths import get_path, set_path
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import SYNTHESIZED_KEY, Reminder, ReminderError
 
@@ -23,11 +24,14 @@ INJECT_SHAPE = ReminderShape(
 REMIND_SHAPE = ReminderShape(
     "acp.remind", HARN, casing="snake", extras_inline=False, always=frozenset({"mode"}),
     carries=frozenset({"id", "body", "tags", "dedupe_key", "ttl_turns", "preserve_on_compact", "propagate",
-                       "role_hint", "fired_at_turn", "mode", "authority"}),
+                       "role_hint", "fired_at_turn", "mode", "authority", "source"}),
+    only_values={"source": frozenset({"bridge"})},
 )
+#: `source` is required on `reminder_emitted` (SPEC §4); one the proxy holds itself came from the client.
 EMITTED_SHAPE = ReminderShape(
     "acp.emitted", STANDARD, id_key="reminderId", extras_inline=False,
     carries=frozenset({"id", "body", "tags", "dedupe_key", "source", "provider_id", "fired_at_turn"}),
+    always=frozenset({"source"}), defaults_for_always={"source": "host"},
 )
 #: Harn's schema requires tags, roleHint, renderedRole, source and ttlTurns (nullable) on every emit.
 HARN_EMITTED_SHAPE = ReminderShape(
@@ -138,13 +142,13 @@ class AcpLegacy:
             reminder = REMIND_SHAPE.decode(nested, where="params.reminder.")
         else:
             reminder = REMIND_SHAPE.decode(params, skip=SESSION_KEYS, where="params.")
-        # Harn treats a missing or unknown mode as audit_only; keep that meaning explicit.
+        # Harn treats a missing or unknown mode as audit_only; keep that meaning explicit.  An
+        # unknown spelling means nothing to any dialect, so it is not kept as an original (no
+        # decoder could read it back: it made the proxy refuse its own rewrite).
         mode = params.get("mode")
         canonical = HARN.to_canonical("mode", mode) if isinstance(mode, str) else None
         update: dict[str, Any] = {"mode": canonical or "audit_only"}
-        if canonical is None and mode is not None:
-            update["originals"] = {**reminder.originals, "mode": mode}
-        elif canonical is not None and canonical != mode:
+        if canonical is not None and canonical != mode:
             update["originals"] = {**reminder.originals, "mode": mode}
         reminder = reminder.model_copy(update=update)
         reminder.model_fields_set.update(update)
@@ -185,13 +189,17 @@ class AcpLegacy:
 
     @staticmethod
     def write_capability(agent_caps: dict[str, Any], cap: dict[str, Any] | None) -> None:
-        meta = agent_caps.setdefault("_meta", {})
-        harn = meta.setdefault("harn", {})
-        extensions = harn.setdefault("sessionUpdateExtensions", [])
-        if cap is not None and cap.get("emit") and EMITTED not in extensions:
-            extensions.append(EMITTED)
-        if cap is None and EMITTED in extensions:
-            extensions.remove(EMITTED)
+        extensions = get_path(agent_caps, "_meta", "harn", "sessionUpdateExtensions")
+        if not isinstance(extensions, list):
+            extensions = None
+        if cap is not None and cap.get("emit"):
+            if extensions is None:
+                extensions = []
+                set_path(agent_caps, extensions, "_meta", "harn", "sessionUpdateExtensions")
+            if EMITTED not in extensions:
+                extensions.append(EMITTED)
+        elif extensions is not None and EMITTED in extensions:
+            extensions.remove(EMITTED)  # Harn cannot say "inject only": no emit means no extension
 
 
 CODECS = {"standard": AcpStandard, "legacy": AcpLegacy}

@@ -21,6 +21,9 @@ CANONICAL = {"propagate": PROPAGATE_VALUES, "role_hint": ROLE_HINT_VALUES, "mode
 _IDENTITY = {attr: {v: v for v in values} for attr, values in CANONICAL.items()}
 _MODE_ALIASES = {"interrupt": "interrupt_immediate", "after_current_operation": "finish_step", "steer": "finish_step",
                  "queue": "audit_only", "wait_for_completion": "audit_only"}
+_SOURCE_ALIASES = {"stdlib_provider": "provider", "in_pipeline": "provider"}
+#: Harn spellings a standard wire reads but never writes: they go back under `_meta` instead (SPEC §2).
+_HARN_ONLY = {"mode": frozenset(_MODE_ALIASES), "source": frozenset(_SOURCE_ALIASES)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Vocabulary:
     name: str
     decode: dict[str, dict[str, str]]
     encode: dict[str, dict[str, str]]
+    #: wire values read leniently (another dialect's aliases) but never written on this wire
+    input_only: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def to_canonical(self, attr: str, wire: str) -> str | None:
         found = self.decode[attr].get(wire)
@@ -40,7 +45,8 @@ class Vocabulary:
     def to_wire(self, attr: str, canonical: str, original: Any) -> tuple[str, Any]:
         """The wire value for ``canonical``, and what the wire loses (None when nothing)."""
         dec = self.decode[attr]
-        if isinstance(original, str) and dec.get(original) == canonical:
+        writable = original not in self.input_only.get(attr, ())
+        if isinstance(original, str) and dec.get(original) == canonical and writable:
             return original, None
         wire = self.encode[attr].get(canonical, canonical)
         if dec.get(wire, wire) != canonical:
@@ -51,8 +57,9 @@ class Vocabulary:
 STANDARD = Vocabulary(
     "standard",
     decode={**_IDENTITY, "mode": {**_IDENTITY["mode"], **_MODE_ALIASES},
-            "source": {**_IDENTITY["source"], "stdlib_provider": "provider", "in_pipeline": "provider"}},
+            "source": {**_IDENTITY["source"], **_SOURCE_ALIASES}},
     encode=_IDENTITY,
+    input_only=_HARN_ONLY,
 )
 HARN = Vocabulary(
     "harn",
@@ -75,6 +82,9 @@ A2A = Vocabulary(
                           "all": "REMINDER_PROPAGATION_SESSION"},
             "role_hint": {"system": "REMINDER_ROLE_HINT_SYSTEM", "developer": "REMINDER_ROLE_HINT_DEVELOPER",
                           "user_block": "REMINDER_ROLE_HINT_DEVELOPER", "ephemeral_cache": "REMINDER_ROLE_HINT_SYSTEM"}},
+    # lower-case values are read from lenient senders, but an A2A wire only ever gets enum names
+    input_only={**_HARN_ONLY, "propagate": frozenset(PROPAGATE_VALUES),
+                "role_hint": frozenset(ROLE_HINT_VALUES)},
 )
 
 ALL_ATTRS = frozenset(attr for attr, _, _ in FIELDS)
@@ -94,11 +104,13 @@ class ReminderShape:
     defaults_for_always: dict[str, Any] = field(default_factory=dict)
     meta_key: str = "_meta"
     extras_inline: bool = True
+    #: attr → the only wire values this slot accepts; another value rides in `_meta[ORIGINAL_KEY]`
+    only_values: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def decode(self, obj: Any, skip: frozenset[str] = frozenset(), where: str = "") -> Reminder:
         """Wire object → Reminder. Both casings are accepted; ``skip`` names envelope keys (sessionId…)."""
         if not isinstance(obj, dict):
-            raise ReminderError(where or "reminder", "must be an object")
+            raise ReminderError(where.rstrip(".") or "reminder", "must be an object")
         values: dict[str, Any] = {}
         names: dict[str, str] = {}
         extra: dict[str, Any] = {}
@@ -125,11 +137,13 @@ class ReminderShape:
                 canonical = self.vocab.to_canonical(attr, wire)
                 if canonical is not None:
                     values[attr] = canonical
-                    if self.vocab.encode[attr].get(canonical, canonical) != wire:
+                    lenient = wire in self.vocab.input_only.get(attr, ())  # normalised, not remembered
+                    if self.vocab.encode[attr].get(canonical, canonical) != wire and not lenient:
                         originals[CAMEL[attr]] = wire
         if meta and ORIGINAL_KEY in meta:
             meta = dict(meta)
             _restore(meta.pop(ORIGINAL_KEY), values, extra, originals, names, where + self.meta_key)
+            meta = meta or None  # only the proxy's own key was there: leave no `_meta: {}` husk
         if meta is not None:
             values["meta"] = meta
         if extra:
@@ -161,7 +175,11 @@ class ReminderShape:
                     lost[camel] = reminder.originals.get(camel, value)
                 continue
             if attr in ENUM_ATTRS and isinstance(value, str):
+                canonical = value
                 value, loss = self.vocab.to_wire(attr, value, reminder.originals.get(camel))
+                if attr in self.only_values and value not in self.only_values[attr]:
+                    lost[camel] = reminder.originals.get(camel, canonical)
+                    continue
                 if loss is not None:
                     lost[camel] = loss
             out[names[attr]] = value
@@ -179,7 +197,14 @@ class ReminderShape:
 
 
 def _tidy_id_and_key(values: dict[str, Any]) -> None:
-    """Harn's rules: ids and dedupe keys are trimmed; empty means absent (a fresh id is generated)."""
+    """Harn's rules: ids and dedupe keys are trimmed; empty means absent (a fresh id is generated).
+
+    Harn also takes `tags` and `ttl_turns` as "null or …": null means absent (no tags, no TTL), so a
+    standard wire never gets a `ttlTurns: null` its schema forbids.
+    """
+    for attr in ("tags", "ttl_turns"):
+        if attr in values and values[attr] is None:
+            del values[attr]
     for attr in ("id", "dedupe_key"):
         value = values.get(attr)
         if isinstance(value, str):
