@@ -385,10 +385,6 @@ def test_a2a_legacy_standard_legacy_on_stream_events(rs, kind):
         same_input(holder["metadata"]["harn"]["reminder"], r, "camel")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bridge/pipeline/a2a.py: while a stream holds reminderUpdate frames for a legacy caller, peer_markers "
-    "stay (b'emind',), so the next ordinary event is pre-filtered and forwarded raw: the held reminder is "
-    "never delivered (SPEC §5). An event that happens to contain 'emind' does get it."))
 def test_held_update_reaches_legacy_caller():
     flow = make_flow("a2a", RouteSettings(), host_dialect="legacy", peer_dialect="standard")
     update = {"jsonrpc": "2.0", "id": 3, "result": {"reminderUpdate": {

@@ -17,8 +17,9 @@ EVENT_KINDS = ("task", "statusUpdate", "artifactUpdate", "message")
 REASONS = {"deduped": "REMINDER_DEDUPED", "expired": "REMINDER_EXPIRED"}
 
 #: SPEC §2: standard wires have no `authority`; it rides in `metadata["reminder-bridge/original"]`.
-STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata", carries=ALL_ATTRS - {"authority"})
-LEGACY_SHAPE = ReminderShape("a2a.legacy", HARN)
+STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata", carries=ALL_ATTRS - {"authority"},
+                               integral_floats=True)
+LEGACY_SHAPE = ReminderShape("a2a.legacy", HARN, integral_floats=True)
 
 
 def _harn(metadata: Any) -> dict[str, Any] | None:

@@ -104,6 +104,9 @@ class ReminderShape:
     defaults_for_always: dict[str, Any] = field(default_factory=dict)
     meta_key: str = "_meta"
     extras_inline: bool = True
+    #: A2A carries metadata as a protobuf Struct, where every number is a double: `2.0` there
+    #: means 2. Elsewhere a float turn count is refused (SPEC §2).
+    integral_floats: bool = False
     #: attr → the only wire values this slot accepts; another value rides in `_meta[ORIGINAL_KEY]`
     only_values: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -131,6 +134,11 @@ class ReminderShape:
         if meta is not None and not isinstance(meta, dict):
             raise ReminderError(where + self.meta_key, "must be an object")
         _tidy_id_and_key(values)
+        if self.integral_floats:
+            for attr in ("ttl_turns", "fired_at_turn"):
+                value = values.get(attr)
+                if isinstance(value, float) and value.is_integer():
+                    values[attr] = int(value)
         for attr in ENUM_ATTRS:
             wire = values.get(attr)
             if isinstance(wire, str):

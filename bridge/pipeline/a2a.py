@@ -54,6 +54,12 @@ class A2AFlow(Flow):
         self.host_markers = (b"emind", b"Message", b"message")
         self.peer_markers = (b"emind",)
 
+    def passes(self, data: bytes, origin: str) -> bool:
+        """While a stream holds reminders for a legacy caller, its next event must be looked at."""
+        if origin == PEER and self.streams:
+            return False
+        return super().passes(data, origin)
+
     # -- caller → agent ------------------------------------------------------------------------
     def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
         method = msg.get("method")

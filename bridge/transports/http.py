@@ -429,10 +429,11 @@ def _subprotocols(request: web.Request) -> list[str]:
 
 
 def _main_reply(sends: list[Send], original: bytes, msg_id: Any) -> bytes:
-    """A JSON response carries one message: the answer to the request (dropped extras are counted
-    by the pipeline; a JSON body has nowhere to put them)."""
+    """A JSON response carries one message: the answer to the request. Pipelines put what they
+    add (e.g. an A2A `reminderUpdate` frame) before the message it came with, so the last match
+    is the answer; the extras have nowhere to go in a JSON body."""
     host = [s.data for s in sends if s.to == HOST]
-    for data in host:
+    for data in reversed(host):
         if data is original or _message_id(data) == msg_id:
             return data
     return host[-1] if host else original
