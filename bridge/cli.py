@@ -29,7 +29,10 @@ def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
     """One stateless conversion, as the shared vectors describe it."""
     host, peer = (target, source) if toward == HOST else (source, target)
     extra: dict[str, Any] = {"peer_declared": True} if protocol == "mcp" else {}
-    flow = make_flow(protocol, RouteSettings(), recorder, host_dialect=host, peer_dialect=peer, **extra)
+    from bridge.policy import Policy
+
+    flow = make_flow(protocol, RouteSettings(), recorder, host_dialect=host, peer_dialect=peer,
+                     policy=Policy(enabled=False), **extra)  # a conversion, not a route: no trust limits or budgets
     frame = data.strip()
     if protocol == "a2a" and _is_card(frame):
         import json

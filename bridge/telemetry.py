@@ -1,46 +1,285 @@
-"""What the proxy did and why: counters per action, and one structured log line per decision.
+"""What the proxy did and why (SPEC §9): counters, a latency histogram, pending-queue gauges,
+OpenTelemetry spans and one structured JSON log line per notable decision.
 
-Bodies are never logged (SPEC §9); ids, methods and dialects are.
+Flows only ever call `Recorder.reminder(...)` (through `Flow.record`) and `Recorder.carrier(...)`
+(through `Flow.stamp`); every OpenTelemetry call is in this module, and the SDK is imported
+only when spans are switched on.  Bodies are never logged nor put on spans unless
+`telemetry.capture_bodies` is set.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import sys
+import time
+import weakref
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from bridge.model import Reminder
 
 #: The actions a reminder can meet (SPEC §9 `reminder.action`).
-ACTIONS = ("rewritten", "passed", "queued", "attached", "rendered", "dropped", "invalid", "limited", "coalesced",
+ACTIONS = ("rewritten", "passed", "queued", "attached", "rendered", "dropped", "invalid", "rate_limited", "coalesced",
            "synthesized", "refused")
+#: Later steps of a reminder already traced when it was decoded: counted and logged, no span of their own.
+FOLLOW_UPS = frozenset({"rendered", "attached", "synthesized"})
+#: Decisions that are a budget working as configured: counted always, logged at info (a flood
+#: of them must not become a flood of log lines).
+QUIET = frozenset({"rate_limited", "coalesced"})
+#: W3C trace-context keys carried in `_meta` (ACP and MCP reserve them at the root of `_meta`).
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+#: Upper bounds (seconds) of the rewrite-latency histogram.
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+_RECORDERS: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+class Tracing:
+    """Spans for reminders (SPEC §9), or only trace-context propagation.
+
+    Modes: ``spans`` (an SDK tracer provider with the configured exporter and sampler),
+    ``propagation_only`` (no spans; the caller's context is carried into rewritten messages),
+    and off (exporter ``none``: the same as propagation only, with nothing imported).
+    """
+
+    def __init__(self, *, exporter: str = "none", sampling: float = 1.0, propagation_only: bool = False,
+                 capture_bodies: bool = False, otlp_endpoint: str | None = None, span_exporter: Any = None,
+                 provider: Any = None):
+        self.capture_bodies = capture_bodies
+        self.propagation_only = propagation_only
+        self.exporter = exporter
+        self.provider = None
+        self.tracer = None
+        if propagation_only or (exporter == "none" and span_exporter is None and provider is None):
+            return
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        if provider is None:
+            provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(sampling)),
+                                      resource=Resource.create({"service.name": "reminder-bridge"}))
+            if span_exporter is not None:
+                provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+            elif exporter == "console":  # stdout is the protocol channel on stdio: spans go to stderr
+                provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+            elif exporter == "otlp":
+                provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+        self.provider = provider
+        self.tracer = provider.get_tracer("reminder-bridge")
+
+    @classmethod
+    def from_settings(cls, telemetry: Any, **kwargs: Any) -> "Tracing":
+        """From a rules file's `[telemetry]` table (`bridge.rules.Telemetry`)."""
+        return cls(exporter=telemetry.exporter, sampling=telemetry.sampling,
+                   propagation_only=telemetry.propagation_only, capture_bodies=telemetry.capture_bodies,
+                   otlp_endpoint=telemetry.otlp_endpoint, **kwargs)
+
+    @property
+    def spans(self) -> bool:
+        return self.tracer is not None
+
+    def span(self, name: str, attributes: dict[str, Any], carrier: Mapping[str, str] | None,
+             start_ns: int | None) -> Any:
+        """Record one finished span, child of the context in ``carrier``; returns the span (for `inject`)."""
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        parent = TraceContextTextMapPropagator().extract(dict(carrier)) if carrier else None
+        span = self.tracer.start_span(name, context=parent, attributes=attributes, start_time=start_ns)
+        span.end()
+        return span
+
+    @staticmethod
+    def inject(span: Any, carrier: dict[str, str]) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
+
+    def shutdown(self) -> None:
+        """Flush and stop the exporter (batched OTLP spans would be lost otherwise)."""
+        if self.provider is not None and hasattr(self.provider, "shutdown"):
+            self.provider.shutdown()
+
+
+def _otlp_exporter(endpoint: str | None) -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        raise RuntimeError("telemetry.exporter = \"otlp\" needs the optional extra: "
+                           "pip install 'reminder-bridge[otlp]'") from None
+    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+
+
+OFF = Tracing()
+_default_tracing: Tracing = OFF
+
+
+def configure(tracing: Tracing) -> Tracing:
+    """Make ``tracing`` the process default, used by every Recorder not given its own."""
+    global _default_tracing
+    previous, _default_tracing = _default_tracing, tracing
+    return previous
+
+
+class Histogram:
+    __slots__ = ("counts", "sum", "count")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.sum += seconds
+        self.count += 1
 
 
 class Recorder:
-    """Counts reminder decisions by (protocol, route, action) and logs the notable ones."""
+    """Counts reminder decisions by (protocol, route, action), traces them and logs the notable ones."""
 
-    def __init__(self, route: str = "default", log: TextIO | None = None, log_level: str = "warning"):
+    def __init__(self, route: str = "default", log: TextIO | None = None, log_level: str = "warning",
+                 tracing: Tracing | None = None):
         self.route = route
         self.counts: Counter[tuple[str, str, str]] = Counter()
+        #: the same decisions with the stage they were taken in (`observe` = would have happened)
+        self.staged: Counter[tuple[str, str, str, str]] = Counter()
+        self.budget_rejections: Counter[tuple[str, str, str, str]] = Counter()  # protocol, route, scope kind, shadow
+        self.trust_refusals: Counter[tuple[str, str, str]] = Counter()  # protocol, route, limit
+        self.reloads: Counter[str] = Counter()  # ok | refused
+        self.latency: dict[tuple[str, str], Histogram] = {}
+        self._flows: weakref.WeakSet[Any] = weakref.WeakSet()
         self._log = log if log is not None else sys.stderr
-        self._verbose = log_level in ("info", "debug")
+        self._tracing = tracing
+        self.log_level = log_level
+        _RECORDERS.add(self)
 
+    @property
+    def log_level(self) -> str:
+        return self._level_name
+
+    @log_level.setter
+    def log_level(self, name: str) -> None:
+        self._level_name = name
+        self._level = LOG_LEVELS.get(name, 30)
+        self._verbose = self._level <= 20
+
+    @property
+    def tracing(self) -> Tracing:
+        return self._tracing if self._tracing is not None else _default_tracing
+
+    @tracing.setter
+    def tracing(self, tracing: Tracing | None) -> None:
+        self._tracing = tracing
+
+    # -- decisions -----------------------------------------------------------------------------
     def reminder(self, action: str, *, protocol: str, method: str | None, reminder: Reminder | None = None,
-                 source: str | None = None, target: str | None = None, why: str | None = None) -> None:
+                 source: str | None = None, target: str | None = None, why: str | None = None,
+                 stage: str = "translate", carrier: Mapping[str, str] | None = None,
+                 attributes: dict[str, Any] | None = None, start_ns: int | None = None) -> Any:
+        """Count, trace and log one decision.  Returns the span made for it (None without spans):
+        `carrier` puts its context into the message the decision rewrote."""
         self.counts[(protocol, self.route, action)] += 1
-        if why is not None or self._verbose:
-            self.log(action, protocol=protocol, method=method, id=reminder.id if reminder else None,
-                     dedupe_key=reminder.dedupe_key if reminder else None, source=source, target=target, why=why)
+        self.staged[(protocol, self.route, action, stage)] += 1
+        tracing = self.tracing
+        span = None
+        if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
+            attrs: dict[str, Any] = {
+                "rpc.system": "jsonrpc", "rpc.method": method or "", "bridge.protocol": protocol,
+                "bridge.route": self.route, "bridge.stage": stage, "reminder.action": action,
+                "reminder.source_dialect": source or "", "reminder.target_dialect": target or "",
+            }
+            if reminder is not None:
+                attrs["reminder.id"] = reminder.id
+                attrs["reminder.dedupe_key"] = reminder.dedupe_key or ""
+                if tracing.capture_bodies:
+                    attrs["reminder.body"] = reminder.body
+            if why is not None:
+                attrs["reminder.reason"] = why
+            if attributes:
+                attrs.update(attributes)
+            span = tracing.span(method or "reminder", attrs, carrier, start_ns)
+        level = 30 if why is not None and action not in QUIET else 20
+        if level >= self._level:
+            fields: dict[str, Any] = dict(protocol=protocol, method=method, stage=stage if stage != "translate" else None,
+                                          id=reminder.id if reminder else None,
+                                          dedupe_key=reminder.dedupe_key if reminder else None,
+                                          source=source, target=target, why=why)
+            if reminder is not None and tracing.capture_bodies:
+                fields["body"] = reminder.body
+            if span is not None:
+                fields["trace_id"] = format(span.get_span_context().trace_id, "032x")
+            self.log(action, level="warning" if level == 30 else "info", **fields)
+        return span
 
+    def carrier(self, span: Any, inbound: Mapping[str, str] | None) -> dict[str, str]:
+        """Trace-context keys for a rewritten message's `_meta`: the proxy's span as parent when
+        there is one, else the caller's context carried through unchanged."""
+        out: dict[str, str] = {}
+        if span is not None:
+            Tracing.inject(span, out)
+            if inbound and "baggage" in inbound:
+                out["baggage"] = inbound["baggage"]
+            return out
+        if inbound:
+            out.update({k: v for k, v in inbound.items() if k in TRACE_KEYS})
+        return out
+
+    def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
+        self.budget_rejections[(protocol, self.route, scope.split(":", 1)[0], "true" if shadow else "false")] += 1
+
+    def trust_refused(self, protocol: str, limit: str) -> None:
+        self.trust_refusals[(protocol, self.route, limit)] += 1
+
+    def rewrite_latency(self, protocol: str, seconds: float) -> None:
+        hist = self.latency.get((protocol, self.route))
+        if hist is None:
+            hist = self.latency[(protocol, self.route)] = Histogram()
+        hist.observe(seconds)
+
+    def track(self, flow: Any) -> None:
+        """Count ``flow``'s pending queues in the gauges while it lives (it offers `pending_counts()`)."""
+        self._flows.add(flow)
+
+    def pending(self) -> dict[tuple[str, str, str], int]:
+        """Pending reminders now held, by (protocol, route, queue)."""
+        out: Counter[tuple[str, str, str]] = Counter()
+        for flow in list(self._flows):
+            for queue, n in flow.pending_counts().items():
+                out[(flow.protocol, self.route, queue)] += n
+        return dict(out)
+
+    # -- logging -------------------------------------------------------------------------------
     def info(self, event: str, **fields: Any) -> None:
         """Routine events (process started, admin listening): logged only at --log-level info."""
         if self._verbose:
-            self.log(event, **fields)
+            self.log(event, level="info", **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        if self._level <= 30:
+            self.log(event, level="warning", **fields)
 
     def log(self, event: str, **fields: Any) -> None:
-        record = {"event": event, "route": self.route, **{k: v for k, v in fields.items() if v is not None}}
+        record = {"ts": _now_iso(), "event": event, "route": self.route,
+                  **{k: v for k, v in fields.items() if v is not None}}
         self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._log.flush()
 
     def count(self, action: str, protocol: str | None = None) -> int:
         return sum(n for (p, _, a), n in self.counts.items() if a == action and protocol in (None, p))
+
+
+def recorders() -> Iterable[Recorder]:
+    """Every live Recorder in the process (the admin port serves them all)."""
+    return list(_RECORDERS)
+
+
+def _now_iso() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"

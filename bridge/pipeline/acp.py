@@ -73,32 +73,67 @@ class AcpFlow(Flow):
         params = msg.get("params")
         codec = CODECS[source]
         try:
-            reminder = codec.decode_inject(params)
+            decoded = codec.decode_inject(params)
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=str(exc))
             return [(HOST, invalid_params(msg_id, exc))] if is_request else []
         session_id = session_of(params)
         target = self._agent_dialect()
+        held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
+        reminder, refusal = self.police(
+            msg, decoded, method, origin=HOST, session=session_id, source=source, target=target,
+            pending=self._pending(session_id, decoded) if held else None,
+            deliver=lambda r: self._deliver_inject(msg, source, r, session_id, changed=r is not decoded,
+                                                   released=True))
+        if reminder is None:
+            return refusal
+        return self._deliver_inject(msg, source, reminder, session_id, changed=reminder is not decoded)
+
+    def _deliver_inject(self, msg: dict[str, Any], source: str, reminder: Reminder, session_id: Any, *,
+                        changed: bool, released: bool = False) -> Outgoing | None:
+        """An admitted inject, toward the agent in its dialect (``released``: a coalesced one, later)."""
+        method = msg["method"]
+        msg_id = msg.get("id")
+        is_request = "id" in msg
+        target = self._agent_dialect()
         if target == "none":
-            return self._hold(msg, codec, reminder, session_id)
-        if target == source:
+            return self._hold(msg, CODECS[source], reminder, session_id)
+        if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
             self._shadow(session_id, reminder)
-            return None
+            return [(PEER, msg)] if released else None
         out = {"jsonrpc": "2.0", "method": CODECS[target].inject_method,
                "params": CODECS[target].encode_inject(session_id, reminder)}
         if is_request:
             out = {"jsonrpc": "2.0", "id": msg_id, **{k: out[k] for k in ("method", "params")}}
-            self.expect_response(HOST, msg, _Inject(source, reminder, session_id))
+            if target == source:
+                self._shadow(session_id, reminder)
+            else:
+                self.expect_response(HOST, msg, _Inject(source, reminder, session_id))
         else:
             self._shadow(session_id, reminder)
         self.record("rewritten", method, reminder, source=source, target=target)
-        return [(PEER, out)]
+        return [(PEER, self.stamp(out))]
+
+    def _pending(self, session_id: Any, reminder: Reminder) -> int:
+        """What the session holds that ``reminder`` would not replace (same dedupe key)."""
+        session = self.sessions.get(_session_key(session_id))
+        if session is None:
+            return 0
+        key = reminder.dedupe_key
+        return sum(1 for h in session.pending if key is None or h.reminder.dedupe_key != key)
+
+    def pending_counts(self) -> dict[str, int]:
+        held = sum(len(s) for s in self.sessions.values()) if self._agent_dialect() == "none" else 0
+        return {"coalesce": len(self.held), "hold": held}
 
     def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Outgoing:
         """Agent `none`: the proxy keeps the reminder and answers the inject itself."""
         method = msg["method"]
-        if self.settings.fallback.acp_agent_none != "hold" or self.stage == "observe":
+        if self.stage == "observe":  # what `hold` would do, without holding: the inject goes on untouched
+            self.record("queued", method, reminder, source=codec.dialect, target="none")
+            return []
+        if self.settings.fallback.acp_agent_none != "hold":
             self.record("dropped", method, reminder, target="none", why="agent has no reminder support")
             if "id" not in msg:
                 return []
@@ -207,22 +242,29 @@ class AcpFlow(Flow):
         update = msg["params"]["update"]
         source = "legacy" if get_path(update, "_meta", "harn", "reminder") is not None else "standard"
         try:
-            reminder = CODECS[source].decode_emitted(update)
+            decoded = CODECS[source].decode_emitted(update)
         except ReminderError as exc:
             self.record("invalid", "session/update", source=source, why=str(exc))
             return []
-        return self._to_client(msg["params"].get("sessionId"), reminder, source, msg)
+        session_id = msg["params"].get("sessionId")
+        reminder, refusal = self.police(
+            msg, decoded, "session/update", origin=PEER, session=session_id, source=source,
+            target=self._client_dialect(),
+            deliver=lambda r: self._to_client(session_id, r, source, msg, changed=r is not decoded, released=True))
+        if reminder is None:
+            return refusal
+        return self._to_client(session_id, reminder, source, msg, changed=reminder is not decoded)
 
     def _to_client(self, session_id: Any, reminder: Reminder, source: str,
-                   original: dict[str, Any] | None = None) -> Outgoing:
+                   original: dict[str, Any] | None = None, *, changed: bool = False, released: bool = False) -> Outgoing:
         client = self._client_dialect()
         if client not in CODECS:
             self.record("dropped", "session/update", reminder, source=source, target="none",
                         why="client has no reminder support")
             return []
-        if client == source and original is not None:
+        if client == source and original is not None and not changed:
             self.record("passed", "session/update", reminder, source=source, target=client)
-            return [(HOST, original)]
+            return [(HOST, original if released else None)]
         out = CODECS[client].encode_emitted(session_id, reminder)
         if self.stage == "dual" and original is not None and client == "standard":
             harn = get_path(original, "params", "update", "_meta", "harn")
@@ -230,9 +272,13 @@ class AcpFlow(Flow):
                 out["params"]["update"].setdefault("_meta", {})["harn"] = harn
         self.record("rewritten" if original is not None else "synthesized", "session/update", reminder,
                     source=source, target=client)
-        return [(HOST, out)]
+        return [(HOST, self.stamp(out) if original is not None else out)]
 
     # -- helpers -------------------------------------------------------------------------------
+    def on_reconfigure(self, old: Any) -> None:
+        for session in self.sessions.values():
+            session.limit = self.settings.trust.max_pending_per_session
+
     def _session(self, session_id: Any) -> SessionReminders:
         key = _session_key(session_id)
         session = self.sessions.get(key)

@@ -125,28 +125,49 @@ class McpFlow(Flow):
                         "(require_declaration is on)")
             return []
         try:
-            reminder = codec.decode(msg)
+            decoded = codec.decode(msg)
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=str(exc))
             return []
         target = self._target()
-        if target == source:
+        held = target != source and target not in CODECS and self._fallback() == "tool_result"
+        reminder, refusal = self.police(msg, decoded, method, origin=PEER, source=source, target=target,
+                                        pending=len(self.pending) + len(self.held) if held else None,
+                                        deliver=lambda r: self._deliver(msg, codec, r, changed=r is not decoded,
+                                                                        released=True))
+        if reminder is None:
+            return refusal
+        return self._deliver(msg, codec, reminder, changed=reminder is not decoded)
+
+    def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
+                 changed: bool, released: bool = False) -> Outgoing | None:
+        """The admitted reminder to the host, in its dialect (``released``: a coalesced one, later)."""
+        method = msg.get("method")
+        source = codec.dialect
+        target = self._target()
+        if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
-            return None
+            return [(HOST, msg)] if released else None
         if target in CODECS:
             params_meta = get_path(msg, "params", "_meta")
             params_meta = copy.deepcopy(params_meta) if isinstance(params_meta, dict) else None
-            if source == "legacy" and params_meta is not None and self.stage != "dual":
+            if source == "legacy" and params_meta is not None and (self.stage != "dual" or target == source):
                 pop_path(params_meta, "harn", "reminder")
                 params_meta.pop("harn.reminder", None)
             self.record("rewritten", method, reminder, source=source, target=target)
-            return [(HOST, CODECS[target].encode(reminder, params_meta or None))]
+            return [(HOST, self.stamp(CODECS[target].encode(reminder, params_meta or None)))]
         if self._fallback() == "tool_result":
             self.pending.append(reminder)
             self.record("queued", method, reminder, source=source, target="none")
         else:
             self.record("dropped", method, reminder, source=source, target="none", why="host has no reminder support")
         return []
+
+    def pending_counts(self) -> dict[str, int]:
+        return {"coalesce": len(self.held), "tool_result": len(self.pending)}
+
+    def on_reconfigure(self, old: Any) -> None:
+        self._watch_host()
 
     def _target(self) -> str:
         """The host's dialect, except that a modern host may only get a log message it asked for."""
