@@ -20,8 +20,10 @@ import sys
 from typing import Any
 
 from bridge.pipeline import HOST, PEER, TICK, Flow, dumps, error_response
-from bridge.rules import RouteSettings, RulesError, load_rules
-from bridge.telemetry import Recorder
+from bridge.policy import Policy
+from bridge.policy.reload import POLL, Loaded, RulesFile
+from bridge.rules import RouteSettings, Rules, RulesError, load_rules
+from bridge.telemetry import Recorder, Tracing
 
 CHUNK = 256 * 1024
 MAX_LINE = 64 * 1024 * 1024
@@ -194,9 +196,13 @@ class StdioProxy:
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
-                 max_line: int = MAX_LINE):
+                 max_line: int = MAX_LINE, policy: Policy | None = None, rules_file: RulesFile | None = None):
         self.command = command
         self.settings = settings
+        self.policy = policy or Policy(settings, route=recorder.route)
+        #: reloaded on SIGHUP and when it changes (SPEC §7)
+        self.rules_file = rules_file
+        self._watcher: asyncio.TimerHandle | None = None
         self.protocol = protocol
         self.recorder = recorder
         self.dialects = {"host_dialect": host_dialect, "peer_dialect": peer_dialect}
@@ -232,12 +238,17 @@ class StdioProxy:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
         self._ticker = loop.call_later(TICK, self._tick)
+        if self.rules_file is not None:
+            loop.add_signal_handler(signal.SIGHUP, self.reload, "SIGHUP")
+            self._watcher = loop.call_later(POLL, self._watch)
         try:
             await self._finished
         finally:
             if self._ticker is not None:
                 self._ticker.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            if self._watcher is not None:
+                self._watcher.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if self.rules_file else ()):
                 loop.remove_signal_handler(sig)
         if self._host_writer is not None and self._host_sink is not None:
             self._host_writer.close()  # flushes what is still buffered for the host
@@ -291,6 +302,39 @@ class StdioProxy:
             for send in self.flow.tick(loop.time()):
                 self._write(send.data + b"\n", to_host=send.to == HOST)
         self._ticker = loop.call_later(TICK, self._tick)
+
+    # -- reload --------------------------------------------------------------------------------
+    def _watch(self) -> None:
+        """Poll the rules file; a change is reloaded like a SIGHUP."""
+        assert self.rules_file is not None
+        result = self.rules_file.poll()
+        if result is not None:
+            self._apply(result, "file changed")
+        self._watcher = asyncio.get_running_loop().call_later(POLL, self._watch)
+
+    def reload(self, trigger: str = "SIGHUP") -> bool:
+        assert self.rules_file is not None
+        return self._apply(self.rules_file.reload(), trigger)
+
+    def _apply(self, result: Any, trigger: str) -> bool:
+        """New rules for new messages: the connection, learned dialects, held reminders and budget
+        tokens stay.  A file that fails validation changes nothing and is reported as `check` does."""
+        file = str(self.rules_file.path) if self.rules_file else None
+        if not isinstance(result, Loaded):
+            self.recorder.reloads["refused"] += 1
+            self.recorder.log("reload_refused", level="error", file=file, trigger=trigger, problems=result.lines,
+                              why="the rules file has problems; keeping the previous rules")
+            return False
+        self.settings = result.settings
+        self.policy = Policy(result.settings, result.rules.global_budget, route=self.recorder.route,
+                             state=self.policy.state)
+        if self.flow is not None:
+            self.flow.reconfigure(result.settings, self.policy)
+        tracing = self.recorder.tracing  # cheap switches apply now; exporter and sampling on restart
+        tracing.capture_bodies = result.rules.telemetry.capture_bodies
+        self.recorder.reloads["ok"] += 1
+        self.recorder.log("rules_reloaded", level="info", file=file, trigger=trigger, stage=result.settings.stage)
+        return True
 
     def _forward_signal(self, sig: int) -> None:
         if self.child is not None and self.child.get_returncode() is None:
@@ -347,7 +391,7 @@ class StdioProxy:
         from bridge.cli import make_flow
 
         protocol = self.protocol or detect_protocol(first_frame)
-        return make_flow(protocol, self.settings, self.recorder, **self.dialects)
+        return make_flow(protocol, self.settings, self.recorder, policy=self.policy, **self.dialects)
 
     def _oversize(self, head: bytes, from_host: bool) -> None:
         reply = oversize_reply(head, self.max_line, from_host)
@@ -372,12 +416,16 @@ class StdioProxy:
 
 def add_stdio_parser(sub: Any) -> None:
     p = sub.add_parser("stdio", help="wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS")
-    p.add_argument("--rules", help="rules file (TOML); default: built-in defaults")
+    p.add_argument("--rules", help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
     p.add_argument("--route", help="route name in the rules file")
     p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
     p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
-    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here")
+    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
+                   "(default: the rules file's [admin] listen, if it has an [admin] table)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                   help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
+                        "limited and why; info logs every decision")
     p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     p.set_defaults(func=_cmd_stdio)
@@ -390,6 +438,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         return 2
     settings = RouteSettings()
     route_name = args.route or "default"
+    rules: Rules | None = None
+    rules_file = None
     if args.rules:
         try:
             rules = load_rules(args.rules)
@@ -397,32 +447,53 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             sys.stderr.write(f"reminder-bridge: {args.rules} has problems:\n{exc}\n")
             return 2
         try:
-            settings = rules.route(args.route) if args.route else _only_route(rules)
+            route_name, settings = _select(rules, args.route)
         except KeyError as exc:
             sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
             return 2
+        chosen = route_name if args.route or route_name in rules.routes else None
+        rules_file = RulesFile(args.rules, lambda r: _select(r, chosen)[1])
     protocol = args.protocol or getattr(settings, "protocol", None)
-    recorder = Recorder(route=route_name)
-    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line)
-    return asyncio.run(_serve(proxy, args.admin))
+    try:
+        tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
+    except RuntimeError as exc:  # the otlp exporter without its optional extra
+        sys.stderr.write(f"reminder-bridge: {exc}\n")
+        return 2
+    recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
+    policy = Policy(settings, rules.global_budget if rules else None, route=route_name)
+    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line,
+                       policy=policy, rules_file=rules_file)
+    admin = args.admin
+    token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
+    if rules is not None:
+        if admin is None and "admin" in rules.model_fields_set:
+            admin = rules.admin.listen
+        token = rules.admin.token or token
+    try:
+        return asyncio.run(_serve(proxy, admin, token))
+    finally:
+        tracing.shutdown()
 
 
-def _only_route(rules: Any) -> RouteSettings:
-    routes = [r for r in rules.routes.values() if r.protocol in (None, "mcp", "acp")]
+def _select(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
+    """The route a stdio proxy serves: the one named, else the file's only stdio-capable route."""
+    if name is not None:
+        return name, rules.route(name)
+    routes = [(n, r) for n, r in rules.routes.items() if r.protocol in (None, "mcp", "acp")]
     if len(routes) == 1:
         return routes[0]
     if not routes:
-        return rules.defaults
+        return "default", rules.defaults
     raise KeyError(f"the rules file has several routes; name one with --route ({', '.join(rules.routes)})")
 
 
-async def _serve(proxy: StdioProxy, admin: str | None) -> int:
+async def _serve(proxy: StdioProxy, admin: str | None, token: str = "") -> int:
     runner = None
     if admin:
         from bridge.admin import start_admin
 
         runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
-                                   and proxy.child.returncode is None)
+                                   and proxy.child.get_returncode() is None, token=token)
     try:
         return await proxy.run()
     finally:

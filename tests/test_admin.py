@@ -1,0 +1,152 @@
+"""The admin port (SPEC §9): health, readiness, Prometheus metrics that move as reminders are
+decided, loopback by default, and an optional bearer token."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import aiohttp
+
+from bridge.admin import prometheus_text, start_admin
+from bridge.cli import make_flow
+from bridge.policy import BudgetState, Policy
+from bridge.rules import parse_rules_text
+from bridge.telemetry import Recorder
+from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, free_port, scrape, wait_for_admin
+from tests.peers.jsonrpc_pipe import JsonRpcPipe
+
+LEGACY_CAPS = {"_meta": {"harn": {"reminders": {"emit": True}}}}
+
+
+def frame(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def mcp_flow(recorder: Recorder, rules: str = ""):
+    settings = parse_rules_text(rules).defaults
+    flow = make_flow("mcp", settings, recorder, policy=Policy(settings, route=recorder.route, state=BudgetState()))
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}))
+    flow.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": LEGACY_CAPS, "serverInfo": {}}}))
+    return flow
+
+
+def legacy(n: int) -> bytes:
+    return frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+        "level": "info", "logger": "harn.reminder", "data": "b",
+        "_meta": {"harn": {"reminder": {"id": f"r{n}", "body": f"b{n}", "dedupeKey": f"k{n}"}}}}})
+
+
+def test_metrics_text_has_every_family_and_counts_what_happened():
+    recorder = Recorder(route="fs", log=io.StringIO())
+    flow = mcp_flow(recorder, '[defaults.budget]\nrate = 60\nburst = 2\nover = "coalesce"\n')
+    for n in range(5):
+        flow.from_peer(legacy(n))  # a `none` host: two queued for the next tool result, three coalesced
+    text = prometheus_text(recorder)
+    assert 'reminder_bridge_reminders_total{protocol="mcp",route="fs",action="queued",stage="translate"} 2' in text
+    assert 'reminder_bridge_reminders_total{protocol="mcp",route="fs",action="coalesced",stage="translate"} 3' in text
+    assert ('reminder_bridge_budget_rejections_total{protocol="mcp",route="fs",scope="server",shadow="false"} 3'
+            in text)
+    assert 'reminder_bridge_pending_reminders{protocol="mcp",route="fs",queue="coalesce"} 3' in text
+    assert 'reminder_bridge_pending_reminders{protocol="mcp",route="fs",queue="tool_result"} 2' in text
+    assert "# TYPE reminder_bridge_rewrite_duration_seconds histogram" in text
+    del flow  # a closed connection's queues leave the gauges
+    import gc
+
+    gc.collect()
+    assert "queue=" not in prometheus_text(recorder)
+
+
+def test_rewrite_latency_histogram_counts_rewrites():
+    recorder = Recorder(route="fs", log=io.StringIO())
+    flow = mcp_flow(recorder)
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "capabilities": {"reminders": {}}}}))
+    flow.from_peer(frame({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": LEGACY_CAPS, "serverInfo": {}}}))
+    before = recorder.latency[("mcp", "fs")].count
+    flow.from_peer(legacy(1))
+    assert recorder.latency[("mcp", "fs")].count == before + 1
+    text = prometheus_text(recorder)
+    assert f'reminder_bridge_rewrite_duration_seconds_bucket{{protocol="mcp",route="fs",le="+Inf"}} {before + 1}' in text
+
+
+async def test_health_readiness_and_the_bearer_token():
+    recorder = Recorder(route="fs", log=io.StringIO())
+    ready = {"now": False}
+    runner = await start_admin("127.0.0.1:0", recorder, lambda: ready["now"], token="s3cret", every_recorder=False)
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as http:
+            base = f"http://127.0.0.1:{port}"
+            async with http.get(f"{base}/metrics") as r:
+                assert r.status == 401 and r.headers["WWW-Authenticate"].startswith("Bearer")
+            async with http.get(f"{base}/metrics", headers={"Authorization": "Bearer wrong"}) as r:
+                assert r.status == 401
+            auth = {"Authorization": "Bearer s3cret"}
+            async with http.get(f"{base}/healthz", headers=auth) as r:
+                assert (r.status, await r.text()) == (200, "ok\n")
+            async with http.get(f"{base}/readyz", headers=auth) as r:
+                assert r.status == 503
+            ready["now"] = True
+            async with http.get(f"{base}/readyz", headers=auth) as r:
+                assert r.status == 200
+            async with http.get(f"{base}/metrics", headers=auth) as r:
+                assert r.status == 200 and r.content_type == "text/plain"
+                assert "# TYPE reminder_bridge_reminders_total counter" in await r.text()
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_non_loopback_admin_without_a_token_is_warned_about():
+    log = io.StringIO()
+    recorder = Recorder(route="fs", log=log)
+    runner = await start_admin("0.0.0.0:0", recorder, lambda: True, every_recorder=False)
+    await runner.cleanup()
+    line = json.loads(log.getvalue().splitlines()[0])
+    assert line["event"] == "admin_exposed" and "bearer token" in line["why"]
+
+
+def test_scraping_a_running_proxy_shows_the_counters_move(tmp_path):
+    """The admin port of `reminder-bridge stdio`, from the rules file's [admin] table, with its token."""
+    rules = tmp_path / "rules.toml"
+    port = free_port()
+    rules.write_text(f'[routes.ci]\nprotocol = "mcp"\n[routes.ci.budget]\nrate = 60\nburst = 3\n'
+                     f'[admin]\nlisten = "127.0.0.1:{port}"\ntoken = "t0ken"\n')
+    pipe = JsonRpcPipe(PROXY + ["--rules", str(rules), "--"] + FLOOD)
+    try:
+        pipe.request("initialize", STANDARD_HOST)
+        wait_for_admin(port, pipe.proc)
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+            raise AssertionError("metrics served without the token")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401
+        rewritten = 'reminder_bridge_reminders_total{protocol="mcp",route="ci",action="rewritten",stage="translate"}'
+        limited = 'reminder_bridge_reminders_total{protocol="mcp",route="ci",action="rate_limited",stage="translate"}'
+        before = scrape(port, "t0ken")
+        flood(pipe, 2, 0, 2)
+        middle = scrape(port, "t0ken")
+        flood(pipe, 3, 2, 4)
+        after = scrape(port, "t0ken")
+    finally:
+        pipe.close()
+    assert before[rewritten] == 1 and limited not in before  # the handshake's capability only
+    assert (middle[rewritten], middle.get(limited, 0)) == (3, 0)
+    assert after[rewritten] in (4, 5) and after[rewritten] + after[limited] == 7  # 6 reminders + the handshake
+
+
+def test_console_exporter_writes_spans_to_stderr_never_to_the_protocol_stream(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[routes.ci]\nprotocol = "mcp"\n[telemetry]\nexporter = "console"\n')
+    lines = [frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": STANDARD_HOST}),
+             frame({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "flood", "arguments": {"count": 1}}})]
+    done = subprocess.run(PROXY + ["--rules", str(rules), "--"] + FLOOD, input=b"\n".join(lines) + b"\n",
+                          capture_output=True, timeout=30)
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [m.get("method") for m in out if "method" in m] == ["notifications/reminder", "notifications/message"]
+    assert '"name": "notifications/message"' in done.stderr.decode()
+    assert '"reminder.action": "rewritten"' in done.stderr.decode()
