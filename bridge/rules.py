@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
-    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
-    "ROLE_HINT_RANK", "Route", "RouteSettings", "RuleProblem", "Rules", "RulesError", "Telemetry",
+    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget", "Outbox",
+    "ROLE_HINT_RANK", "Route", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
     "Trust", "check_envelope", "check_files", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
@@ -76,6 +78,72 @@ class Trust(_Model):
     role_hint_ceiling: RoleHint | None = None
 
 
+def _rules_path(v: str, info: ValidationInfo) -> str:
+    """A path from a rules file: `~` expanded, relative to the rules file's folder."""
+    path = Path(v).expanduser()
+    base = (info.context or {}).get("rules_dir")
+    if not path.is_absolute() and base is not None:
+        path = Path(base) / path
+    return str(path)
+
+
+class Outbox(_Model):
+    """Poll the server's notifications outbox and turn its events into reminders (docs/outbox.md)."""
+
+    resource: str | None = None
+    manifest: str | None = None
+    max_events: Annotated[int, Field(ge=1, le=1000)] = 100
+    max_age_ms: Annotated[int, Field(ge=1)] = 86_400_000
+    poll_floor_ms: Annotated[int, Field(ge=100)] = 1000
+    poll_ceiling_ms: Annotated[int, Field(ge=100)] = 60_000
+    store: str | None = None
+
+    @field_validator("resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        return check_resource(v)
+
+    @field_validator("manifest")
+    @classmethod
+    def _manifest(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("resource") is not None:
+            raise ValueError("give resource or manifest, not both")
+        path = _rules_path(v, info)
+        read_manifest(path)  # refused here, with the reason, rather than at the first poll
+        return path
+
+    @field_validator("poll_ceiling_ms")
+    @classmethod
+    def _ceiling(cls, v: int, info: ValidationInfo) -> int:
+        floor = info.data.get("poll_floor_ms")
+        if floor is not None and v < floor:
+            raise ValueError(f"must be >= poll_floor_ms ({floor}) (got {v})")
+        return v
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: str, info: ValidationInfo) -> str:
+        return _rules_path(v, info)
+
+
+class ServeOutbox(_Model):
+    """Expose the reminders the server pushes as an outbox resource of the proxy's own."""
+
+    resource: str
+    retention_s: Annotated[int, Field(ge=1)] = 604_800
+    store: str | None = None
+
+    @field_validator("resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        return check_resource(v)
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: str, info: ValidationInfo) -> str:
+        return _rules_path(v, info)
+
+
 class RouteSettings(_Model):
     """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given."""
 
@@ -91,6 +159,8 @@ class RouteSettings(_Model):
     fallback: Fallback = Field(default_factory=Fallback)
     budget: Budget | None = None
     trust: Trust = Field(default_factory=Trust)
+    outbox: Outbox | None = None
+    serve_outbox: ServeOutbox | None = None
 
     @field_validator("path")
     @classmethod
@@ -115,6 +185,15 @@ class Route(RouteSettings):
     """A named route in a file: after merging [defaults], the protocol must be known."""
 
     protocol: Protocol
+
+    @model_validator(mode="after")
+    def _outboxes_are_mcp(self) -> "Route":
+        if (self.outbox is not None or self.serve_outbox is not None) and self.protocol != "mcp":
+            raise ValueError(f"outbox and serve_outbox are MCP resources; this route's protocol is {self.protocol}")
+        if (self.outbox is not None and self.serve_outbox is not None and self.outbox.store and self.serve_outbox.store
+                and self.outbox.store != self.serve_outbox.store):
+            raise ValueError("outbox.store and serve_outbox.store differ; a route has one store (set it once)")
+        return self
 
 
 class Telemetry(_Model):
@@ -282,7 +361,7 @@ def parse_rules_text(text: str, file: str = "<string>") -> Rules:
         data["routes"] = {n: _merge(defaults, r) for n, r in routes.items()}
 
     try:
-        rules = Rules.model_validate(data)
+        rules = Rules.model_validate(data, context={"rules_dir": str(Path(file).parent)} if file != "<string>" else None)
     except ValidationError as e:
         errors = e.errors(include_url=False)
         for err in errors:

@@ -1,0 +1,16 @@
+"""Outboxes: server→host facts that are pulled, not pushed (docs/outbox.md).
+
+Two channels for facts nobody asked for exist side by side: push reminders (this project's
+core) and pull *outboxes*, where a server exposes its events as one MCP resource that the host
+polls (NimbleBrain's "notifications outbox", the poll shape of MCP's draft Events extension,
+SEP-3415).  This package bridges them, in both directions, as pure code:
+
+- `declaration`: which outbox URIs are acceptable, and reading one from a NimbleBrain manifest;
+- `events`: poll answers and `EventOccurrence`s in, reminders out (and reminders → events);
+- `poller`: the cadence state machine of one poll stream (clock injected);
+- `store`: the durable SQLite store (dedupe, cursors, the served outbox);
+- `served`: answering reads of the proxy's own outbox resource;
+- `bridge`: `OutboxBridge`, the part the MCP flow delegates to.
+
+Nothing is imported eagerly here, so `bridge.rules` can use `declaration` without a cycle.
+"""

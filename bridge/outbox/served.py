@@ -1,0 +1,118 @@
+"""The proxy's own outbox: reminders a server pushed, served to a host that polls.
+
+The host reads `<resource>{?cursor,maxEvents,maxAgeMs}` and gets
+`{events, cursor, truncated, hasMore, nextPollMs?}`, exactly as a NimbleBrain host expects from
+a server's outbox (landscape.md §3.3):
+
+- no cursor: the bootstrap read; no events and a fresh cursor ("start from now");
+- a cursor: events strictly after it, oldest first, at most `maxEvents` (default 100, at most
+  1000), `hasMore` when the batch was cut;
+- `maxAgeMs`: replay starts at the later of the cursor and now − maxAgeMs; events the bound
+  skips set `truncated`;
+- a stale cursor (its events were pruned after the retention window, or it comes from another
+  store) sets `truncated` and replays what is still held.  Event ids are reminder ids, so a
+  host that dedupes on them never sees one twice.
+
+Cursors are `<store id>.<sequence>`: opaque to hosts, stable across proxy restarts.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from bridge.dialects.mcp import SPEC_SHAPE
+from bridge.model import Reminder
+from bridge.outbox.events import to_event
+from bridge.outbox.store import Store
+
+DEFAULT_MAX_EVENTS = 100
+MAX_EVENTS = 1000
+
+
+class BadRead(ValueError):
+    """A read the proxy answers with -32602."""
+
+
+class ServedOutbox:
+    def __init__(self, resource: str, retention_s: int, store: Store, key: str):
+        self.resource = resource
+        self.retention_ms = retention_s * 1000
+        self.store = store
+        self.key = key
+
+    def owns(self, uri: Any) -> bool:
+        return isinstance(uri, str) and (uri == self.resource or uri.startswith(self.resource + "?"))
+
+    def capture(self, reminder: Reminder, now_ms: int) -> int:
+        event = to_event(reminder, SPEC_SHAPE.encode(reminder), now_ms)
+        return self.store.append_served(self.key, reminder.id, now_ms, json.dumps(event, ensure_ascii=False))
+
+    def listing(self) -> dict[str, Any]:
+        """The `resources/list` entry."""
+        return {"uri": self.resource, "name": "reminders", "title": "Reminders",
+                "description": "Reminders this server pushed, as a notifications outbox. Read "
+                               f"{self.resource}{{?cursor,maxEvents,maxAgeMs}}; a read without a cursor "
+                               "starts from now.",
+                "mimeType": "application/json"}
+
+    def prune(self, now_ms: int) -> int:
+        return self.store.prune_served(self.key, now_ms - self.retention_ms)
+
+    # -- reads -------------------------------------------------------------------------------
+    def read(self, uri: str, now_ms: int) -> dict[str, Any]:
+        """The poll answer for one read of ``uri`` (BadRead for malformed query parameters)."""
+        params = _query(uri[len(self.resource):])
+        max_events = _int(params, "maxEvents", DEFAULT_MAX_EVENTS, minimum=1)
+        max_events = min(max_events, MAX_EVENTS)
+        max_age = _int(params, "maxAgeMs", None, minimum=0)
+        cursor = params.get("cursor") or None
+        newest = self.store.newest_served(self.key)
+        if cursor is None:
+            return {"events": [], "cursor": self._cursor(newest), "truncated": False, "hasMore": False}
+        after = self._position(cursor, newest)
+        stale = after is None
+        if after is None:
+            after = 0
+        truncated = stale or after < self.store.pruned_through(self.key)
+        floor_ms = now_ms - max_age if max_age is not None else 0
+        if floor_ms > 0 and self.store.skipped_served(self.key, after, floor_ms):
+            truncated = True
+        rows = self.store.read_served(self.key, after, floor_ms, max_events + 1)
+        more = len(rows) > max_events
+        rows = rows[:max_events]
+        events = [json.loads(event) for _, _, event in rows]
+        position = rows[-1][0] if rows else newest
+        return {"events": events, "cursor": self._cursor(position), "truncated": truncated, "hasMore": more}
+
+    def _cursor(self, seq: int) -> str:
+        return f"{self.store.store_id}.{seq}"
+
+    def _position(self, cursor: str, newest: int) -> int | None:
+        """The sequence a cursor points at, or None when it is not one of this store's."""
+        store_id, _, seq = cursor.rpartition(".")
+        if store_id != self.store.store_id or not seq.isdigit():
+            return None
+        position = int(seq)
+        return position if position <= newest else None
+
+
+def _query(rest: str) -> dict[str, str]:
+    if not rest:
+        return {}
+    if not rest.startswith("?"):
+        raise BadRead("unknown resource")
+    try:
+        parsed = parse_qs(rest[1:], keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise BadRead("the query is not name=value pairs joined by &") from None
+    return {k: v[-1] for k, v in parsed.items()}
+
+
+def _int(params: dict[str, str], key: str, default: int | None, minimum: int) -> Any:
+    value = params.get(key)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or int(value) < minimum:
+        raise BadRead(f"{key} must be an integer >= {minimum} (got {value!r})")
+    return int(value)
