@@ -8,6 +8,7 @@ from bridge.dialects.mcp import CODECS, McpLegacy, McpStandard
 from bridge.dialects.paths import get_path, pop_path
 from bridge.envelope import render
 from bridge.model import Reminder, ReminderError
+from bridge.outbox.bridge import OutboxBridge
 from bridge.pipeline import HOST, PEER, Flow, Outgoing
 
 MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -32,6 +33,7 @@ class McpFlow(Flow):
         self.pending: list[Reminder] = []  # for the host-`none` tool_result fallback
         self.handshake_seen = False
         self.peer_markers = (b"emind",)
+        self.outbox = OutboxBridge.for_flow(self)  # outbox polling / serving (bridge/outbox), if configured
         self._watch_host()
 
     def _watch_host(self) -> None:
@@ -44,10 +46,22 @@ class McpFlow(Flow):
             markers.append(b"logLevel")
         if self._tool_results_carry_reminders():
             markers.append(b"tools")
+        if self.outbox is not None:
+            markers += self.outbox.host_markers()
         self.host_markers = tuple(markers)
 
-    # -- host → server -------------------------------------------------------------------------
+    # -- outbox delegation (bridge/outbox/bridge.py) -----------------------------------------
     def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+        return self._on_host(msg) if self.outbox is None else self.outbox.on_host(msg, self._on_host)
+
+    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
+        return self._on_peer(msg) if self.outbox is None else self.outbox.on_peer(msg, self._on_peer)
+
+    def on_tick(self, now: float) -> Outgoing | None:
+        return None if self.outbox is None else self.outbox.on_tick(now)
+
+    # -- host → server -------------------------------------------------------------------------
+    def _on_host(self, msg: dict[str, Any]) -> Outgoing | None:
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -83,7 +97,7 @@ class McpFlow(Flow):
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
         waited = self.response_to(HOST, msg)
         if waited is not None:
             self.opted_in.discard(msg.get("id"))
@@ -145,6 +159,8 @@ class McpFlow(Flow):
         method = msg.get("method")
         source = codec.dialect
         target = self._target()
+        if self.outbox is not None and (kept := self.outbox.on_reminder(reminder, method, source, target)) is not None:
+            return kept
         if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
             return [(HOST, msg)] if released else None
