@@ -180,3 +180,10 @@ def test_otlp_exporter_needs_the_optional_extra_or_says_how_to_get_it():
         tracing = Tracing(exporter="otlp", otlp_endpoint="http://127.0.0.1:9")
         assert tracing.spans
         tracing.provider.shutdown()
+
+
+def test_trace_context_gives_headers_for_bodies_without_a_meta_slot():
+    flow, exporter, _ = mcp_flow()
+    flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT}))
+    [span] = exporter.get_finished_spans()
+    assert flow.trace_context()["traceparent"] == f"00-{TRACE}-{format(span.context.span_id, '016x')}-01"

@@ -268,8 +268,8 @@ class Flow:
 
     def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
                deliver: Callable[[Reminder], Outgoing | None] | None = None, session: Any = None,
-               pending: int | None = None, source: str | None = None,
-               target: str | None = None) -> tuple[Reminder | None, Outgoing]:
+               pending: int | None = None, source: str | None = None, target: str | None = None,
+               request: bool | None = None) -> tuple[Reminder | None, Outgoing]:
         """The policy, once per decoded reminder, just before it is encoded for the other side.
 
         Returns ``(reminder, [])`` to go on with (possibly cleaned: control characters stripped,
@@ -277,10 +277,13 @@ class Flow:
         send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
         (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
         ``session``: the session it belongs to (default: this connection); ``pending``: how many
-        reminders that session holds when this one would be held too.
+        reminders that session holds when this one would be held too.  ``request=False`` treats a
+        reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
+        notification: refusing it drops the reminder, not the message.
         """
         session = self.connection if session is None else session
-        verdict = self.policy.admit(reminder, request=_is_request(msg), server=self.route, session=session,
+        request = _is_request(msg) if request is None else request
+        verdict = self.policy.admit(reminder, request=request, server=self.route, session=session,
                                     now=self.clock(), from_peer=origin == PEER, pending=pending,
                                     shadow=self.stage == "observe")
         attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()}
@@ -295,11 +298,16 @@ class Flow:
             self._attributes = attributes or None
             return verdict.reminder, []
         self._attributes = attributes
-        return None, self._refused(msg, verdict, method, origin, deliver, session, source, target)
+        return None, self._refused(msg, verdict, method, origin, deliver, session, source, target, request)
+
+    def trace_context(self) -> dict[str, str]:
+        """Trace-context headers (`traceparent`, ...) for the request the proxy forwards after the
+        message just handled: for transports whose bodies have no `_meta` slot (A2A over HTTP)."""
+        return self.recorder.carrier(self._span, self._carrier())
 
     def _refused(self, msg: dict[str, Any], verdict: Verdict, method: str, origin: str,
                  deliver: Callable[[Reminder], Outgoing | None] | None, session: Any, source: str | None,
-                 target: str | None) -> Outgoing:
+                 target: str | None, request: bool) -> Outgoing:
         reminder = verdict.reminder
         if verdict.refusal is not None:
             self.recorder.trust_refused(self.protocol, verdict.refusal.limit)
@@ -310,10 +318,10 @@ class Flow:
             self.recorder.budget_rejected(self.protocol, verdict.exceeded.scope, shadow=False)
             self._attributes = {**(self._attributes or {}), "reminder.budget.scope": verdict.exceeded.scope,
                                 "reminder.budget.retry_after_ms": verdict.exceeded.retry_after_ms}
-            if not _is_request(msg) and verdict.over == "coalesce" and deliver is not None:
+            if not request and verdict.over == "coalesce" and deliver is not None:
                 return self._coalesce(msg, verdict, method, deliver, session, source, target)
             self.record("rate_limited", method, reminder, source=source, target=target, why=verdict.why)
-        if _is_request(msg):
+        if request:
             code, message, data = verdict.error()
             return [(origin, error_response(msg["id"], code, message, data))]
         return []
