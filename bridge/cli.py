@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -107,9 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stdio_parser(sub)
     add_serve_parser(sub)
+    sub.choices["stdio"].add_argument(
+        "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
+        "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "state_dir", None):  # read by bridge/outbox/store.py, so no transport needs to know
+        os.environ["REMINDER_BRIDGE_STATE_DIR"] = os.path.abspath(args.state_dir)
     return int(args.func(args) or 0)

@@ -1,0 +1,178 @@
+"""The outbox bridge with real processes (docs/outbox.md): `mcp`-SDK hosts and servers on both
+sides of `reminder-bridge stdio`, and proxy restarts in the middle.
+
+- Outbox → reminders: an SDK server exposes a NimbleBrain-style outbox over a SQLite table the
+  test writes into; an SDK host listens for `notifications/reminder`.
+- Reminders → outbox: a host that polls reads the proxy's own outbox in front of the bundled
+  push-only legacy server.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+from mcp.client.extension import ClientExtension, NotificationBinding
+from pydantic import BaseModel, ConfigDict
+
+from tests.peers import outbox_server as server
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTBOX_SERVER = [sys.executable, "-m", "tests.peers.outbox_server"]
+LEGACY_SERVER = [sys.executable, "-m", "bridge.examples.mcp_legacy_server"]
+
+
+class ReminderParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    reminder: dict
+
+
+class Reminders(ClientExtension):
+    """A standard host listening for `notifications/reminder` with the official SDK."""
+
+    identifier = "com.example/reminders"
+
+    def __init__(self) -> None:
+        self.received: list[dict] = []
+
+    def notifications(self):
+        async def on_reminder(params: ReminderParams) -> None:
+            self.received.append(params.reminder)
+
+        return [NotificationBinding(method="notifications/reminder", params_type=ReminderParams, handler=on_reminder)]
+
+
+def proxied(rules: Path, *command: str, options: tuple[str, ...] = ()) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "bridge", "stdio", "--rules", str(rules),
+                                                               *options, "--", *command], cwd=str(ROOT))
+
+
+async def until(check, what: str, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def event(event_id: str, **shown) -> dict:
+    out = {"eventId": event_id, "name": "domain.active", "timestamp": "2026-09-01T18:42:10Z", "data": {"n": event_id}}
+    if shown:
+        out["_meta"] = {"ai.nimblebrain/notification": shown}
+    return out
+
+
+def event_ids(received: list[dict]) -> list[str]:
+    about = [r["_meta"]["reminder-bridge/event"] for r in received]
+    return [a["event"]["eventId"] if "event" in a else "gap" for a in about]
+
+
+def pull_rules(tmp_path: Path, store: bool = True) -> Path:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[routes.acme]\nprotocol = "mcp"\n[routes.acme.outbox]\nresource = "acme://notifications"\n'
+                     + ('store = "proxy.sqlite3"\n' if store else "") + 'poll_floor_ms = 100\npoll_ceiling_ms = 300\n')
+    return rules
+
+
+async def test_outbox_events_arrive_once_each_across_a_proxy_restart_with_a_gap_reminder(tmp_path):
+    db = str(tmp_path / "server.db")
+    rules = pull_rules(tmp_path)
+    server.connect(db).close()
+    first = Reminders()
+    async with Client(proxied(rules, *OUTBOX_SERVER, db), mode="legacy", extensions=[first]):
+        await until(lambda: server.reads(db), "the bootstrap read")
+        server.write_event(db, event("e1", subject="acme.test", level="attention", title="acme.test is active",
+                                     body="DNS propagated.\x1b[2J"))
+        server.write_raw(db, '{"eventId": "e2", "name": "no timestamp", "data": {}}')  # dropped alone
+        server.write_event(db, event("e3"))
+        await until(lambda: len(first.received) == 2, "two reminders")
+    server.write_event(db, event("e4"))  # while the proxy is down
+    second = Reminders()
+    async with Client(proxied(rules, *OUTBOX_SERVER, db), mode="legacy", extensions=[second]):
+        await until(lambda: len(second.received) == 1, "the event written during the restart")
+        server.write_event(db, event("e5"))
+        server.report_gap(db)  # the server's own cap dropped events before anyone read them
+        await until(lambda: len(second.received) == 3, "the gap and e5")
+        await asyncio.sleep(0.5)  # nothing arrives twice
+    one = first.received[0]
+    assert one["body"] == "acme.test is active\nDNS propagated. [2J"
+    assert one["tags"] == ["domain.active", "level:attention"] and one["dedupeKey"] == "domain.active:acme.test"
+    assert one["_meta"]["reminder-bridge/event"]["event"]["data"] == {"n": "e1"}
+    assert event_ids(first.received) == ["e1", "e3"]
+    assert event_ids(second.received) == ["e4", "gap", "e5"]
+    assert second.received[1]["body"].startswith("Some events from acme://notifications were missed")
+    reads = server.reads(db)
+    assert reads[0] == ("resources/read", None, 100, 86_400_000)  # the first read ever: start from now
+    assert all(cursor is not None for _, cursor, _, _ in reads[1:])  # the restart resumed; no second bootstrap
+
+
+async def test_a_modern_server_with_the_events_extension_is_polled_with_events_poll(tmp_path):
+    db = str(tmp_path / "server.db")
+    rules = pull_rules(tmp_path, store=False)  # the store goes to --state-dir
+    server.connect(db).close()
+    host = Reminders()
+    state = tmp_path / "state"
+    async with Client(proxied(rules, *OUTBOX_SERVER, db, "--events", options=("--state-dir", str(state))),
+                      mode="auto", extensions=[host]) as client:
+        await until(lambda: server.reads(db), "the bootstrap poll")
+        server.write_event(db, event("m1", title="mail from Ada"))
+        await until(lambda: len(host.received) == 1, "the event")
+        assert client.protocol_version == "2026-07-28"
+    assert host.received[0]["body"] == "mail from Ada"
+    assert {how for how, *_ in server.reads(db)} == {"events/poll"}
+    assert (state / "outbox.sqlite3").is_file()
+
+
+def serve_rules(tmp_path: Path) -> Path:
+    rules = tmp_path / "serve.toml"
+    rules.write_text('[routes.fs]\nprotocol = "mcp"\n[routes.fs.serve_outbox]\nresource = "bridge://reminders"\n'
+                     'store = "served.sqlite3"\n')
+    return rules
+
+
+async def read(client: Client, query: str = "") -> dict:
+    result = await client.read_resource("bridge://reminders" + query)
+    return json.loads(result.contents[0].text)
+
+
+async def test_a_polling_host_reads_every_reminder_once_in_order_across_a_proxy_restart(tmp_path):
+    rules = serve_rules(tmp_path)
+    async with Client(proxied(rules, *LEGACY_SERVER), mode="auto") as client:
+        listed = await client.list_resources()
+        assert [r.uri for r in listed.resources] == ["bridge://reminders"]
+        boot = await read(client, "?maxEvents=10&maxAgeMs=60000")
+        assert (boot["events"], boot["truncated"], boot["hasMore"]) == ([], False, False)
+        for path in ("a.py", "b.py"):
+            result = await client.call_tool("touch_file", {"path": path})
+            assert [c.text for c in result.content] == [f"touched {path}"]  # not in tool results: in the outbox
+        page = await read(client, f"?cursor={boot['cursor']}&maxEvents=1&maxAgeMs=60000")
+        assert page["hasMore"]
+        rest = await read(client, f"?cursor={page['cursor']}&maxEvents=10&maxAgeMs=60000")
+    async with Client(proxied(rules, *LEGACY_SERVER), mode="legacy") as client:
+        await client.call_tool("touch_file", {"path": "c.py"})
+        after = await read(client, f"?cursor={rest['cursor']}&maxEvents=10&maxAgeMs=60000")
+        empty = await read(client, f"?cursor={after['cursor']}&maxEvents=10&maxAgeMs=60000")
+    seen = page["events"] + rest["events"] + after["events"]
+    assert [e["data"]["reminder"]["dedupeKey"] for e in seen] == [
+        "file_changed:a.py", "file_changed:b.py", "file_changed:c.py"]
+    assert len({e["eventId"] for e in seen}) == 3
+    assert seen[0]["_meta"]["ai.nimblebrain/notification"]["title"] == "a.py changed externally; re-read it before editing."
+    assert empty["events"] == [] and not any(p["truncated"] for p in (page, rest, after, empty))
+
+
+def test_refused_declarations_stop_the_proxy_with_the_reason(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"_meta": {"ai.nimblebrain/host": {"notifications": {"resource": "ui://acme"}}}}))
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[routes.acme]\nprotocol = "mcp"\n[routes.acme.outbox]\nmanifest = "manifest.json"\n'
+                     '[routes.acme.serve_outbox]\nresource = "acme://reminders#top"\n')
+    run = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), "--", "true"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert run.returncode == 2
+    assert (f"{rules}:4: routes.acme.outbox.manifest: manifest '{manifest}': "
+            '_meta["ai.nimblebrain/host"].notifications.resource uses the ui:// scheme, which hosts resolve themselves'
+            ) in run.stderr
+    assert f"{rules}:6: routes.acme.serve_outbox.resource: carries a fragment" in run.stderr
