@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bridge.dialects.a2a import (
-    CODECS, GET_TASK_METHODS, INJECT_METHOD, SEND_METHODS, A2ALegacy, A2AStandard,
+    CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard,
 )
 from bridge.envelope import render
 from bridge.lifecycle import SessionReminders
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline import HOST, PEER, Flow, Outgoing, error_response, invalid_params
+from bridge.rules import RouteSettings
 
 TASK_NOT_FOUND = -32001
 
@@ -77,11 +78,20 @@ class A2AFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=str(exc))
             return [(HOST, invalid_params(msg.get("id"), exc))]
+        pending = None if peer == "standard" else len(self.queued.get(task_id) or ())
+        kept, refusal = self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
+                                    target=peer, pending=pending)
+        if kept is None:
+            return refusal
         if peer == "standard":
-            self.record("passed", INJECT_METHOD, reminder, source="standard", target=peer)
-            return None
+            self.record("passed", INJECT_METHOD, kept, source="standard", target=peer)
+            if kept is reminder:
+                return None
+            out = copy.deepcopy(msg)  # cleaned by the trust limits: send what was admitted
+            out["params"].update(A2AStandard.encode_inject(task_id, kept))
+            return [(PEER, out)]
         check = {"jsonrpc": "2.0", "id": self.own_id(), "method": "GetTask", "params": {"id": task_id}}
-        self.expect_response(PEER, check, _TaskCheck(msg.get("id"), task_id, reminder))
+        self.expect_response(PEER, check, _TaskCheck(msg.get("id"), task_id, kept))
         return [(PEER, check)]
 
     def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
@@ -103,10 +113,17 @@ class A2AFlow(Flow):
         queued = self.queued.pop(task_id, None) if task_id else None
         if not carried and queued is None:
             return None
+        admitted = self._admit(msg, carried, method, HOST, task_id, "legacy", peer)
+        unchanged = len(admitted) == len(carried) and all(a is b for a, b in zip(admitted, carried))
+        carried = admitted
         if peer == "legacy" and not queued:
             for r in carried:
                 self.record("passed", method, r, source="legacy", target=peer)
-            return None
+            if unchanged:
+                return None
+            if carried:
+                A2ALegacy.put_on_params(out["params"], carried)
+            return [(PEER, out)]
         sends: Outgoing = []
         if peer == "standard":
             if task_id:
@@ -118,6 +135,17 @@ class A2AFlow(Flow):
         for r in carried:
             self.record("rewritten", method, r, source="legacy", target=peer)
         return sends + [(PEER, out)]
+
+    def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
+               source: str, target: str) -> list[Reminder]:
+        """Police reminders riding on another message: a refusal drops the reminder, never the message."""
+        admitted = []
+        for reminder in reminders:
+            kept, _ = self.police(msg, reminder, method, origin=origin, session=session, source=source,
+                                  target=target, request=False)
+            if kept is not None:
+                admitted.append(kept)
+        return admitted
 
     def _attach(self, params: dict[str, Any], reminders: list[Reminder], peer: str, method: str) -> None:
         """Queued reminders ride on the next message for their task: as metadata for a legacy peer
@@ -198,10 +226,14 @@ class A2AFlow(Flow):
         held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
         if not found and not held:
             return None
+        admitted = self._admit(msg, found, "stream", PEER, task_id, "legacy", caller)
+        unchanged = len(admitted) == len(found) and all(a is b for a, b in zip(admitted, found))
+        found = admitted
         if caller == "legacy":
-            if not held:
+            if not held and unchanged:
                 return None
-            A2ALegacy.put_on_event(out["result"], held + found)
+            if held or found:
+                A2ALegacy.put_on_event(out["result"], held + found)
             return [(HOST, out)]
         frames: Outgoing = []
         for r in found:
@@ -214,13 +246,23 @@ class A2AFlow(Flow):
         return frames + [(HOST, out)]
 
     def _update_frame(self, msg: dict[str, Any], caller: str) -> Outgoing | None:
-        if caller == "standard":
-            return None
         try:
-            _, reminder = A2AStandard.decode_update(msg["result"])
+            update, decoded = A2AStandard.decode_update(msg["result"])
         except ReminderError as exc:
             self.record("invalid", "stream", source="standard", why=str(exc))
             return []
+        reminder, _ = self.police(msg, decoded, "stream", origin=PEER, session=update.get("taskId"),
+                                  source="standard", target=caller, request=False)
+        if reminder is None:
+            return []
+        if caller == "standard":
+            self.record("passed", "stream", reminder, source="standard", target=caller)
+            if reminder is decoded:
+                return None
+            out = copy.deepcopy(msg)
+            out["result"] = A2AStandard.encode_update(update.get("taskId"), update.get("contextId"), reminder,
+                                                      _reason_of(update))
+            return [(HOST, out)]
         if caller == "legacy":
             self.streams.setdefault(msg.get("id"), _Stream()).held.append(reminder)
             self.record("queued", "stream", reminder, source="standard", target=caller)
@@ -228,6 +270,14 @@ class A2AFlow(Flow):
             self.record("dropped", "stream", reminder, source="standard", target="none",
                         why="caller has no reminder support")
         return []
+
+    def pending_counts(self) -> dict[str, int]:
+        return {**super().pending_counts(), "task": sum(len(q) for q in self.queued.values()),
+                "stream": sum(len(s.held) for s in self.streams.values())}
+
+    def on_reconfigure(self, old: RouteSettings) -> None:
+        for queue in self.queued.values():
+            queue.limit = self.settings.trust.max_pending_per_session
 
     # -- agent card ----------------------------------------------------------------------------
     def rewrite_card(self, card: dict[str, Any], url_for: Callable[[str], str] | None = None) -> dict[str, Any] | None:
@@ -274,3 +324,8 @@ def _task_id_of(result: Any) -> str | None:
         return task.get("id")
     message = result.get("message")
     return message.get("taskId") if isinstance(message, dict) else None
+
+
+def _reason_of(update: dict[str, Any]) -> str | None:
+    reason = update.get("reason")
+    return next((k for k, v in REASONS.items() if v == reason), None)
