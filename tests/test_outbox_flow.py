@@ -358,3 +358,16 @@ def test_a_listening_host_still_gets_pushes_while_the_outbox_records(tmp_path):
     [got] = reminders(push(link, "r1"))
     assert got["id"] == "r1"
     assert [e["eventId"] for e in read(link, f"bridge://reminders?cursor={boot}")["events"]] == ["r1"]
+
+
+def test_budgets_and_trust_limits_apply_to_reminders_made_from_events(tmp_path):
+    link = Link(tmp_path, PULL, route_extra='[routes.r.budget]\nrate = 1\nburst = 2\n'
+                                            '[routes.r.trust]\nrole_hint_ceiling = "ephemeral_cache"\n')
+    link.legacy_handshake()
+    out = link.answer(only_poll(link.tick()), [event("e1"), event("e2"), event("e3")])
+    got = reminders(out)
+    assert [r["_meta"]["reminder-bridge/event"]["event"]["eventId"] for r in got] == ["e1", "e2"]
+    assert {r["roleHint"] for r in got} == {"ephemeral_cache"}  # lowered to the route's ceiling
+    assert link.flow.recorder.count("rate_limited", "mcp") == 1
+    assert sum(link.flow.recorder.budget_rejections.values()) == 1
+    assert link.flow.outbox.store.undelivered("r|acme://n") == []  # decided: never handed over again

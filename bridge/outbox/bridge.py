@@ -518,7 +518,7 @@ class OutboxBridge:
 
         pending = len(self.flow.pending) + len(getattr(self.flow, "held", ())) if queued else None
         policed, _ = police(notification, reminder, method, origin=PEER, deliver=deliver, source="outbox",
-                            target=target, pending=pending)
+                            target=target, pending=pending, request=False)
         return policed
 
     def _sync_queued(self) -> None:
