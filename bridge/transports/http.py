@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -23,8 +24,10 @@ from aiohttp import web
 from cachetools import TTLCache
 
 from bridge.pipeline import HOST, PEER, TICK, Flow, Send, dumps, error_response
-from bridge.rules import RouteSettings
-from bridge.telemetry import Recorder
+from bridge.policy import Policy
+from bridge.policy.reload import POLL, Loaded, RulesFile
+from bridge.rules import Rules, RouteSettings
+from bridge.telemetry import Recorder, Tracing
 from bridge.transports.sse import Event, events
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
@@ -48,6 +51,9 @@ class HttpRoute:
     upstream: str
     settings: RouteSettings
     dialects: dict[str, str | None] = field(default_factory=dict)
+    policy: Policy | None = None
+    tracing: Tracing | None = None
+    log_level: str = "warning"
     recorder: Recorder = field(init=False)
     shared: Flow | None = field(init=False, default=None)
     sessions: TTLCache = field(init=False)
@@ -56,7 +62,9 @@ class HttpRoute:
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix.rstrip("/")
-        self.recorder = Recorder(route=self.name)
+        self.recorder = Recorder(route=self.name, log_level=self.log_level, tracing=self.tracing)
+        if self.policy is None:
+            self.policy = Policy(self.settings, route=self.name)
         self.sessions = TTLCache(maxsize=10_000, ttl=3600)
 
     @property
@@ -66,7 +74,18 @@ class HttpRoute:
     def new_flow(self, **kwargs: Any) -> Flow:
         from bridge.cli import make_flow
 
-        return make_flow(self.protocol, self.settings, self.recorder, **{**self.dialects, **kwargs})
+        return make_flow(self.protocol, self.settings, self.recorder, policy=self.policy,
+                         **{**self.dialects, **kwargs})
+
+    def flows(self) -> list[Flow]:
+        """Every live pipeline of this route (a reload reconfigures them all)."""
+        live = [flow for key, flow in self.sessions.items()]
+        return ([self.shared] if self.shared is not None else []) + list({id(f): f for f in live}.values())
+
+    def apply(self, settings: RouteSettings, policy: Policy) -> None:
+        self.settings, self.policy = settings, policy
+        for flow in self.flows():
+            flow.reconfigure(settings, policy)
 
     def flow_for(self, request: web.Request) -> tuple[Flow, bool]:
         """The pipeline for this request, and whether it is new to the MCP session it may start.
@@ -186,7 +205,7 @@ class HttpProxy:
         body = await request.read()
         route.rpc_url = route.upstream_url(request.path, "")
         flow, fresh = route.flow_for(request)
-        sends = flow.from_host(body)
+        sends = flow.from_host(body, headers=request.headers)
         if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
             return await self.relay(route, request, body, flow, fresh=fresh)  # the common case: untouched
         host_id = _message_id(body)
@@ -203,7 +222,8 @@ class HttpProxy:
         if side:  # the proxy's own requests go first (SPEC §5: inject, then forward)
             replies += await self._side_requests(route, flow, side, host_id, request)
         if main is not None:
-            return await self.relay(route, request, main, flow, fresh=fresh, rewritten=True)
+            return await self.relay(route, request, main, flow, fresh=fresh, rewritten=True,
+                                    trace=flow.trace_context())
         return _reply(replies, host_id, request)
 
     async def _side_requests(self, route: HttpRoute, flow: Flow, messages: list[bytes], host_id: Any,
@@ -244,11 +264,16 @@ class HttpProxy:
 
     # -- relay: one request upstream, its answer back ---------------------------------------
     async def relay(self, route: HttpRoute, request: web.Request, body: bytes, flow: Flow | None, *,
-                    fresh: bool = False, rewritten: bool = False) -> web.StreamResponse:
+                    fresh: bool = False, rewritten: bool = False,
+                    trace: dict[str, str] | None = None) -> web.StreamResponse:
         assert self.client is not None
         headers = _forward_headers(request.headers)
         if rewritten:
             _mirror_mcp_headers(headers, body)
+        if trace:  # the proxy's span is the parent of what the upstream does with a rewritten request
+            for name in [k for k in headers if k.lower() in trace]:
+                del headers[name]
+            headers.update(trace)
         url = route.upstream_url(request.path, request.query_string)
         try:
             upstream = await asyncio.wait_for(
@@ -542,38 +567,84 @@ def add_serve_parser(sub: Any) -> None:
     p.set_defaults(func=_cmd_serve)
 
 
-def build_routes(args: Any) -> list[HttpRoute]:
+def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None) -> list[HttpRoute]:
     dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
-    if args.rules:
-        from bridge.rules import load_rules
-
-        rules = load_rules(args.rules)
-        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, r, dialects)
+    log_level = getattr(args, "log_level", "warning")
+    if rules is not None:
+        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, r, dialects,
+                            Policy(r, rules.global_budget, route=name), tracing, log_level)
                   for name, r in rules.routes.items() if r.upstream]
         if not routes:
             raise ValueError(f"{args.rules}: no route has an `upstream` to serve")
         return routes
     if not (args.protocol and args.upstream):
         raise ValueError("give --rules FILE, or --protocol and --upstream for one route")
-    return [HttpRoute("default", args.protocol, "", args.upstream, RouteSettings(), dialects)]
+    return [HttpRoute("default", args.protocol, "", args.upstream, RouteSettings(), dialects, None, tracing,
+                      log_level)]
 
 
 def _cmd_serve(args: Any) -> int:
     from bridge.admin import split_hostport
-    from bridge.rules import RulesError
+    from bridge.rules import RulesError, load_rules
 
+    rules = None
     try:
-        routes = build_routes(args)
-    except (RulesError, ValueError) as exc:
+        rules = load_rules(args.rules) if args.rules else None
+        tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
+    except (RulesError, RuntimeError) as exc:
+        sys.stderr.write(f"reminder-bridge serve: {exc}\n")
+        return 2
+    try:
+        routes = build_routes(args, rules, tracing)
+    except ValueError as exc:
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
     host, port = split_hostport(args.listen)
     proxy = HttpProxy(routes, args.upstream_timeout)
-    return asyncio.run(_run(proxy, host, port, args.admin))
+    admin, token = args.admin, os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
+    if rules is not None:
+        if admin is None and "admin" in rules.model_fields_set:
+            admin = rules.admin.listen
+        token = rules.admin.token or token
+    reloader = Reloader(args.rules, proxy) if args.rules else None
+    try:
+        return asyncio.run(_run(proxy, host, port, admin, token=token, reloader=reloader))
+    finally:
+        tracing.shutdown()
 
 
-async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None,
-               started: Callable[[int], None] | None = None) -> int:
+class Reloader:
+    """Hot reload for `serve` (SPEC §7): on SIGHUP and when the file changes, every route's open
+    pipelines take the new rules for new messages; budgets keep their state; a bad file is refused
+    with the problems `check` prints and the old rules stay. Routes are matched by name; adding or
+    removing routes needs a restart."""
+
+    def __init__(self, path: str, proxy: HttpProxy):
+        self.proxy = proxy
+        self.file = RulesFile(path, lambda rules: rules.defaults)
+
+    def poll(self) -> None:
+        result = self.file.poll()
+        if result is not None:
+            self.apply(result, "file changed")
+
+    def apply(self, result: Any, trigger: str) -> None:
+        log = self.proxy.routes[0].recorder
+        if not isinstance(result, Loaded):
+            log.log("reload_refused", level="error", file=str(self.file.path), trigger=trigger, problems=result.lines,
+                    why="the rules file has problems; keeping the previous rules")
+            return
+        for route in self.proxy.routes:
+            settings = result.rules.routes.get(route.name)
+            if settings is None:
+                continue
+            route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name,
+                                         state=route.policy.state if route.policy else None))
+        log.log("rules_reloaded", level="info", file=str(self.file.path), trigger=trigger)
+
+
+async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
+               reloader: Reloader | None = None, started: Callable[[int], None] | None = None) -> int:
     runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -586,12 +657,25 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None,
     if admin:
         from bridge.admin import start_admin
 
-        admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True)
+        admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token)
     if started:
         started(bound)
+    loop = asyncio.get_running_loop()
+    watcher = None
+    if reloader is not None:
+        loop.add_signal_handler(signal.SIGHUP, lambda: reloader.apply(reloader.file.reload(), "SIGHUP"))
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(POLL)
+                reloader.poll()
+
+        watcher = asyncio.create_task(watch())
     try:
         await asyncio.Event().wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         if admin_runner:
             await admin_runner.cleanup()
         await runner.cleanup()
