@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=0, help="columns for the side-by-side view (default: terminal)")
     p.set_defaults(func=_cmd_demo)
 
-    from bridge.transports.http import add_serve_parser
+    from bridge.transports.serve import add_serve_parser
     from bridge.transports.stdio import add_stdio_parser
 
     add_stdio_parser(sub)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 

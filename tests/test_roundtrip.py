@@ -13,7 +13,6 @@ import json
 import os
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -137,8 +137,8 @@ class AcpFlow(Flow):
             self.record("dropped", method, reminder, target="none", why="agent has no reminder support")
             if "id" not in msg:
                 return []
-            return [(HOST, error_response(msg["id"], -32601, f"Method not found: the agent does not support "
-                                          f"reminders and this route does not hold them", {"method": method}))]
+            return [(HOST, error_response(msg["id"], -32601, "Method not found: the agent does not support "
+                                          "reminders and this route does not hold them", {"method": method}))]
         deduped, pushed_out = self._session(session_id).add(reminder)
         self.record("queued", method, reminder, source=codec.dialect, target="none")
         out = self._lifecycle_updates(session_id, deduped, pushed_out)  # before the answer: the client's view is whole

@@ -16,7 +16,7 @@ from typing import Any
 
 from bridge.model import Reminder
 from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit, take
-from bridge.policy.trust import Screened, TrustRefusal, pending_refusal, screen
+from bridge.policy.trust import TrustRefusal, pending_refusal, screen
 from bridge.rules import GlobalBudget, RouteSettings
 
 __all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
