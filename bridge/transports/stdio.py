@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bridge.pipeline import HOST, PEER, TICK, Flow, dumps, error_response
+from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, TICK, Flow, dumps, error_response
 from bridge.policy import Policy
 from bridge.policy.reload import POLL, Loaded, RulesFile
 from bridge.rules import RouteSettings, Rules, RulesError, load_rules
@@ -27,6 +28,8 @@ from bridge.telemetry import Recorder, Tracing
 
 CHUNK = 256 * 1024
 MAX_LINE = 64 * 1024 * 1024
+#: What MCP's SDKs answer a request with when the connection closes under it.
+CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 
@@ -43,6 +46,199 @@ def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
     what = "message" if from_host else "response from the server or agent"
     return dumps(error_response(msg_id, -32600, f"{what} larger than the proxy's line limit of {limit} bytes",
                                 {"limit": limit}))
+
+
+_ID_TOKEN = rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|null)'
+_ID_VALUE = re.compile(_ID_TOKEN)
+_ID_LAST = re.compile(_ID_TOKEN + rb"\s*}\s*$")
+#: `{"jsonrpc":"2.0","id":…,"method"|"result"|"error"`: how most SDKs start a message (one match settles it).
+_CANONICAL = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]*")\s*,\s*"(method|result|error)"')
+_SLOW = ("slow", None)  # the cheap look could not tell: decode this frame
+_NOTHING = ("", None)
+#: A frame the cheap look cannot settle is decoded only below this size (memory stays flat).
+SLOW_LIMIT = 1024 * 1024
+
+
+def _classify(line: bytes) -> tuple[str, bytes | None]:
+    """("request" | "response", id token) of one JSON-RPC frame without decoding it, from where
+    its top-level `"id"` and `"method"` keys sit: the part before the first nested object (the
+    head) holds only top-level keys, and so does the key right before the final `}` (where
+    TypeScript SDKs put the id).  ("", None) for frames with no id; `_SLOW` when unsure.
+    """
+    start = 0
+    while line[start:start + 1] in (b" ", b"\t", b"\r"):
+        start += 1
+    first = line[start:start + 1]
+    if first != b"{":
+        return _SLOW if first == b"[" else _NOTHING  # a batch, or not JSON-RPC
+    inner = line.find(b"{", start + 1)
+    head = len(line) if inner < 0 else inner
+    at = line.find(b'"id"', start, head)
+    if at >= 0:
+        match = _ID_VALUE.match(line, at)
+    else:
+        at = line.rfind(b'"id"', head)
+        if at < 0:
+            return _NOTHING  # a notification
+        match = _ID_LAST.match(line, at)
+        if match is None:  # an id inside params or a result: a notification, unless the head says response
+            responds = line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0
+            return _SLOW if responds else _NOTHING
+    if match is None:
+        return _SLOW
+    if line.find(b'"method"', start, head) >= 0:
+        return "request", match.group(1)
+    if line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0:
+        return "response", match.group(1)
+    return _SLOW
+
+
+def _decode_ids(line: bytes) -> list[tuple[str, Any]]:
+    """The exact answer for frames `_classify` could not settle (batches, unusual key orders)."""
+    if len(line) > SLOW_LIMIT:
+        return []
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        return []
+    found = []
+    for item in msg if isinstance(msg, list) else [msg]:
+        if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) \
+                and not isinstance(item["id"], bool):
+            if "method" in item:
+                found.append(("request", item["id"]))
+            elif "result" in item or "error" in item:
+                found.append(("response", item["id"]))
+    return found
+
+
+def _plain(token: bytes) -> bytes:
+    """An id token in one spelling per JSON value, the key requests and responses are matched by:
+    digits and escape-free strings are already canonical (and `1` is not `"1"`)."""
+    if token.isdigit() or (token[:1] == b'"' and b"\\" not in token):
+        return token
+    return dumps(json.loads(token))
+
+
+_OWN = b'"' + OWN_ID_PREFIX.encode()
+
+
+class InFlight:
+    """Ids of the host's requests the child has not answered yet, so that a child that dies
+    leaves none of them waiting (SPEC §8.3): each gets a JSON-RPC error naming the exit.
+
+    Read off the bytes, never decoded: one regex match settles a frame that starts the way most
+    SDKs write one (`{"jsonrpc":"2.0","id":…,"method"`), a few substring searches most others.
+    Only blocks holding `"id"` are looked at (toward the host, only while something is in flight).
+    """
+
+    LIMIT = 10_000  # a child that never answers cannot grow this without bound: the oldest half goes
+
+    def __init__(self) -> None:
+        self.ids: dict[bytes, bytes] = {}  # canonical id → the id exactly as the host wrote it
+
+    def sent(self, block: bytes) -> None:
+        """A block on its way to the child: remember the requests in it (and forget the ones the
+        host cancels: MCP servers do not answer those)."""
+        canonical = _CANONICAL.match(block)
+        if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
+            token, kind = canonical.group(1, 2)
+            if kind == b"method" and not token.startswith(_OWN):
+                self.ids[token] = token
+                if len(self.ids) > self.LIMIT:
+                    self._forget_oldest()
+            return
+        if b'"id"' not in block:  # notifications only
+            if self.ids and b"s/cancelled" in block:
+                self._cancelled(block)
+            return
+        ids = self.ids
+        for line in block.split(b"\n") if block.find(b"\n") < len(block) - 1 else (block,):
+            canonical = _CANONICAL.match(line)
+            if canonical is not None:
+                token, kind = canonical.group(1, 2)
+                if kind == b"method" and not token.startswith(_OWN):
+                    ids[token] = token
+                    if len(ids) > self.LIMIT:
+                        self._forget_oldest()
+                continue
+            kind, token = _classify(line)
+            if kind == "request":
+                self._add(_plain(token), token)  # type: ignore[arg-type]
+            elif kind == "slow":
+                for kind, msg_id in _decode_ids(line):
+                    if kind == "request":
+                        self._add(dumps(msg_id), dumps(msg_id))
+            elif ids and b"s/cancelled" in line:
+                self._cancelled(line)
+
+    def _add(self, key: bytes, token: bytes) -> None:
+        if key == b"null" or key.startswith(_OWN):
+            return  # the proxy's own requests are answered to the proxy
+        self.ids[key] = token
+        if len(self.ids) > self.LIMIT:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        for key in list(itertools.islice(self.ids, self.LIMIT // 2)):
+            del self.ids[key]
+
+    def _cancelled(self, block: bytes) -> None:
+        for line in block.split(b"\n"):
+            if b"notifications/cancelled" in line and len(line) <= SLOW_LIMIT:
+                try:
+                    self.ids.pop(dumps(json.loads(line)["params"]["requestId"]), None)
+                except (ValueError, RecursionError, LookupError, TypeError):
+                    pass
+
+    def answered(self, block: bytes) -> None:
+        """A block on its way to the host: forget the requests it answers."""
+        ids = self.ids
+        if not ids:
+            return
+        canonical = _CANONICAL.match(block)
+        if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
+            token, kind = canonical.group(1, 2)
+            if kind != b"method":
+                ids.pop(token, None)
+            return
+        if b'"id"' not in block:
+            return
+        for line in block.split(b"\n") if block.find(b"\n") < len(block) - 1 else (block,):
+            canonical = _CANONICAL.match(line)
+            if canonical is not None:
+                token, kind = canonical.group(1, 2)
+                if kind != b"method":
+                    ids.pop(token, None)
+                continue
+            kind, token = _classify(line)
+            if kind == "response":
+                ids.pop(_plain(token), None)  # type: ignore[arg-type]
+            elif kind == "slow":
+                for kind, msg_id in _decode_ids(line):
+                    if kind == "response":
+                        ids.pop(dumps(msg_id), None)
+
+    def errors(self, command: str, code: int | None) -> list[bytes]:
+        """One error per request still waiting, in the order they were sent, then forget them."""
+        if code is None:
+            how = "closed its output"
+            data: dict[str, Any] = {"command": command}
+        elif code >= 0:
+            how = f"exited with code {code}"
+            data = {"command": command, "exitCode": code}
+        else:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name}"
+            data = {"command": command, "signal": name}
+        message = f"Connection closed: {command} {how} before answering (reminder-bridge)"
+        error = dumps({"code": CONNECTION_CLOSED, "message": message, "data": data})
+        out = [b'{"jsonrpc":"2.0","id":' + token + b',"error":' + error + b"}" for token in self.ids.values()]
+        self.ids.clear()
+        return out
 
 
 def detect_protocol(frame: bytes) -> str:
@@ -112,7 +308,8 @@ class Framer:
         if not rest:
             return
         if len(self.partial) + len(rest) > self.max_line:
-            self.discarding = bytes((self.partial + rest)[:4096])
+            kept = len(self.partial)  # the first bytes, without copying a line of up to max_line
+            self.discarding = bytes(self.partial[:4096]) + rest[:max(0, 4096 - kept)]
             self.partial.clear()
         else:
             self.partial += rest
@@ -209,6 +406,7 @@ class StdioProxy:
         self.max_line = max_line
         self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
+        self.inflight = InFlight()
         self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
         self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
         self.child: asyncio.SubprocessTransport | None = None
@@ -220,6 +418,7 @@ class StdioProxy:
         self._finished: asyncio.Future[None] | None = None
         self._exited = False
         self._stdout_closed = False
+        self._host_closed = False  # the host sent EOF: its goodbye
         self._ticker: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -250,10 +449,13 @@ class StdioProxy:
                 self._watcher.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if self.rules_file else ()):
                 loop.remove_signal_handler(sig)
+        code = self.child.get_returncode()
+        if not self._host_closed or code != 0:  # the child died under the host, or failed after goodbye
+            for error in self.inflight.errors(os.path.basename(self.command[0]), code):
+                self._write(error + b"\n", to_host=True)
         if self._host_writer is not None and self._host_sink is not None:
             self._host_writer.close()  # flushes what is still buffered for the host
             await self._host_sink.closed
-        code = self.child.get_returncode()
         self.child.close()
         self.recorder.info("child_exited", code=code)
         return code if code is not None and code >= 0 else 128 - (code or 0)
@@ -278,6 +480,7 @@ class StdioProxy:
 
     def _host_eof(self) -> None:
         """EOF from the host: close the child's stdin, which is how MCP and ACP hosts say goodbye."""
+        self._host_closed = True
         self.host_framer.eof()
         if self._child_stdin is not None and not self._child_stdin.is_closing():
             self._child_stdin.close()
@@ -402,9 +605,11 @@ class StdioProxy:
 
     def _write(self, data: bytes, to_host: bool) -> None:
         if not to_host:
+            self.inflight.sent(data)
             if self._child_stdin is not None and not self._child_stdin.is_closing():
                 self._child_stdin.write(data)
             return
+        self.inflight.answered(data)
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
                 self._host_writer.write(data)
