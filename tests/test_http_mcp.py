@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from tests.peers.processes import Running, peer, proxy
-from tests.test_stdio_mcp import Reminders
+from tests.peers.mcp_host import Reminders
 
 
 @pytest.fixture

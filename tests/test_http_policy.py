@@ -11,7 +11,7 @@ from mcp import Client
 
 from tests.peers.processes import peer, proxy
 from tests.test_http_a2a import message, rpc
-from tests.test_stdio_mcp import Reminders
+from tests.peers.mcp_host import Reminders
 
 
 @pytest.fixture

@@ -15,34 +15,13 @@ import sys
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
-from mcp.client.extension import ClientExtension, NotificationBinding
-from pydantic import BaseModel, ConfigDict
 
 from tests.peers import outbox_server as server
+from tests.peers.mcp_host import Reminders
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTBOX_SERVER = [sys.executable, "-m", "tests.peers.outbox_server"]
 LEGACY_SERVER = [sys.executable, "-m", "bridge.examples.mcp_legacy_server"]
-
-
-class ReminderParams(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    reminder: dict
-
-
-class Reminders(ClientExtension):
-    """A standard host listening for `notifications/reminder` with the official SDK."""
-
-    identifier = "com.example/reminders"
-
-    def __init__(self) -> None:
-        self.received: list[dict] = []
-
-    def notifications(self):
-        async def on_reminder(params: ReminderParams) -> None:
-            self.received.append(params.reminder)
-
-        return [NotificationBinding(method="notifications/reminder", params_type=ReminderParams, handler=on_reminder)]
 
 
 def proxied(rules: Path, *command: str, options: tuple[str, ...] = ()) -> StdioServerParameters:

@@ -6,30 +6,10 @@ import sys
 
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.extension import ClientExtension, NotificationBinding
-from pydantic import BaseModel, ConfigDict
+
+from tests.peers.mcp_host import Reminders
 
 LEGACY_SERVER = [sys.executable, "-m", "bridge.examples.mcp_legacy_server"]
-
-
-class ReminderParams(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    reminder: dict
-
-
-class Reminders(ClientExtension):
-    """How a standard host listens for `notifications/reminder` with the official SDK."""
-
-    identifier = "com.example/reminders"
-
-    def __init__(self) -> None:
-        self.received: list[dict] = []
-
-    def notifications(self):
-        async def on_reminder(params: ReminderParams) -> None:
-            self.received.append(params.reminder)
-
-        return [NotificationBinding(method="notifications/reminder", params_type=ReminderParams, handler=on_reminder)]
 
 
 def proxied(*options: str) -> StdioServerParameters:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from bridge.dialects.paths import get_path, pop_path, set_path
+from bridge.dialects.paths import get_path, write_at
 from bridge.dialects.shapes import A2A, ALL_ATTRS, HARN, ReminderShape
 from bridge.model import Reminder, ReminderError
 
@@ -164,10 +164,7 @@ class A2ALegacy:
 
     @staticmethod
     def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:
-        if cap is None:
-            pop_path(caps, "_meta", "harn", "reminders")
-        else:
-            set_path(caps, cap, "_meta", "harn", "reminders")
+        write_at(caps, cap, "_meta", "harn", "reminders")
 
 
 CODECS = {"standard": A2AStandard, "legacy": A2ALegacy}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.dialects.paths import get_path as _get, pop_path, set_path
+from bridge.dialects.paths import get_path as _get, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
 
@@ -111,10 +111,7 @@ class McpLegacy:
 
     @staticmethod
     def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:
-        if cap is None:
-            pop_path(caps, "_meta", "harn", "reminders")
-        else:
-            set_path(caps, cap, "_meta", "harn", "reminders")
+        write_at(caps, cap, "_meta", "harn", "reminders")
 
 
 CODECS = {"standard": McpStandard, "legacy": McpLegacy}

@@ -30,3 +30,11 @@ def pop_path(obj: Any, *keys: str) -> Any:
     if isinstance(child, dict) and not child:
         del obj[keys[0]]
     return found
+
+
+def write_at(obj: dict[str, Any], value: Any, *keys: str) -> None:
+    """Set obj[k1][k2]… to ``value``, or remove it (and emptied containers) when ``value`` is None."""
+    if value is None:
+        pop_path(obj, *keys)
+    else:
+        set_path(obj, value, *keys)

@@ -11,19 +11,11 @@ import copy
 import itertools
 import uuid
 
+from bridge.examples.rpc import RpcError
+
 SEND_METHODS = {"SendMessage", "message/send"}
 STREAM_METHODS = {"SendStreamingMessage", "message/stream"}
 GET_TASK_METHODS = {"GetTask", "tasks/get"}
-
-
-class RpcError(Exception):
-    """A JSON-RPC error for the current request."""
-
-    def __init__(self, code: int, message: str, data=None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 def carried_reminders(metadata) -> list[dict]:
@@ -99,10 +91,7 @@ class LegacyA2AAgent:
                 return [_response(msg_id, copy.deepcopy(self._task(params.get("id"))))]
             raise RpcError(-32601, "Method not found", {"method": method})
         except RpcError as exc:
-            error = {"code": exc.code, "message": exc.message}
-            if exc.data is not None:
-                error["data"] = exc.data
-            return [{"jsonrpc": "2.0", "id": msg_id, "error": error}]
+            return [exc.reply(msg_id)]
 
     def _task(self, task_id) -> dict:
         task = self.tasks.get(task_id) if isinstance(task_id, str) else None

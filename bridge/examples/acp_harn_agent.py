@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from bridge.examples._stdio import serve
+from bridge.examples.rpc import RpcError
 
 REMINDER_OPTIONS = frozenset(
     {
@@ -36,16 +37,6 @@ PROPAGATE = ("all", "session", "none")
 ROLE_HINTS = ("system", "developer", "user_block", "ephemeral_cache")
 AUTHORITIES = ("contract", "corrective", "advisory")
 SESSION_KEYS = ("mode", "sessionId", "session_id")
-
-
-class RpcError(Exception):
-    """A JSON-RPC error for the current request; a notification swallows it instead."""
-
-    def __init__(self, code: int, message: str, data=None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 def _remind_error(code: str, detail: str) -> RpcError:
@@ -168,11 +159,11 @@ class HarnLikeAgent:
         if handler is None:
             if not is_request:
                 return []  # ACP: unrecognised notifications are ignored
-            return [_error(msg["id"], RpcError(-32601, "Method not found", {"method": method}))]
+            return [RpcError(-32601, "Method not found", {"method": method}).reply(msg["id"])]
         try:
             updates, result = handler(msg.get("params"))
         except RpcError as exc:
-            return [_error(msg["id"], exc)] if is_request else []
+            return [exc.reply(msg["id"])] if is_request else []
         if is_request:
             return updates + [{"jsonrpc": "2.0", "id": msg["id"], "result": result}]
         return updates
@@ -302,13 +293,6 @@ def _reminder_emitted(reminder: dict) -> dict:
 
 def _update(session_id: str, update: dict) -> dict:
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
-
-
-def _error(msg_id, exc: RpcError) -> dict:
-    error = {"code": exc.code, "message": exc.message}
-    if exc.data is not None:
-        error["data"] = exc.data
-    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
 
 
 def main() -> int:

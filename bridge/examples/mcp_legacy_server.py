@@ -12,6 +12,7 @@ import sys
 import uuid
 
 from bridge.examples._stdio import serve
+from bridge.examples.rpc import error_reply
 
 SERVER_INFO = {"name": "legacy-mcp-example", "version": "1.0.0"}
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -59,13 +60,6 @@ def tools() -> list[dict]:
 
 def _notification(method: str, params: dict) -> dict:
     return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def _error(msg_id, code: int, message: str, data=None) -> dict:
-    error = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
 
 
 def reminder_notification(path: str) -> dict:
@@ -131,7 +125,7 @@ class LegacyMcpServer:
             return [self._result(msg_id, result, modern)]
         if method == "tools/call":
             return self._call_tool(msg_id, params, modern)
-        return [_error(msg_id, -32601, "Method not found", method)]
+        return [error_reply(msg_id, -32601, "Method not found", method)]
 
     def _call_tool(self, msg_id, params: dict, modern: bool) -> list[dict]:
         name = params.get("name")
@@ -139,7 +133,7 @@ class LegacyMcpServer:
         if name == "touch_file":
             path = args.get("path")
             if not isinstance(path, str) or not path:
-                return [_error(msg_id, -32602, "touch_file requires a string `path`")]
+                return [error_reply(msg_id, -32602, "touch_file requires a string `path`")]
             result = {
                 "content": [{"type": "text", "text": f"touched {path}"}],
                 "structuredContent": {"path": path},
@@ -151,10 +145,10 @@ class LegacyMcpServer:
         if name == "echo":
             text = args.get("text")
             if not isinstance(text, str):
-                return [_error(msg_id, -32602, "echo requires a string `text`")]
+                return [error_reply(msg_id, -32602, "echo requires a string `text`")]
             result = {"content": [{"type": "text", "text": text}], "isError": False}
             return [self._result(msg_id, result, modern)]
-        return [_error(msg_id, -32602, f"Unknown tool: {name}")]
+        return [error_reply(msg_id, -32602, f"Unknown tool: {name}")]
 
     @staticmethod
     def _result(msg_id, result: dict, modern: bool) -> dict:
