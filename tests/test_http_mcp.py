@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.peers.processes import Running, peer, proxy
+from tests.peers.processes import Running, free_port, peer, proxy
 from tests.peers.mcp_host import Reminders
 
 
@@ -71,11 +71,7 @@ async def test_official_sdk_server_sessions_and_delete_pass_through(tmp_path):
         "import sys\nfrom mcp.server import MCPServer\nmcp = MCPServer('sdk-demo')\n"
         "@mcp.tool()\ndef add(a: int, b: int) -> int:\n    return a + b\n"
         "mcp.run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]))\n")
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     import subprocess
 
     proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -145,11 +141,7 @@ async def test_client_disconnect_cancels_the_upstream_request(bridge, legacy_ser
 
 
 async def test_upstream_down_gives_an_error_naming_the_route_and_cause():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead = probe.getsockname()[1]
+    dead = free_port()
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{dead}")
     try:
         async with aiohttp.ClientSession() as http:

@@ -6,7 +6,7 @@ import json
 import pytest
 import websockets
 
-from tests.peers.processes import peer, proxy
+from tests.peers.processes import free_port, peer, proxy
 
 
 @pytest.fixture
@@ -44,11 +44,7 @@ async def test_upstream_close_code_reaches_the_host(ws_bridge):
 
 
 async def test_unreachable_upstream_closes_with_1011():
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead = probe.getsockname()[1]
+    dead = free_port()
     bridge = proxy("--protocol", "mcp", "--upstream", f"ws://127.0.0.1:{dead}")
     try:
         async with websockets.connect(f"ws://127.0.0.1:{bridge.port}/mcp") as ws:

@@ -78,6 +78,13 @@ def _port_in(line: str) -> int | None:
     return None
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (for servers to start on, or to show a dead upstream)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def proxy(*args: str) -> Running:
     return Running([sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *args], "stderr")
 
