@@ -1,14 +1,22 @@
-"""`python -m bench [--quick] [--json FILE]`: run the scenarios, print a table of medians and ratios."""
+"""`python -m bench [--quick] [--only NAME ...] [--json FILE]`: run the scenarios, print a table of
+medians and ratios beside the goals, and write every number to a JSON file.
+
+Each scenario runs the proxy as a real process against a real peer on loopback and measures a
+direct baseline in the same run, in alternating rounds (the rewrite-cost scenario runs the
+pipeline in process, against plain JSON decoding and encoding of the same frames).
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+import traceback
 
-from bench import stdio
+SCENARIOS = ("stdio", "mcp_http", "a2a", "rewrite", "memory", "flood")
 
 
 def machine() -> str:
@@ -18,33 +26,90 @@ def machine() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    memory = ""
+    try:
+        with open("/proc/meminfo") as info:
+            kib = int(next(line.split()[1] for line in info if line.startswith("MemTotal")))
+            memory = f", {kib / 1024 / 1024:.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    loop = "uvloop" if "uvloop" in sys.modules else "asyncio"
+    return (f"{cpu}, {os.cpu_count()} cores{memory}, {platform.python_implementation()} "
+            f"{platform.python_version()} ({loop}), {platform.system()} {platform.release()}")
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              timeout=5).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def run_scenario(name: str, quick: bool) -> list[dict]:
+    import importlib
+
+    module = importlib.import_module(f"bench.{name}")
+    return module.run(quick)
+
+
+def table(results: list[dict]) -> list[str]:
+    header = ("scenario", "proxy", "direct", "ratio / added", "goal", "met")
+    rows = []
+    for r in results:
+        if "skipped" in r:
+            rows.append((r["scenario"], "skipped: " + r["skipped"], "", "", "", "-"))
+            continue
+        met = "-" if r.get("met") is None else "yes" if r["met"] else "NO"
+        rows.append((r["scenario"], str(r["proxy"]), str(r["direct"]), str(r["ratio"]), r["goal"], met))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+            for row in [header, tuple("-" * w for w in widths), *rows]]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about a minute: smaller inputs, fewer rounds")
+    parser.add_argument("--only", nargs="+", choices=SCENARIOS, metavar="NAME",
+                        help=f"run only these scenarios ({', '.join(SCENARIOS)})")
     parser.add_argument("--json", default="bench/results/latest.json", help="where to write the results")
     args = parser.parse_args()
-    size, rounds, trips = (20, 3, 1000) if args.quick else (100, 5, 3000)
-    results = []
-    for run in (lambda: stdio.throughput(size, rounds), lambda: stdio.latency(trips, rounds)):
+    results: list[dict] = []
+    timings: dict[str, float] = {}
+    load_before = load()
+    started_all = time.perf_counter()
+    for name in args.only or SCENARIOS:
         started = time.perf_counter()
-        result = run()
-        result["seconds"] = round(time.perf_counter() - started, 1)
-        results.append(result)
-        print(f"  done: {result['scenario']} ({result['seconds']} s)", file=sys.stderr)
-    header = ("scenario", "proxy", "direct", "ratio / added", "goal", "met")
-    rows = [(r["scenario"], f"{r['proxy']} {r['unit']}", f"{r['direct']} {r['unit']}", str(r["ratio"]), r["goal"],
-             "yes" if r["met"] else "NO") for r in results]
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    print(f"machine: {machine()}")
-    for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)))
+        print(f"  running: {name} ...", file=sys.stderr, flush=True)
+        try:
+            rows = run_scenario(name, args.quick)
+        except Exception as exc:  # one broken scenario must not hide the others' numbers
+            traceback.print_exc()
+            rows = [{"scenario": name, "skipped": f"failed: {type(exc).__name__}: {exc}"[:200]}]
+        timings[name] = round(time.perf_counter() - started, 1)
+        for row in rows:
+            row["seconds"] = timings[name]
+        results += rows
+        print(f"  done: {name} ({timings[name]} s)", file=sys.stderr, flush=True)
+    info = {"machine": machine(), "load_before": load_before, "load_after": load(), "commit": commit(),
+            "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.perf_counter() - started_all, 1)}
+    print(f"machine: {info['machine']}")
+    print(f"load average before/after: {info['load_before']} / {info['load_after']}; commit {info['commit']}; "
+          f"{'quick' if args.quick else 'full'} run, {info['seconds']} s")
+    for line in table(results):
+        print(line)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
-        json.dump({"machine": machine(), "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   "results": results}, out, indent=2)
+        json.dump({**info, "timings": timings, "results": results}, out, indent=2, ensure_ascii=False)
+    print(f"results: {args.json}")
     return 0
 
 

@@ -28,6 +28,8 @@ async def main(cmd: list[str]) -> int:
 
     task = asyncio.create_task(to_child())
     await pump(child.stdout, out.write, out.drain)
+    transport.set_write_buffer_limits(0)  # drain() now waits until every byte is out, not just below 64 KiB
+    await out.drain()
     await task
     return await child.wait()
 

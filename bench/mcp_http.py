@@ -1,0 +1,137 @@
+"""MCP Streamable HTTP: `tools/call` through `reminder-bridge serve` vs straight to the server.
+
+One warm 2025-11-25 session per side (initialize first, then `Mcp-Session-Id` on every call),
+a host that declares standard reminder support, a server that declares Harn's: the proxy's
+ordinary case, where a tool call and its result need no rewrite.  Added latency is measured with
+one client; throughput with 1, 10 and 100 concurrent keep-alive connections, in alternating rounds.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+
+from bench.load import closed_loop, connect, header, post
+from bench.procs import pct, peer, proxy_serve
+
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "Mcp-Protocol-Version": "2025-11-25"}
+
+
+async def _initialize(port: int) -> str:
+    conn = await connect(port)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "clientInfo": {"name": "bench", "version": "1"},
+            "capabilities": {"experimental": {"reminders": {}}}}}).encode()
+        status, head, answer = await conn.request(post(port, "/mcp", body, HEADERS))
+        session = header(head, "Mcp-Session-Id")
+        if status != 200 or not session or "result" not in json.loads(answer):
+            raise RuntimeError(f"initialize on port {port} failed: {status} {answer[:200]!r}")
+        note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        await conn.request(post(port, "/mcp", note, {**HEADERS, "Mcp-Session-Id": session}))
+        return session
+    finally:
+        conn.close()
+
+
+def _maker(port: int, session: str):
+    headers = {**HEADERS, "Mcp-Session-Id": session}
+    head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port
+            + "".join(f"{k}: {v}\r\n" for k, v in headers.items())).encode()
+    before = b'{"jsonrpc":"2.0","id":'
+    after = b',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"}}}'
+
+    def make(i: int) -> bytes:
+        body = before + str(i + 1).encode() + after
+        return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    return make
+
+
+def _check(status: int, body: bytes) -> None:
+    if status != 200 or b'"result"' not in body:
+        raise RuntimeError(f"tools/call failed: {status} {body[:300]!r}")
+
+
+async def _latency(port: int, session: str, count: int) -> list[float]:
+    make = _maker(port, session)
+    conn = await connect(port)
+    samples = []
+    try:
+        for i in range(count):
+            raw = make(i)
+            start = time.perf_counter()
+            status, _, body = await conn.request(raw)
+            samples.append((time.perf_counter() - start) * 1e6)
+            _check(status, body)
+    finally:
+        conn.close()
+    return samples
+
+
+async def _throughput(port: int, session: str, clients: int, seconds: float) -> tuple[float, list[float]]:
+    start = time.perf_counter()
+    count, latencies = await closed_loop(port, _maker(port, session), clients, seconds, _check)
+    return count / (time.perf_counter() - start), latencies
+
+
+def run(quick: bool) -> list[dict]:
+    rounds = 2 if quick else 4
+    trips = 600 if quick else 2000
+    seconds = 1.5 if quick else 3.0
+    concurrency = (1, 10, 100)
+    with peer("mcp-http") as server, proxy_serve("--protocol", "mcp", "--upstream",
+                                                 f"http://127.0.0.1:{server.port}") as bridge:
+        return asyncio.run(_run(server.port, bridge.port, rounds, trips, seconds, concurrency))
+
+
+async def _run(direct_port: int, proxy_port: int, rounds: int, trips: int, seconds: float,
+               concurrency: tuple[int, ...]) -> list[dict]:
+    sides = {"direct": (direct_port, await _initialize(direct_port)),
+             "proxy": (proxy_port, await _initialize(proxy_port))}
+    for port, session in sides.values():  # warm-up: connections, caches, the proxy's first flow
+        await _latency(port, session, 200)
+        await _throughput(port, session, 10, 0.3)
+    lat: dict[str, list[float]] = {"direct": [], "proxy": []}
+    rate: dict[tuple[str, int], list[float]] = {}
+    loaded: dict[tuple[str, int], list[float]] = {}
+    for r in range(rounds):
+        order = ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")  # alternate who goes first
+        for side in order:
+            port, session = sides[side]
+            lat[side] += await _latency(port, session, trips)
+            for clients in concurrency:
+                per_second, latencies = await _throughput(port, session, clients, seconds)
+                rate.setdefault((side, clients), []).append(per_second)
+                loaded.setdefault((side, clients), []).extend(latencies)
+    p50 = {s: statistics.median(v) for s, v in lat.items()}
+    p99 = {s: pct(v, 0.99) for s, v in lat.items()}
+    added50, added99 = (p50["proxy"] - p50["direct"]) / 1000, (p99["proxy"] - p99["direct"]) / 1000
+    rows = [{
+        "scenario": "MCP HTTP tools/call added latency (1 client)", "unit": "ms",
+        "proxy": f"p50 {p50['proxy'] / 1000:.2f} / p99 {p99['proxy'] / 1000:.2f}",
+        "direct": f"p50 {p50['direct'] / 1000:.2f} / p99 {p99['direct'] / 1000:.2f}",
+        "ratio": f"{added50:+.2f} p50 / {added99:+.2f} p99", "goal": "<= +0.5 ms p50, <= +2 ms p99",
+        "met": added50 <= 0.5 and added99 <= 2.0,
+        "values": {"proxy_p50_us": p50["proxy"], "proxy_p99_us": p99["proxy"], "direct_p50_us": p50["direct"],
+                   "direct_p99_us": p99["direct"], "added_p50_ms": added50, "added_p99_ms": added99},
+        "detail": f"{len(lat['proxy'])} sequential calls per side on one keep-alive connection, "
+                  f"{rounds} alternating rounds; warm 2025-11-25 session",
+    }]
+    for clients in concurrency:
+        p, d = statistics.median(rate[("proxy", clients)]), statistics.median(rate[("direct", clients)])
+        lp, ld = loaded[("proxy", clients)], loaded[("direct", clients)]
+        rows.append({
+            "scenario": f"MCP HTTP tools/call throughput ({clients} client{'s' if clients > 1 else ''})",
+            "unit": "calls/s", "proxy": f"{p:.0f} calls/s", "direct": f"{d:.0f} calls/s",
+            "ratio": f"{p / d:.2f}x", "goal": ">= 0.7x direct", "met": p / d >= 0.7,
+            "values": {"proxy": p, "direct": d, "ratio": p / d,
+                       "proxy_p50_ms": statistics.median(lp) / 1000, "proxy_p99_ms": pct(lp, 0.99) / 1000,
+                       "direct_p50_ms": statistics.median(ld) / 1000, "direct_p99_ms": pct(ld, 0.99) / 1000},
+            "detail": f"{clients} keep-alive connections for {seconds} s per round, {rounds} rounds; latency under "
+                      f"load p50/p99: proxy {statistics.median(lp) / 1000:.2f}/{pct(lp, 0.99) / 1000:.2f} ms, "
+                      f"direct {statistics.median(ld) / 1000:.2f}/{pct(ld, 0.99) / 1000:.2f} ms",
+        })
+    return rows

@@ -1,0 +1,137 @@
+"""Start the proxy and peers as real processes on loopback, and measure them from outside."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PY = sys.executable
+
+
+class Process:
+    """A background process that announces its port (`PORT <n>` on stdout, or the proxy's
+    `{"event": "listening", …}` line on stderr)."""
+
+    def __init__(self, argv: list[str], port_from: str | None = "stdout", **popen):
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if port_from == "stdout" else None,
+                                     stderr=subprocess.PIPE if port_from == "stderr" else subprocess.DEVNULL,
+                                     **popen)
+        self.port = self._wait_port(port_from) if port_from else 0
+        if self.port:
+            self._wait_listening()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait_port(self, port_from: str) -> int:
+        stream = self.proc.stdout if port_from == "stdout" else self.proc.stderr
+        found: list[int] = []
+        seen: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            for raw in stream:
+                line = raw.decode(errors="replace").strip()
+                if not found:
+                    seen.append(line)
+                    port = _port_in(line)
+                    if port:
+                        found.append(port)
+                        ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        ready.wait(30)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"{' '.join(self.argv[:6])} did not start: {' | '.join(seen)[-1500:]}")
+        return found[0]
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"{self.argv[:6]} never accepted connections on {self.port}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop()
+
+
+def _port_in(line: str) -> int | None:
+    if line.startswith("PORT "):
+        return int(line.split()[1])
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return None
+        if record.get("event") == "listening":
+            return int(record["listen"].rsplit(":", 1)[1])
+    return None
+
+
+def proxy_serve(*args: str) -> Process:
+    return Process([PY, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *args], "stderr")
+
+
+def peer(kind: str) -> Process:
+    return Process([PY, "-m", "bench.peers", kind], "stdout")
+
+
+def rss_kib(pid: int) -> int:
+    return _status(pid, "VmRSS")
+
+
+def _status(pid: int, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def has_proc() -> bool:
+    return os.path.exists("/proc/self/status")
+
+
+def pct(samples: list[float], q: float) -> float:
+    """The q-quantile (0 < q < 1) of ``samples``."""
+    if len(samples) < 2:
+        return samples[0] if samples else float("nan")
+    return statistics.quantiles(samples, n=1000, method="inclusive")[min(998, max(0, int(q * 1000) - 1))]

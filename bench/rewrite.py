@@ -1,0 +1,142 @@
+"""Rewrite cost: reminders per second per core through a whole pipeline, in process.
+
+Each frame goes through `Flow.from_peer` / `Flow.from_host` exactly as a transport hands it
+over: pre-filter, JSON decode, dialect decode into the canonical model, policy (trust screening
+and a budget charge: the budget is configured so high that it never refuses), encode for the
+other side, and one OpenTelemetry span per reminder (SDK tracer, batch processor, an exporter
+that drops them).  CPU time is the process's (all threads, so span export counts too).
+
+The baseline is what any JSON-aware proxy pays for the same frames: `json.loads` + `json.dumps`.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+GOAL = 20_000
+
+
+class _NullExporter:
+    """Accepts spans and drops them (what an OTLP exporter costs beyond this is network)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans):
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def _tracing():
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from bridge.telemetry import Tracing
+
+    exporter = _NullExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "reminder-bridge-bench"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536))
+    return Tracing(provider=provider), exporter, provider
+
+
+def _settings():
+    from bridge.rules import Budget, RouteSettings
+
+    return RouteSettings(budget=Budget(rate=1e12, burst=1_000_000_000, key="tag"))
+
+
+def mcp_frames(count: int) -> list[bytes]:
+    """Legacy MCP reminders (Harn's snake_case, as a `notifications/message`), all different."""
+    frames = []
+    for i in range(count):
+        reminder = {"id": f"r-{i}", "body": f"File src/mod{i % 97}.rs changed on disk; re-read it before editing.",
+                    "tags": ["fs", f"mod{i % 7}"], "dedupe_key": f"fs:{i % 500}", "ttl_turns": 3,
+                    "source": "stdlib_provider", "authority": "advisory", "role_hint": "system"}
+        frames.append(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+            "level": "info", "logger": "harn.reminder", "data": reminder["body"],
+            "_meta": {"harn": {"reminder": reminder}}}}, separators=(",", ":")).encode())
+    return frames
+
+
+def acp_frames(count: int) -> list[bytes]:
+    """Standard ACP injects from the client, toward a legacy (Harn) agent."""
+    return [json.dumps({"jsonrpc": "2.0", "id": i + 10, "method": "session/inject_reminder", "params": {
+        "sessionId": f"s{i % 50}", "id": f"r-{i}", "body": f"Tests in suite {i % 31} are flaky; rerun before blaming.",
+        "tags": ["ci"], "dedupeKey": f"ci:{i % 300}", "ttlTurns": 2, "mode": "finish_step"}},
+        separators=(",", ":")).encode() for i in range(count)]
+
+
+def a2a_frames(count: int) -> list[bytes]:
+    """Legacy A2A decorations on stream events, toward a standard caller."""
+    return [json.dumps({"jsonrpc": "2.0", "id": "call-1", "result": {"statusUpdate": {
+        "taskId": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"},
+        "metadata": {"harn": {"reminder": {"id": f"r-{i}", "body": f"Budget {i % 13} is nearly spent.",
+                                           "tags": ["budget"], "dedupeKey": f"b:{i % 100}", "ttlTurns": 1}}}}}},
+        separators=(",", ":")).encode() for i in range(count)]
+
+
+def _flow(protocol: str, tracing):
+    from bridge.cli import make_flow
+    from bridge.telemetry import Recorder
+
+    recorder = Recorder(route="bench", tracing=tracing)
+    if protocol == "mcp":
+        flow = make_flow("mcp", _settings(), recorder, host_dialect="standard", peer_dialect="legacy",
+                         peer_declared=True)
+        return flow, flow.from_peer, "rewritten"
+    if protocol == "acp":
+        flow = make_flow("acp", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
+        return flow, flow.from_host, "rewritten"
+    flow = make_flow("a2a", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
+    return flow, flow.from_peer, "rewritten"
+
+
+def _measure(protocol: str, frames: list[bytes]) -> tuple[float, float, int, dict]:
+    """(reminders per CPU second through the pipeline, the same for loads+dumps, spans exported, counts)."""
+    tracing, exporter, provider = _tracing()
+    flow, feed, action = _flow(protocol, tracing)
+    for frame in frames[:200]:  # warm-up: imports, first-use caches
+        feed(frame)
+    body = frames[200:]
+    start = time.process_time()
+    for frame in body:
+        out = feed(frame)
+    provider.force_flush()
+    pipeline = len(body) / (time.process_time() - start)
+    provider.shutdown()
+    if not out or out[0].data is body[-1]:
+        raise RuntimeError(f"{protocol}: the last reminder was not rewritten: {out}")
+    start = time.process_time()
+    for frame in body:
+        json.dumps(json.loads(frame), separators=(",", ":"), ensure_ascii=False).encode()
+    floor = len(body) / (time.process_time() - start)
+    counts = {a: n for (p, _, a), n in flow.recorder.counts.items() if p == protocol}
+    return pipeline, floor, exporter.spans, counts
+
+
+def run(quick: bool) -> list[dict]:
+    count = 10_000 if quick else 50_000
+    rows = []
+    for protocol, make, what in (("mcp", mcp_frames, "legacy notifications/message → standard notifications/reminder"),
+                                 ("acp", acp_frames, "standard session/inject_reminder → legacy session/remind"),
+                                 ("a2a", a2a_frames, "legacy statusUpdate decoration → standard reminderUpdate frame")):
+        pipeline, floor, spans, counts = _measure(protocol, make(count + 200))
+        rows.append({
+            "scenario": f"rewrite cost, {protocol.upper()} (whole pipeline, 1 core)", "unit": "reminders/s",
+            "proxy": f"{pipeline:,.0f}/s", "direct": f"{floor:,.0f}/s (json loads+dumps)",
+            "ratio": f"{pipeline / floor:.2f}x", "goal": f">= {GOAL:,}/s", "met": pipeline >= GOAL,
+            "values": {"reminders_per_cpu_second": pipeline, "json_floor_per_cpu_second": floor,
+                       "spans": spans, "counts": counts, "us_per_reminder": 1e6 / pipeline},
+            "detail": f"{count} distinct reminders, {what}; decode, trust + budget, encode, one span each "
+                      f"({spans} exported); {1e6 / pipeline:.0f} µs CPU per reminder",
+        })
+    return rows
