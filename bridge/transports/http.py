@@ -290,11 +290,19 @@ class HttpProxy:
             ctype = upstream.headers.get("content-type", "")
             try:
                 if "text/event-stream" in ctype:
-                    return await self._relay_sse(route, request, upstream, flow)
+                    return await self._relay_sse(route, request, upstream, flow, body)
                 if flow is not None and "json" in ctype and upstream.headers.get("content-length") is None:
                     return await _relay_json_stream(request, upstream, flow, _message_id(body))
                 if flow is not None and "json" in ctype:
-                    data = await upstream.read()
+                    try:
+                        data = await upstream.read()
+                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # it died mid-answer
+                        route.recorder.log("upstream_error", why=_cause(exc), url=url)
+                        msg_id = _message_id(body) if body else None
+                        if msg_id is None:
+                            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: "
+                                                                 f"upstream {url}: {_cause(exc)}\n")
+                        return web.json_response(_upstream_error(route, msg_id, exc))
                     return web.Response(status=upstream.status, body=_json_reply(flow, data, _message_id(body)),
                                         headers=_response_headers(upstream))
                 return await _stream_raw(request, upstream)
@@ -303,14 +311,28 @@ class HttpProxy:
                     route.remember(flow, session)  # what the handshake taught the pipeline
 
     async def _relay_sse(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
-                         flow: Flow | None) -> web.StreamResponse:
-        """Relay an SSE stream event by event, as the upstream sends them: never buffered."""
+                         flow: Flow | None, body: bytes = b"") -> web.StreamResponse:
+        """Relay an SSE stream event by event, as the upstream sends them: never buffered.
+
+        An upstream that goes away mid-stream ends the stream cleanly; if the host's request has
+        not been answered on it yet, a JSON-RPC error event answers it first (SPEC §8.3)."""
         response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
         await response.prepare(request)
-        async for event in events(upstream.content.iter_any()):
-            out = self._sse_event(route, request, event, flow)
-            if out:
-                await response.write(out)
+        last: Event | None = None
+        try:
+            async for event in events(upstream.content.iter_any()):
+                out = self._sse_event(route, request, event, flow)
+                if out:
+                    await response.write(out)
+                    last = event
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as exc:
+            if request.transport is None or request.transport.is_closing():
+                raise  # the host is gone too: nothing to tell
+            route.recorder.log("upstream_error", why=_cause(exc), url=str(upstream.url), during="stream")
+            msg_id = _message_id(body) if body else None
+            if msg_id is not None and not (last is not None and last.data is not None
+                                           and _answers(last.data, msg_id)):
+                await response.write(b"event: message\ndata: " + dumps(_upstream_error(route, msg_id, exc)) + b"\n\n")
         await response.write_eof()
         return response
 
@@ -541,6 +563,15 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return f"cannot connect ({os.strerror(exc.errno)})"
     return str(exc) or type(exc).__name__
+
+
+def _answers(data: bytes, msg_id: Any) -> bool:
+    """Whether ``data`` is the response to the request ``msg_id``."""
+    try:
+        msg = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(msg, dict) and "method" not in msg and msg.get("id") == msg_id
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:

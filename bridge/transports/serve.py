@@ -113,11 +113,15 @@ class Reloader:
         log.log("rules_reloaded", level="info", file=str(self.file.path), trigger=trigger)
 
 
+#: Seconds a SIGTERM waits for requests and streams in flight before cutting them off.
+SHUTDOWN_GRACE = 10.0
+
+
 async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
                reloader: Reloader | None = None, started: Callable[[int], None] | None = None) -> int:
     from aiohttp import web
 
-    runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True)
+    runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -143,8 +147,11 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
                 reloader.poll()
 
         watcher = asyncio.create_task(watch())
+    stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         if watcher is not None:
             watcher.cancel()
