@@ -199,6 +199,7 @@ def hostile_frames() -> list[bytes]:
         b'{"jsonrpc":"2.0","id":6,"method":"session/inject_reminder","params":{"sessionId":"s","body":',
         b'\x00\x01\x02 {"reminder" \x7f',
         b"[]", b"[1,2,{}]", b"null", b'"reminder"', b"{}", b"   ",
+        b'{"jsonrpc":"2.0","id":[],"result":{}}', b'{"jsonrpc":"2.0","id":{"a":1},"error":{"code":1,"message":"m"}}',
     ]
     frames.append(json.dumps(REMINDER).encode())
     return frames

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, TICK, Flow, dumps, error_response
+from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, TICK, Flow, Send, dumps, error_response
 from bridge.policy import Policy
 from bridge.policy.reload import POLL, Loaded, RulesFile
 from bridge.rules import RouteSettings, Rules, RulesError, load_rules
@@ -582,7 +582,13 @@ class StdioProxy:
         if newline:
             lines.pop()
         for frame in lines:
-            for send in (flow.from_host(frame) if from_host else flow.from_peer(frame)):
+            try:
+                sends = flow.from_host(frame) if from_host else flow.from_peer(frame)
+            except Exception as exc:  # a pipeline bug costs neither the frames around it nor the connection
+                self.recorder.log("pipeline_error", level="error", side=origin, error=f"{type(exc).__name__}: {exc}"[:300],
+                                  why="the frame goes on untouched")
+                sends = [Send(PEER if from_host else HOST, frame)]
+            for send in sends:
                 (to_host if send.to == HOST else to_peer).append(send.data)
         end = b"\n" if newline else b""
         if to_peer:

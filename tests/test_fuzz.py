@@ -1,0 +1,609 @@
+"""Hypothesis fuzz of every codec, the pre-filter and the pipelines (SPEC §8): over more than
+10,000 generated messages no exception escapes, and every frame either leaves byte-identical (the
+very bytes object that came in) or is rewritten into output that is valid JSON-RPC and, where it
+carries a reminder, valid against the published schema (../shared/schemas) or, for the proposed
+messages no published schema covers yet, against SPEC §3–§5 transcribed below.
+
+Generated messages are reminder-shaped often (every dialect's slot, fields in both casings, valid
+values mixed with arbitrary JSON) and serialized with random spacing, key casing and `\\u` escapes
+of ASCII letters (what the pre-filter must see through).  Runs are derandomized so CI is stable;
+set FUZZ_SCALE to scale them (FUZZ_SCALE=10 runs ten times as many examples) and FUZZ_RANDOM=1 for
+fresh random examples on each run.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from bridge.cli import make_flow
+from bridge.dialects import a2a as a2a_codecs
+from bridge.dialects import acp as acp_codecs
+from bridge.dialects import mcp as mcp_codecs
+from bridge.model import MODE_VALUES, PROPAGATE_VALUES, ROLE_HINT_VALUES, SOURCE_VALUES, Reminder, ReminderError
+from bridge.pipeline import HOST, PEER
+from bridge.prefilter import REMINDER_MARKERS, could_concern
+from bridge.rules import RouteSettings
+from bridge.telemetry import Recorder
+
+pytestmark = pytest.mark.fault
+
+SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+FUZZ = settings(deadline=None, database=None, derandomize=not os.environ.get("FUZZ_RANDOM"),
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
+
+
+def examples(n: int) -> settings:
+    return settings(FUZZ, max_examples=max(1, int(n * SCALE)))
+
+
+class _Null:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+RECORDER = Recorder(route="fuzz", log=_Null())  # type: ignore[arg-type]
+COUNT = {"messages": 0}
+
+# -- schemas ---------------------------------------------------------------------------------------
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+#: MCP's proposed ReminderSpec, as in ../shared/schemas/mcp-notifications-reminder.schema.json (used
+#: verbatim from there when present; this copy keeps the fuzz meaningful in a bare clone).
+REMINDER_SPEC = {"type": "object", "required": ["id", "body"], "properties": {
+    "id": {"type": "string"}, "body": {"type": "string", "minLength": 1},
+    "tags": {"type": "array", "items": {"type": "string"}}, "dedupeKey": {"type": "string"},
+    "ttlTurns": {"type": "integer", "minimum": 1}, "preserveOnCompact": {"type": "boolean"},
+    "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
+    "firedAtTurn": {"type": ["integer", "null"]}}}
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    path = SHARED / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _validator(doc: dict[str, Any], definition: str | None = None, patch: dict[str, Any] | None = None):
+    defs = {**doc.get("$defs", {}), **(patch or {})}
+    schema = {**doc, "$defs": defs} if definition is None else {"$defs": defs, "$ref": f"#/$defs/{definition}"}
+    return Draft202012Validator(schema)
+
+
+_mcp_reminder_doc = _load("mcp-notifications-reminder.schema.json")
+_mcp_doc = _load("mcp-2025-11-25.schema.json")
+_acp_doc = _load("acp-v1.schema.json")
+MCP_REMINDER = _validator(_mcp_reminder_doc) if _mcp_reminder_doc else Draft202012Validator({
+    "type": "object", "required": ["jsonrpc", "method", "params"], "properties": {
+        "jsonrpc": {"const": "2.0"}, "method": {"const": "notifications/reminder"},
+        "params": {"type": "object", "required": ["reminder"], "properties": {"reminder": REMINDER_SPEC}}}})
+SPEC = Draft202012Validator(_mcp_reminder_doc["$defs"]["ReminderSpec"] if _mcp_reminder_doc else REMINDER_SPEC)
+MCP_LOG = _validator(_mcp_doc, "LoggingMessageNotification") if _mcp_doc else None
+ACP_NOTIFICATION = _validator(_acp_doc, "SessionNotification", patch={"SessionUpdate": {
+    "type": "object", "required": ["sessionUpdate"], "properties": {"sessionUpdate": {"type": "string"}}}}) \
+    if _acp_doc else None
+ACP_PROMPT = _validator(_acp_doc, "PromptRequest") if _acp_doc else None
+
+JSONRPC = Draft202012Validator({"oneOf": [
+    {"type": "object", "required": ["jsonrpc", "method"], "properties": {
+        "jsonrpc": {"const": "2.0"}, "method": {"type": "string"}, "id": {"type": ["string", "integer", "number"]},
+        "params": {"type": ["object", "array"]}}, "not": {"anyOf": [{"required": ["result"]}, {"required": ["error"]}]}},
+    {"type": "object", "required": ["jsonrpc", "id", "result"], "properties": {"jsonrpc": {"const": "2.0"}},
+     "not": {"anyOf": [{"required": ["method"]}, {"required": ["error"]}]}},
+    {"type": "object", "required": ["jsonrpc", "id", "error"], "properties": {
+        "jsonrpc": {"const": "2.0"}, "error": {"type": "object", "required": ["code", "message"], "properties": {
+            "code": {"type": "integer"}, "message": {"type": "string"}}}},
+     "not": {"anyOf": [{"required": ["method"]}, {"required": ["result"]}]}},
+]})
+_TEXT = {"type": "string", "minLength": 1}
+_TAGS = {"type": "array", "items": {"type": "string"}}
+#: Harn's reminder object (SPEC §2–§5: either casing on MCP and A2A metadata).
+HARN_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
+    "id": {"type": "string"}, "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS,
+    "ttlTurns": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},  # Harn writes null (= no TTL)
+    "ttl_turns": {"type": "integer", "minimum": 1}}})
+#: ACP `session/remind` params: flat snake_case, `mode` always written (SPEC §4).
+ACP_REMIND = Draft202012Validator({"type": "object", "required": ["sessionId", "body", "mode"], "properties": {
+    "body": _TEXT, "tags": _TAGS, "ttl_turns": {"type": "integer", "minimum": 1},
+    "mode": {"enum": ["interrupt_immediate", "finish_step", "audit_only", "interrupt", "after_current_operation",
+                      "steer", "queue", "wait_for_completion"]}},
+    "not": {"anyOf": [{"required": [k]} for k in ("dedupeKey", "ttlTurns", "roleHint", "preserveOnCompact",
+                                                   "firedAtTurn")]}})
+#: ACP `session/inject_reminder` params: flat camelCase + sessionId + mode.
+ACP_INJECT = Draft202012Validator({"type": "object", "required": ["sessionId", "body"], "properties": {
+    "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
+    "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
+    "mode": {"enum": list(MODE_VALUES)}}})
+#: ACP reminder updates toward a standard client (SPEC §4).
+ACP_UPDATES = {
+    "reminder_emitted": Draft202012Validator({"type": "object", "required": ["reminderId", "body"], "properties": {
+        "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "dedupeKey": {"type": "string"},
+        "firedAtTurn": {"type": ["integer", "null"]}}}),
+    "reminder_deduped": Draft202012Validator({"type": "object", "required": ["reminderId", "dedupeKey",
+                                                                             "droppedReminderIds"], "properties": {
+        "droppedReminderIds": {"type": "array", "items": {"type": "string"}}}}),
+    "reminder_expired": Draft202012Validator({"type": "object", "required": ["reminderId", "phase"], "properties": {
+        "phase": {"enum": ["ttl_expired", "cleared", "compacted_out"]}}}),
+}
+#: A2A standard reminder (ProtoJSON enum names, SPEC §5).
+A2A_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
+    "id": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
+    "propagate": {"type": "string", "pattern": "^REMINDER_PROPAGATION_"},
+    "roleHint": {"type": "string", "pattern": "^REMINDER_ROLE_HINT_"}}})
+
+
+def _errors(validator: Draft202012Validator, instance: Any) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(instance)][:3]
+
+
+def _harn_reminders(holder: Any) -> list[Any]:
+    harn = holder.get("harn") if isinstance(holder, dict) else None
+    if not isinstance(harn, dict):
+        return []
+    one = [harn["reminder"]] if "reminder" in harn else []
+    return one + (harn["reminders"] if isinstance(harn.get("reminders"), list) else [])
+
+
+def check_message(protocol: str, msg: Any) -> list[str]:
+    """Problems with one JSON-RPC message the proxy wrote (empty when it is valid)."""
+    problems = _errors(JSONRPC, msg)
+    if problems or not isinstance(msg, dict):
+        return problems
+    method, params = msg.get("method"), msg.get("params")
+    result = msg.get("result")
+    if protocol == "mcp":
+        if method == "notifications/reminder":
+            problems += _errors(MCP_REMINDER, msg)
+        elif method == "notifications/message":
+            if MCP_LOG is not None:
+                problems += _errors(MCP_LOG, msg)
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            for reminder in _harn_reminders(meta) if isinstance(meta, dict) else []:
+                problems += _errors(HARN_REMINDER, reminder)
+    elif protocol == "acp":
+        if method == "session/update" and isinstance(params, dict):
+            if ACP_NOTIFICATION is not None:
+                problems += _errors(ACP_NOTIFICATION, params)
+            update = params.get("update") if isinstance(params.get("update"), dict) else {}
+            kind = update.get("sessionUpdate")
+            harn = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+            if kind in ACP_UPDATES and not _harn_reminders(harn):
+                problems += _errors(ACP_UPDATES[kind], update)
+            for reminder in _harn_reminders(harn):
+                problems += _errors(HARN_REMINDER, reminder)
+        elif method == "session/remind":
+            problems += _errors(ACP_REMIND, params)
+        elif method == "session/inject_reminder":
+            problems += _errors(ACP_INJECT, params)
+        elif method == "session/prompt" and ACP_PROMPT is not None:
+            problems += _errors(ACP_PROMPT, params)
+    elif protocol == "a2a":
+        if method == "InjectTaskReminder" and isinstance(params, dict):
+            problems += _errors(A2A_REMINDER, params.get("reminder"))
+        if isinstance(result, dict) and isinstance(result.get("reminderUpdate"), dict):
+            problems += _errors(A2A_REMINDER, result["reminderUpdate"].get("reminder"))
+        holders = [params, params.get("message") if isinstance(params, dict) else None]
+        holders += [result.get(k) for k in a2a_codecs.EVENT_KINDS] if isinstance(result, dict) else []
+        for holder in holders:
+            if isinstance(holder, dict):
+                for reminder in _harn_reminders(holder.get("metadata")):
+                    problems += _errors(HARN_REMINDER, reminder)
+    return problems
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def check_output(protocol: str, frame: bytes, sends: list) -> None:
+    """Each frame out is the input itself, or valid rewritten JSON-RPC (members of a rewritten
+    batch that came in as they are, even garbage, are the sender's business)."""
+    passed: set[str] = set()
+    for send in sends:
+        assert send.to in (HOST, PEER)
+        if send.data is frame:
+            continue
+        assert isinstance(send.data, bytes)
+        if not passed and frame:
+            incoming = json.loads(frame)
+            passed = {_canonical(m) for m in (incoming if isinstance(incoming, list) else [incoming])}
+        out = json.loads(send.data)  # rewritten output is always JSON the proxy wrote itself
+        for msg in out if isinstance(out, list) else [out]:
+            if isinstance(out, list) and _canonical(msg) in passed:
+                continue
+            problems = check_message(protocol, msg)
+            assert not problems, f"{protocol} output invalid: {problems}\n  in: {frame[:300]!r}\n  out: {send.data[:500]!r}"
+
+
+# -- strategies ------------------------------------------------------------------------------------
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=12),
+                    st.floats(allow_nan=False, allow_infinity=False))
+JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                    max_leaves=6)
+WORDS = st.sampled_from(["", " ", "x", "ok", "re-read it", "é 中 ☕", "a\u0000b\tc\u0085", "<b>&amp;</b>", "  pad  "])
+ODD = st.one_of(SCALARS, JSON)
+_VALID = {
+    "id": st.one_of(WORDS, st.text(max_size=20)), "reminderId": WORDS, "body": st.one_of(WORDS, st.text(max_size=60)),
+    "tags": st.lists(st.one_of(WORDS, st.text(max_size=10)), max_size=5),
+    "dedupeKey": WORDS, "dedupe_key": WORDS, "ttlTurns": st.integers(-2, 5), "ttl_turns": st.integers(-2, 5),
+    "preserveOnCompact": st.booleans(), "preserve_on_compact": st.booleans(),
+    "propagate": st.sampled_from(PROPAGATE_VALUES + ("REMINDER_PROPAGATION_ALL", "REMINDER_PROPAGATION_SESSION",
+                                                     "everywhere")),
+    "roleHint": st.sampled_from(ROLE_HINT_VALUES + ("REMINDER_ROLE_HINT_SYSTEM", "REMINDER_ROLE_HINT_USER", "root")),
+    "role_hint": st.sampled_from(ROLE_HINT_VALUES + ("root",)),
+    "firedAtTurn": st.one_of(st.none(), st.integers(-1, 9)), "fired_at_turn": st.one_of(st.none(), st.integers(-1, 9)),
+    "mode": st.sampled_from(MODE_VALUES + ("interrupt", "steer", "queue", "wait_for_completion", "bogus")),
+    "source": st.sampled_from(SOURCE_VALUES + ("stdlib_provider", "in_pipeline", "somebody")),
+    "authority": st.sampled_from(("contract", "corrective", "advisory", "boss")),
+    "providerId": WORDS, "originatingAgentId": WORDS,
+    "_meta": st.one_of(JSON, st.just({"reminder-bridge/original": {"propagate": "all"}})),
+    "x-vendor": JSON,
+}
+#: Each field: a valid value most of the time, anything at all otherwise.
+FIELDS_ = {name: st.one_of(valid, valid, valid, ODD) for name, valid in _VALID.items()}
+FIELD_NAMES = sorted(FIELDS_)
+_REMINDERS = st.fixed_dictionaries({}, optional=FIELDS_)
+
+
+@st.composite
+def reminder_dicts(draw) -> dict[str, Any]:
+    reminder = draw(_REMINDERS)
+    if "body" not in reminder and draw(st.integers(0, 4)):  # usually a body
+        reminder["body"] = draw(FIELDS_["body"])
+    return reminder
+
+
+def rpc(method: str | None, params: Any = None, msg_id: Any = None, result: Any = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0"}
+    if msg_id is not None:
+        msg["id"] = msg_id
+    if method is not None:
+        msg["method"] = method
+        if params is not None:
+            msg["params"] = params
+    else:
+        msg["result"] = result
+    return msg
+
+
+IDS = st.one_of(st.integers(0, 50), st.sampled_from(["a", "reminder-bridge:1", "1"]))
+SESSIONS = st.sampled_from(["s1", "s2", "sess é 3"])
+
+
+@st.composite
+def mcp_messages(draw) -> tuple[str, dict[str, Any]]:
+    r = draw(reminder_dicts())
+    caps = draw(st.sampled_from([{}, {"reminders": {}}, {"experimental": {"reminders": {}}},
+                                 {"_meta": {"harn": {"reminders": {"emit": True}}}}, JSON]))
+    if not isinstance(caps, dict):
+        caps = draw(caps)
+    choice = draw(st.integers(0, 9))
+    if choice == 0:
+        return HOST, rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps}, draw(IDS))
+    if choice == 1:
+        return PEER, rpc(None, msg_id=draw(IDS), result={"protocolVersion": "2025-11-25", "capabilities": caps,
+                                                         "serverInfo": {"name": "s", "version": "1"}})
+    if choice == 2:
+        return PEER, rpc("notifications/reminder", {"reminder": r, **draw(st.sampled_from([{}, {"_meta": {"k": 1}}]))})
+    if choice in (3, 4):
+        meta = draw(st.sampled_from(["nested", "flat"]))
+        holder = {"harn": {"reminder": r}} if meta == "nested" else {"harn.reminder": r}
+        return PEER, rpc("notifications/message", {"level": "info", "logger": "harn.reminder",
+                                                   "data": draw(JSON), "_meta": holder})
+    if choice == 5:
+        meta = draw(st.sampled_from([{}, {"io.modelcontextprotocol/logLevel": "info"},
+                                     {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}]))
+        return HOST, rpc("tools/call", {"name": "t", "arguments": draw(JSON), "_meta": meta}, draw(IDS))
+    if choice == 6:
+        return PEER, rpc(None, msg_id=draw(IDS), result={"content": [{"type": "text", "text": "ok"}],
+                                                         "structuredContent": draw(JSON)})
+    if choice == 7:
+        return HOST, rpc("server/discover", {"_meta": {"io.modelcontextprotocol/clientCapabilities": caps}}, draw(IDS))
+    odd = draw(st.dictionaries(st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error"]), JSON,
+                               max_size=5))
+    if isinstance(odd.get("id"), (list, dict)):  # unhashable ids: see the xfail below
+        odd["id"] = str(odd["id"])
+    return draw(st.sampled_from([HOST, PEER])), odd
+
+
+@st.composite
+def acp_messages(draw) -> tuple[str, dict[str, Any]]:
+    r = draw(reminder_dicts())
+    session = draw(SESSIONS)
+    choice = draw(st.integers(0, 9))
+    if choice == 0:
+        caps = draw(st.sampled_from([{}, {"reminders": {}}, {"_meta": {"harn": {}}}]))
+        return HOST, rpc("initialize", {"protocolVersion": 1, "clientCapabilities": caps}, draw(IDS))
+    if choice == 1:
+        caps = draw(st.sampled_from([{}, {"reminders": {"inject": True, "emit": True}},
+                                     {"_meta": {"harn": {"sessionUpdateExtensions": ["reminder_emitted"]}}}]))
+        return PEER, rpc(None, msg_id=draw(IDS), result={"protocolVersion": 1, "agentCapabilities": caps})
+    if choice in (2, 3):
+        method = draw(st.sampled_from(["session/inject_reminder", "session/remind"]))
+        params = {"sessionId": session, **r}
+        return HOST, rpc(method, params, draw(st.one_of(st.none(), IDS)))
+    if choice == 4:
+        return HOST, rpc("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]},
+                         draw(IDS))
+    if choice == 5:
+        return PEER, rpc(None, msg_id=draw(IDS), result={"stopReason": "end_turn"})
+    if choice in (6, 7):
+        if draw(st.booleans()):
+            update = {"sessionUpdate": "reminder_emitted", **{("reminderId" if k == "id" else k): v for k, v in r.items()}}
+        else:
+            update = {"sessionUpdate": "reminder_emitted", "_meta": {"harn": {"reminder": r}}}
+        return PEER, rpc("session/update", {"sessionId": session, "update": update})
+    if choice == 8:
+        kind = draw(st.sampled_from(["reminder_deduped", "reminder_expired", "agent_message_chunk"]))
+        return PEER, rpc("session/update", {"sessionId": session, "update": {"sessionUpdate": kind, **draw(
+            st.dictionaries(st.sampled_from(["reminderId", "dedupeKey", "phase", "content"]), JSON, max_size=3))}})
+    return PEER, rpc(None, msg_id=draw(IDS), result=draw(JSON))
+
+
+@st.composite
+def a2a_messages(draw) -> tuple[str, dict[str, Any]]:
+    r = draw(reminder_dicts())
+    task = draw(st.sampled_from(["t1", "t2", None]))
+    choice = draw(st.integers(0, 7))
+    harn = {"harn": draw(st.sampled_from([{"reminder": r}, {"reminders": [r, r]}, {"reminders": r}]))}
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    if task:
+        message["taskId"] = task
+    if choice in (0, 1):
+        method = draw(st.sampled_from(sorted(a2a_codecs.SEND_METHODS)))
+        where = draw(st.sampled_from(["params", "message"]))
+        params = {"message": {**message, "metadata": harn} if where == "message" else message}
+        if where == "params":
+            params["metadata"] = harn
+        return HOST, rpc(method, params, draw(IDS))
+    if choice == 2:
+        return HOST, rpc("InjectTaskReminder", {"taskId": task, "reminder": r, "metadata": {}}, draw(IDS))
+    if choice in (3, 4):
+        kind = draw(st.sampled_from(a2a_codecs.EVENT_KINDS))
+        event = {"id" if kind == "task" else "taskId": task, "contextId": "c", "metadata": harn}
+        return PEER, rpc(None, msg_id=draw(IDS), result={kind: event})
+    if choice == 5:
+        return PEER, rpc(None, msg_id=draw(IDS), result={"reminderUpdate": {"taskId": task, "contextId": "c",
+                                                                            "reminder": r}})
+    if choice == 6:
+        return PEER, rpc(None, msg_id=draw(IDS), result={"id": task, "status": {"state": "TASK_STATE_WORKING"}})
+    return draw(st.sampled_from([HOST, PEER])), rpc(draw(st.sampled_from(["GetTask", "CancelTask", "x"])), draw(JSON),
+                                                    draw(IDS))
+
+
+MESSAGES = {"mcp": mcp_messages(), "acp": acp_messages(), "a2a": a2a_messages()}
+
+
+#: How a peer might write JSON: (spaced, ASCII-only with \u escapes, ASCII letters written as \u00XX).
+STYLES = st.tuples(st.booleans(), st.booleans(), st.sampled_from(["", "", "", "e", "m", "i", "n", "d", "emind", "st"]))
+
+
+def serialize(obj: Any, style: tuple[bool, bool, str]) -> bytes:
+    """``obj`` as JSON text in ``style``: escaped letters go through every key and string, which
+    is what the pre-filter must see through."""
+    spaced, ascii_only, letters = style
+    sep, colon = (", ", ": ") if spaced else (",", ":")
+
+    def text(value: str) -> str:
+        out = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+        if letters and "\\" not in out:
+            out = "".join(f"\\u{ord(c):04x}" if c in letters else c for c in out)
+        return '"' + out + '"'
+
+    def dump(value: Any) -> str:
+        if isinstance(value, dict):
+            return "{" + sep.join(text(str(k)) + colon + dump(v) for k, v in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + sep.join(dump(v) for v in value) + "]"
+        if isinstance(value, str):
+            return text(value)
+        return json.dumps(value)
+
+    return dump(obj).encode()
+
+
+@st.composite
+def serialized(draw, obj: Any) -> bytes:
+    return serialize(obj, draw(STYLES))
+
+
+def shapes(r: dict[str, Any], caps: dict[str, Any], session: Any, task: Any) -> dict[str, list[tuple[str, Any]]]:
+    """``r`` in every slot of every dialect, after the handshakes that make a flow look for it."""
+    emitted = {("reminderId" if k == "id" else k): v for k, v in r.items()}
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}], **({"taskId": task} if task else {})}
+    return {
+        "mcp": [
+            (HOST, rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": caps}, 1)),
+            (PEER, rpc(None, msg_id=1, result={"protocolVersion": "2025-11-25", "serverInfo": {"name": "s"},
+                                               "capabilities": caps})),
+            (PEER, rpc("notifications/reminder", {"reminder": r})),
+            (PEER, rpc("notifications/message", {"level": "info", "logger": "harn.reminder", "data": "x",
+                                                 "_meta": {"harn": {"reminder": r}}})),
+            (PEER, rpc("notifications/message", {"level": "info", "data": "x", "_meta": {"harn.reminder": r}})),
+            (HOST, rpc("tools/call", {"name": "t", "arguments": {}}, 2)),
+            (PEER, rpc(None, msg_id=2, result={"content": [{"type": "text", "text": "ok"}]})),
+        ],
+        "acp": [
+            (HOST, rpc("initialize", {"protocolVersion": 1, "clientCapabilities": caps}, 1)),
+            (PEER, rpc(None, msg_id=1, result={"protocolVersion": 1, "agentCapabilities": caps})),
+            (HOST, rpc("session/inject_reminder", {"sessionId": session, **r}, 2)),
+            (HOST, rpc("session/remind", {"sessionId": session, **r}, 3)),
+            (PEER, rpc(None, msg_id=3, result={"reminderId": "x"})),
+            (HOST, rpc("session/inject_reminder", {"sessionId": session, **r})),
+            (PEER, rpc("session/update", {"sessionId": session, "update": {"sessionUpdate": "reminder_emitted",
+                                                                            **emitted}})),
+            (PEER, rpc("session/update", {"sessionId": session, "update": {
+                "sessionUpdate": "reminder_emitted", "_meta": {"harn": {"reminder": r}}}})),
+            (HOST, rpc("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}, 4)),
+            (PEER, rpc(None, msg_id=4, result={"stopReason": "end_turn"})),
+        ],
+        "a2a": [
+            (HOST, rpc("SendMessage", {"message": message, "metadata": {"harn": {"reminder": r}}}, 1)),
+            (PEER, rpc(None, msg_id=1, result={"task": {"id": task or "t9", "contextId": "c",
+                                                        "metadata": {"harn": {"reminders": [r]}}}})),
+            (HOST, rpc("SendStreamingMessage", {"message": {**message, "metadata": {"harn": {"reminders": [r, r]}}}}, 2)),
+            (PEER, rpc(None, msg_id=2, result={"statusUpdate": {"taskId": task, "contextId": "c",
+                                                                "metadata": {"harn": {"reminder": r}}}})),
+            (HOST, rpc("InjectTaskReminder", {"taskId": task, "reminder": r}, 3)),
+            (PEER, rpc(None, msg_id=2, result={"reminderUpdate": {"taskId": task, "contextId": "c", "reminder": r}})),
+            (PEER, rpc(None, msg_id=2, result={"artifactUpdate": {"taskId": task, "contextId": "c", "artifact": {}}})),
+        ],
+    }
+
+
+CODEC_CASES = {
+    "mcp.standard": (lambda r: mcp_codecs.McpStandard.decode(rpc("notifications/reminder", {"reminder": r}))),
+    "mcp.legacy": (lambda r: mcp_codecs.McpLegacy.decode(rpc("notifications/message", {
+        "level": "info", "logger": "harn.reminder", "data": "x", "_meta": {"harn": {"reminder": r}}}))),
+    "acp.standard.inject": (lambda r: acp_codecs.AcpStandard.decode_inject({"sessionId": "s", **r})),
+    "acp.legacy.inject": (lambda r: acp_codecs.AcpLegacy.decode_inject({"sessionId": "s", **r})),
+    "acp.standard.emitted": (lambda r: acp_codecs.AcpStandard.decode_emitted({"sessionUpdate": "reminder_emitted", **{
+        ("reminderId" if k == "id" else k): v for k, v in r.items()}})),
+    "acp.legacy.emitted": (lambda r: acp_codecs.AcpLegacy.decode_emitted({"sessionUpdate": "reminder_emitted",
+                                                                         "_meta": {"harn": {"reminder": r}}})),
+    "a2a.standard": (lambda r: a2a_codecs.A2AStandard.decode_inject({"taskId": "t", "reminder": r})[1]),
+    "a2a.legacy": (lambda r: a2a_codecs.A2ALegacy.take_from_params({"metadata": {"harn": {"reminder": r}}})[0]),
+}
+
+
+def encodings(reminder: Reminder) -> list[tuple[str, dict[str, Any]]]:
+    """``reminder`` written by every encoder, as whole messages."""
+    params: dict[str, Any] = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}
+    a2a_codecs.A2ALegacy.put_on_params(params, [reminder])
+    event = {"statusUpdate": {"taskId": "t", "contextId": "c"}}
+    a2a_codecs.A2ALegacy.put_on_event(event, [reminder])
+    return [
+        ("mcp", mcp_codecs.McpStandard.encode(reminder)),
+        ("mcp", mcp_codecs.McpLegacy.encode(reminder)),
+        ("acp", rpc("session/inject_reminder", acp_codecs.AcpStandard.encode_inject("s", reminder), 1)),
+        ("acp", rpc("session/remind", acp_codecs.AcpLegacy.encode_inject("s", reminder), 1)),
+        ("acp", acp_codecs.AcpStandard.encode_emitted("s", reminder)),
+        ("acp", acp_codecs.AcpLegacy.encode_emitted("s", reminder)),
+        ("a2a", rpc("InjectTaskReminder", a2a_codecs.A2AStandard.encode_inject("t", reminder), 1)),
+        ("a2a", rpc(None, msg_id=1, result=a2a_codecs.A2AStandard.encode_update("t", "c", reminder))),
+        ("a2a", rpc("SendMessage", params, 1)),
+        ("a2a", rpc(None, msg_id=1, result=event)),
+    ]
+
+
+def check_codecs(reminder: dict[str, Any]) -> int:
+    """Every decoder raises nothing but ReminderError on ``reminder``; what decodes is written validly
+    by every encoder, and reads back from the standard MCP form with the same id, body and tags."""
+    for codec, decode in CODEC_CASES.items():
+        try:
+            decoded = decode(reminder)
+        except ReminderError:
+            continue
+        assert isinstance(decoded, Reminder) and decoded.body.strip(), codec
+        for protocol, msg in encodings(decoded):
+            problems = check_message(protocol, json.loads(json.dumps(msg)))  # plain JSON, nothing Python-only
+            assert not problems, f"{codec} → {msg}: {problems}"
+        again = mcp_codecs.McpStandard.decode(mcp_codecs.McpStandard.encode(decoded))
+        assert (again.id, again.body, again.tags) == (decoded.id, decoded.body, decoded.tags)
+    return len(CODEC_CASES)
+
+
+def check_prefilter(frame: bytes) -> None:
+    """Exactness: a frame the pre-filter clears holds no marker in any decoded key or string."""
+    if could_concern(frame, REMINDER_MARKERS):
+        return
+    decoded = json.dumps(json.loads(frame), ensure_ascii=False)
+    assert not any(marker.decode() in decoded for marker in REMINDER_MARKERS), frame[:300]
+
+
+def feed(protocol: str, flow: Any, origin: str, frame: bytes) -> None:
+    cleared = flow.passes(frame, origin)
+    sends = flow.from_host(frame) if origin == HOST else flow.from_peer(frame)
+    COUNT["messages"] += 1
+    check_output(protocol, frame, sends)
+    if cleared:  # the pre-filter let it by: never decoded, never touched
+        assert len(sends) == 1 and sends[0].data is frame
+
+
+DIALECTS = ("auto", "standard", "legacy", "none")
+STAGES = ("translate", "translate", "dual", "observe", "enforce")
+CAPS = st.sampled_from([{}, {"reminders": {"inject": True, "emit": True}}, {"experimental": {"reminders": {}}},
+                        {"_meta": {"harn": {"reminders": {"emit": True}, "sessionUpdateExtensions":
+                                            ["reminder_emitted"]}}}])
+
+
+@st.composite
+def flows(draw, protocol: str):
+    kwargs: dict[str, Any] = {"host_dialect": draw(st.sampled_from(DIALECTS)),
+                              "peer_dialect": draw(st.sampled_from(DIALECTS))}
+    if protocol == "mcp":
+        kwargs["peer_declared"] = draw(st.sampled_from([None, True, False]))
+    return make_flow(protocol, RouteSettings(stage=draw(st.sampled_from(STAGES))), RECORDER, **kwargs)
+
+
+# -- the fuzz --------------------------------------------------------------------------------------
+@examples(500)
+@given(reminder=reminder_dicts(), styles=st.lists(STYLES, min_size=1, max_size=3), caps=CAPS,
+       session=SESSIONS, task=st.sampled_from(["t1", None]), mcp=flows("mcp"), acp=flows("acp"), a2a=flows("a2a"))
+def test_every_reminder_shape_through_every_codec_the_prefilter_and_the_pipelines(reminder, styles, caps, session,
+                                                                                     task, mcp, acp, a2a):
+    """One generated reminder, decoded by every codec and written by every encoder, then carried
+    in every slot of every dialect (after each protocol's handshake) through a flow of random
+    dialects and stage: nothing raises; the pre-filter is exact; each frame out is the frame in,
+    or valid rewritten output."""
+    COUNT["messages"] += check_codecs(reminder)
+    for protocol, flow in (("mcp", mcp), ("acp", acp), ("a2a", a2a)):
+        for i, (origin, msg) in enumerate(shapes(reminder, caps, session, task)[protocol]):
+            frame = serialize(msg, styles[i % len(styles)])
+            check_prefilter(frame)
+            feed(protocol, flow, origin, frame)
+        check_output(protocol, b"", flow.tick(flow.clock() + 3600))  # coalesced reminders released, if any
+
+
+@pytest.mark.parametrize("protocol", ["mcp", "acp", "a2a"])
+@examples(120)
+@given(data=st.data())
+def test_random_conversations_pass_untouched_or_become_valid_output(protocol, data):
+    """Arbitrary conversations (1–6 frames, either direction, batches, odd ids and shapes)
+    through a fresh flow of random dialects and stage."""
+    flow = data.draw(flows(protocol))
+    for _ in range(data.draw(st.integers(1, 6))):
+        origin, msg = data.draw(MESSAGES[protocol])
+        if data.draw(st.integers(0, 9)) == 0:
+            msg = [msg, data.draw(MESSAGES[protocol])[1]]  # a batch
+        frame = data.draw(serialized(msg))
+        check_prefilter(frame)
+        feed(protocol, flow, origin, frame)
+    check_output(protocol, b"", flow.tick(flow.clock() + 3600))
+
+
+@examples(300)
+@given(raw=st.binary(max_size=300), text=st.text(max_size=100))
+def test_prefilter_takes_any_bytes(raw, text):
+    COUNT["messages"] += 2
+    assert isinstance(could_concern(raw), bool)
+    assert could_concern(text.encode() + b"emind") is True
+
+
+@pytest.mark.xfail(reason="bridge/pipeline: Flow.response_to / expect_response hash the JSON-RPC id, so an "
+                          "id that is an array or object raises TypeError (the stdio transport now forwards such "
+                          "a frame untouched; the pipeline should treat it as an id it never sent)", strict=False)
+@pytest.mark.parametrize("protocol", ["mcp", "acp"])
+def test_a_response_with_an_unhashable_id_passes_untouched(protocol):
+    flow = make_flow(protocol, RouteSettings(), RECORDER)
+    first = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{},"clientCapabilities":{}}}'
+    flow.from_host(first)
+    for frame in (b'{"jsonrpc":"2.0","id":[],"result":{}}', b'{"jsonrpc":"2.0","id":{"a":1},"error":{"code":1}}'):
+        assert [s.data for s in flow.from_peer(frame)] == [frame]
+
+
+def test_the_fuzz_ran_over_at_least_ten_thousand_messages():
+    """Runs last in this module (pytest keeps file order): the count covers the tests above."""
+    if COUNT["messages"] == 0 or SCALE < 1:
+        pytest.skip("counts only a whole run of this module at full scale")
+    assert COUNT["messages"] >= 10_000, COUNT
+    print(f"fuzz: {COUNT['messages']} generated messages")
