@@ -216,6 +216,10 @@ async def test_hostile_answers_from_the_upstream_fail_alone():
             assert status == 200 and last_sse_message(raw) == {"jsonrpc": "2.0", "id": "h", "result": {"done": True}}
             status, raw = await call(bridge.port, body("after", "ping"))
             assert status == 200 and json.loads(raw)["result"] == {}
+        # while the pipeline waits for the answer to an initialize, an answer with an id it cannot hold
+        for shape in ("json", "sse"):
+            status, raw = await call(bridge.port, body("i", "initialize", kind="badid", capabilities={}, **{"as": shape}))
+            assert status == 200 and raw.count(b'"id":[]') == 1, raw
         assert bridge.proc.poll() is None
         assert "Traceback" not in "\n".join(bridge.stderr), "\n".join(bridge.stderr)[-3000:]
     finally:

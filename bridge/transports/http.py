@@ -202,7 +202,7 @@ class HttpProxy:
         body = await request.read()
         route.rpc_url = route.upstream_url(request.path, "")
         flow, fresh = route.flow_for(request)
-        sends = flow.from_host(body, headers=request.headers)
+        sends = _through(flow, body, HOST, request.headers)
         if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
             return await self.relay(route, request, body, flow, fresh=fresh)  # the common case: untouched
         host_id = _message_id(body)
@@ -233,7 +233,7 @@ class HttpProxy:
         for message in messages:
             try:
                 async for frame in self._exchange(route, message, headers):
-                    for send in flow.from_peer(frame):
+                    for send in _through(flow, frame, PEER):
                         if send.to == HOST and _message_id(send.data) == host_id:
                             replies.append(send.data)
                         elif send.to == PEER:
@@ -347,7 +347,7 @@ class HttpProxy:
             return event.raw if mapped == url else event.with_data(mapped.encode())
         if flow is None:
             return event.raw
-        sends = flow.from_peer(event.data)
+        sends = _through(flow, event.data, PEER)
         peer = [s.data for s in sends if s.to == PEER]
         if peer:  # the proxy's own follow-ups (e.g. an inject once the task is named)
             asyncio.create_task(self._side_requests(route, flow, peer, None, request))
@@ -407,7 +407,7 @@ class HttpProxy:
         async def host_to_peer() -> None:
             async for msg in host:
                 if msg.type == aiohttp.WSMsgType.TEXT:
-                    await deliver(flow.from_host(msg.data.encode()))
+                    await deliver(_through(flow, msg.data.encode(), HOST))
                 elif msg.type == aiohttp.WSMsgType.BINARY:
                     await peer.send(msg.data)
             await peer.close(code=host.close_code or 1000, reason="")
@@ -416,7 +416,7 @@ class HttpProxy:
             try:
                 async for message in peer:
                     if isinstance(message, str):
-                        await deliver(flow.from_peer(message.encode()))
+                        await deliver(_through(flow, message.encode(), PEER))
                     else:
                         await host.send_bytes(message)
             except websockets.ConnectionClosed:
@@ -503,7 +503,7 @@ def _json_reply(flow: Flow, data: bytes, msg_id: Any) -> bytes:
     """One JSON body (or one line of a streamed one) through the pipeline: one message out."""
     if not data.strip():
         return data
-    sends = flow.from_peer(data)
+    sends = _through(flow, data, PEER)
     if len(sends) == 1 and sends[0].data is data:
         return data
     return _main_reply(sends, data, msg_id)
@@ -563,6 +563,17 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return f"cannot connect ({os.strerror(exc.errno)})"
     return str(exc) or type(exc).__name__
+
+
+def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Send]:
+    """One frame through the pipeline; if the pipeline fails on it, the frame goes on untouched
+    (logged as pipeline_error) instead of costing the request or the stream it is part of."""
+    try:
+        return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
+    except Exception as exc:
+        flow.recorder.log("pipeline_error", level="error", side=origin, error=f"{type(exc).__name__}: {exc}"[:300],
+                          why="the frame goes on untouched")
+        return [Send(PEER if origin == HOST else HOST, data)]
 
 
 def _answers(data: bytes, msg_id: Any) -> bool:

@@ -7,7 +7,8 @@ fault suite.  POST /mcp, by JSON-RPC method:
   stream {count, interval}
                      an SSE answer: `count` progress notifications `interval` s apart, then the result
   hostile {kind, as} answers with hostile bytes (see HOSTILE) as a JSON body (`as` = "json") or
-                     as one SSE event (`as` = "sse"), then, for SSE, the real result
+                     as one SSE event (`as` = "sse"), then, for SSE, the real result; any other
+                     method whose params name a `kind` of HOSTILE is answered the same way
 
 Bodies that are not JSON get a 400.  `--port N` listens on a fixed port (so a test can restart
 it where the proxy expects it).  Prints `PORT <n>`.
@@ -32,6 +33,7 @@ HOSTILE = {
                  b'"params":{"reminder":{"body":"a"},"reminder":{"body":"b","body":""}}}',
     "truncated": b'{"jsonrpc":"2.0","method":"notifications/message","params":{"_meta":{"harn":{"reminder":',
     "reminder": json.dumps(REMINDER).encode(),
+    "badid": b'{"jsonrpc":"2.0","id":[],"result":{"reminders":[]}}',
 }
 
 
@@ -44,6 +46,8 @@ def make_app() -> web.Application:
         if not isinstance(msg, dict) or "id" not in msg:
             return web.Response(status=202)
         method, params, msg_id = msg.get("method"), msg.get("params") or {}, msg["id"]
+        if isinstance(params, dict) and params.get("kind") in HOSTILE:
+            method = "hostile"  # any method (an initialize, say) can get a hostile answer
 
         def result(value: dict) -> bytes:
             return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": value}).encode()
