@@ -33,7 +33,7 @@ def machine() -> str:
             memory = f", {kib / 1024 / 1024:.0f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
-    loop = "uvloop" if "uvloop" in sys.modules else "asyncio"
+    loop = "proxy on uvloop" if os.environ.get("BENCH_UVLOOP") == "1" else "asyncio"
     return (f"{cpu}, {os.cpu_count()} cores{memory}, {platform.python_implementation()} "
             f"{platform.python_version()} ({loop}), {platform.system()} {platform.release()}")
 
@@ -80,7 +80,15 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=SCENARIOS, metavar="NAME",
                         help=f"run only these scenarios ({', '.join(SCENARIOS)})")
     parser.add_argument("--json", default="bench/results/latest.json", help="where to write the results")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="run the proxy and the bare relay on uvloop (pip install uvloop) to see what it would change")
     args = parser.parse_args()
+    if args.uvloop:
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            parser.error("--uvloop needs uvloop: pip install uvloop")
+        os.environ["BENCH_UVLOOP"] = "1"
     results: list[dict] = []
     timings: dict[str, float] = {}
     load_before = load()

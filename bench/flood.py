@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from bench.procs import PY, cpu_seconds, has_proc, rss_kib
+from bench.procs import PY, bridge, cpu_seconds, has_proc, relay, rss_kib  # noqa: F401
 
 SERVER = [PY, "-m", "bench.peers", "mcp-flood"]
 RULES = """\
@@ -103,20 +103,20 @@ def run(quick: bool) -> list[dict]:
         rules = os.path.join(tmp, "flood.toml")
         with open(rules, "w") as out:
             out.write(RULES)
-        proxy = _flood([PY, "-m", "bridge", "stdio", "--rules", rules, "--route", "flood", "--"] + SERVER,
+        proxy = _flood(bridge("stdio", "--rules", rules, "--route", "flood", "--") + SERVER,
                        seconds, rate)
-    relay = _flood([PY, "-m", "bench.relay", "--"] + SERVER, seconds, rate)
+    relayed = _flood(relay("--") + SERVER, seconds, rate)
     allowed = 20 + 600 / 60 * proxy["wall"]
     growth = (proxy["rss_peak_kib"] - proxy["rss_after_1s_kib"]) / 1024
     slower = proxy["cpu_share_second_half"] <= 1.05 and proxy["cpu_share"] <= 1.1
     return [{
         "scenario": "budget flood: 100,000 reminders/s offered", "unit": "reminders/s",
         "proxy": f"{proxy['offered_rate']:,.0f}/s taken, {proxy['cpu_per_1000'] * 1000:.0f} µs CPU each",
-        "direct": f"{relay['offered_rate']:,.0f}/s (bare relay, {relay['cpu_per_1000'] * 1000:.0f} µs each)",
+        "direct": f"{relayed['offered_rate']:,.0f}/s (bare relay, {relayed['cpu_per_1000'] * 1000:.0f} µs each)",
         "ratio": f"CPU {proxy['cpu_share']:.2f} core, RSS +{growth:.1f} MiB after 1 s",
         "goal": "CPU <= 1 core, RSS flat (< +8 MiB after 1 s)",
         "met": slower and growth < 8 and proxy["delivered"] <= allowed + 64,
-        "values": {"proxy": proxy, "relay": relay, "budget_allows": allowed},
+        "values": {"proxy": proxy, "relay": relayed, "budget_allows": allowed},
         "detail": f"{proxy['offered']:,} reminders in {proxy['wall']:.1f} s against rate 600/min burst 20 "
                   f"(coalesce); host got {proxy['delivered']} (budget allows ~{allowed:.0f}); RSS "
                   f"{proxy['rss_start_kib'] / 1024:.1f} → peak {proxy['rss_peak_kib'] / 1024:.1f} MiB; CPU share "

@@ -13,11 +13,9 @@ import subprocess
 import threading
 import time
 
-from bench.procs import PY, has_proc, rss_kib
+from bench.procs import PY, bridge, has_proc, relay, rss_kib
 
 AGENT = [PY, "-m", "bench.peers", "acp-none"]
-PROXY = [PY, "-m", "bridge", "stdio", "--protocol", "acp", "--"]
-RELAY = [PY, "-m", "bench.relay", "--"]
 GOAL_BYTES = 2048
 
 
@@ -88,8 +86,8 @@ def run(quick: bool) -> list[dict]:
     if not has_proc():
         return [{"scenario": "memory", "skipped": "needs Linux /proc to read resident size"}]
     sessions, per_session = 10_000, 5
-    relay_idle = _idle(RELAY + AGENT)
-    host = Host(PROXY + AGENT)
+    relay_idle = _idle(relay("--") + AGENT)
+    host = Host(bridge("stdio", "--protocol", "acp", "--") + AGENT)
     host.send([{"jsonrpc": "2.0", "id": 0, "method": "initialize",
                 "params": {"protocolVersion": 1, "clientCapabilities": {"reminders": {}}}}])
     host.wait_for({0})

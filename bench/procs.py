@@ -13,6 +13,21 @@ import time
 PY = sys.executable
 
 
+def uvloop() -> bool:
+    """`python -m bench --uvloop`: proxies and relays run on uvloop (bench/launch.py)."""
+    return os.environ.get("BENCH_UVLOOP") == "1"
+
+
+def bridge(*args: str) -> list[str]:
+    """The command line of `reminder-bridge ARGS` as the bench runs it."""
+    return [PY, "-m", "bench.launch", "bridge", *args] if uvloop() else [PY, "-m", "bridge", *args]
+
+
+def relay(*args: str) -> list[str]:
+    """The bare asyncio relay (bench/relay.py) around ``args``."""
+    return [PY, "-m", "bench.launch", "relay", *args] if uvloop() else [PY, "-m", "bench.relay", *args]
+
+
 class Process:
     """A background process that announces its port (`PORT <n>` on stdout, or the proxy's
     `{"event": "listening", …}` line on stderr)."""
@@ -94,7 +109,7 @@ def _port_in(line: str) -> int | None:
 
 
 def proxy_serve(*args: str) -> Process:
-    return Process([PY, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *args], "stderr")
+    return Process(bridge("serve", "--listen", "127.0.0.1:0", *args), "stderr")
 
 
 def peer(kind: str) -> Process:

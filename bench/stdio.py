@@ -11,11 +11,9 @@ import sys
 import threading
 import time
 
-from bench.procs import pct
+from bench.procs import bridge, pct, relay
 
 PY = sys.executable
-PROXY = [PY, "-m", "bridge", "stdio", "--"]
-RELAY = [PY, "-m", "bench.relay", "--"]
 ECHO = [PY, "-m", "bench.echo_child"]
 
 
@@ -69,15 +67,15 @@ def _throughput_once(wrapper: list[str], data: bytes) -> float:
 
 def throughput(megabytes: float, rounds: int) -> dict:
     data = traffic(megabytes)
-    proxy, relay = [], []
+    proxy, relayed = [], []
     for _ in range(rounds):  # alternate, so drift on the machine hits both alike
-        relay.append(_throughput_once(RELAY, data))
-        proxy.append(_throughput_once(PROXY, data))
-    p, r = statistics.median(proxy), statistics.median(relay)
+        relayed.append(_throughput_once(relay("--"), data))
+        proxy.append(_throughput_once(bridge("stdio", "--"), data))
+    p, r = statistics.median(proxy), statistics.median(relayed)
     return {"scenario": "stdio passthrough throughput", "unit": "MB/s", "proxy": f"{p:.1f} MB/s",
             "direct": f"{r:.1f} MB/s (bare relay)", "ratio": f"{p / r:.2f}x", "goal": ">= 0.8x bare asyncio relay",
             "met": p / r >= 0.8, "values": {"proxy": p, "direct": r, "ratio": p / r, "rounds_proxy": proxy,
-                                            "rounds_direct": relay},
+                                            "rounds_direct": relayed},
             "detail": f"{len(data) / 1e6:.0f} MB of ordinary MCP traffic through `cat`, median of {rounds}"}
 
 
@@ -107,7 +105,7 @@ def latency(count: int, rounds: int) -> dict:
     direct: list[float] = []
     for _ in range(rounds):
         direct += _round_trips(ECHO, count)
-        proxy += _round_trips(PROXY + ECHO, count)
+        proxy += _round_trips(bridge("stdio", "--") + ECHO, count)
 
     added50 = statistics.median(proxy) - statistics.median(direct)
     added99 = pct(proxy, 0.99) - pct(direct, 0.99)

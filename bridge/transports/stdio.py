@@ -153,24 +153,30 @@ class InFlight:
                 self._cancelled(block)
             return
         ids = self.ids
-        for line in block.split(b"\n") if block.find(b"\n") < len(block) - 1 else (block,):
-            canonical = _CANONICAL.match(line)
+        pos, size = 0, len(block)
+        while pos < size:  # line by line, without copying the block
+            end = block.find(b"\n", pos)
+            if end < 0:
+                end = size
+            canonical = _CANONICAL.match(block, pos, end)
             if canonical is not None:
                 token, kind = canonical.group(1, 2)
                 if kind == b"method" and not token.startswith(_OWN):
                     ids[token] = token
                     if len(ids) > self.LIMIT:
                         self._forget_oldest()
-                continue
-            kind, token = _classify(line)
-            if kind == "request":
-                self._add(_plain(token), token)  # type: ignore[arg-type]
-            elif kind == "slow":
-                for kind, msg_id in _decode_ids(line):
-                    if kind == "request":
-                        self._add(dumps(msg_id), dumps(msg_id))
-            elif ids and b"s/cancelled" in line:
-                self._cancelled(line)
+            elif block.find(b'"id"', pos, end) >= 0:
+                line = block[pos:end]
+                kind, token = _classify(line)
+                if kind == "request":
+                    self._add(_plain(token), token)  # type: ignore[arg-type]
+                elif kind == "slow":
+                    for kind, msg_id in _decode_ids(line):
+                        if kind == "request":
+                            self._add(dumps(msg_id), dumps(msg_id))
+            elif ids and block.find(b"s/cancelled", pos, end) >= 0:
+                self._cancelled(block[pos:end])
+            pos = end + 1
 
     def _add(self, key: bytes, token: bytes) -> None:
         if key == b"null" or key.startswith(_OWN):
@@ -204,20 +210,26 @@ class InFlight:
             return
         if b'"id"' not in block:
             return
-        for line in block.split(b"\n") if block.find(b"\n") < len(block) - 1 else (block,):
-            canonical = _CANONICAL.match(line)
+        pos, size = 0, len(block)
+        while pos < size:  # line by line, without copying the block
+            end = block.find(b"\n", pos)
+            if end < 0:
+                end = size
+            canonical = _CANONICAL.match(block, pos, end)
             if canonical is not None:
                 token, kind = canonical.group(1, 2)
                 if kind != b"method":
                     ids.pop(token, None)
-                continue
-            kind, token = _classify(line)
-            if kind == "response":
-                ids.pop(_plain(token), None)  # type: ignore[arg-type]
-            elif kind == "slow":
-                for kind, msg_id in _decode_ids(line):
-                    if kind == "response":
-                        ids.pop(dumps(msg_id), None)
+            elif block.find(b'"id"', pos, end) >= 0:
+                line = block[pos:end]
+                kind, token = _classify(line)
+                if kind == "response":
+                    ids.pop(_plain(token), None)  # type: ignore[arg-type]
+                elif kind == "slow":
+                    for kind, msg_id in _decode_ids(line):
+                        if kind == "response":
+                            ids.pop(dumps(msg_id), None)
+            pos = end + 1
 
     def errors(self, command: str, code: int | None) -> list[bytes]:
         """One error per request still waiting, in the order they were sent, then forget them."""
