@@ -122,6 +122,27 @@ async def test_upstream_that_dies_mid_stream_ends_the_stream_with_an_error():
         upstream.stop()
 
 
+async def test_one_clients_upstream_cookies_never_reach_another_client():
+    """The proxy's own HTTP client keeps no cookie jar: a Set-Cookie goes back to the client it
+    answers, and the next client's request carries only the cookies that client sent."""
+    upstream = faulty()
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://localhost:{upstream.port}")  # a host name, not an IP
+    try:
+        async with aiohttp.ClientSession() as alice:
+            async with alice.post(f"http://127.0.0.1:{bridge.port}/mcp", json=body(1, "login", user="alice"),
+                                  headers=MODERN) as response:
+                assert response.cookies["session"].value == "alice"
+        status, raw = await call(bridge.port, body(2, "whoami"))
+        assert json.loads(raw)["result"] == {"cookie": None}
+        async with aiohttp.ClientSession() as bob:
+            async with bob.post(f"http://127.0.0.1:{bridge.port}/mcp", json=body(3, "whoami"),
+                                headers={**MODERN, "Cookie": "session=bob"}) as response:
+                assert (await response.json())["result"] == {"cookie": "session=bob"}
+    finally:
+        bridge.stop()
+        upstream.stop()
+
+
 # -- SIGTERM during traffic -------------------------------------------------------------------------
 async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
     upstream = faulty()

@@ -149,7 +149,10 @@ class HttpProxy:
 
     async def _start(self, _: web.Application) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        # no cookie jar: one client's upstream cookies must never ride on another client's requests
+        # (a jar would store Set-Cookie from every answer and add it to every later request)
         self.client = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                            cookie_jar=aiohttp.DummyCookieJar(),
                                             timeout=aiohttp.ClientTimeout(total=None, connect=10))
         self._ticker = asyncio.create_task(self._tick_forever())
 

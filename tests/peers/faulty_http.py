@@ -2,6 +2,7 @@
 fault suite.  POST /mcp, by JSON-RPC method:
 
   ping, tools/call   answered at once (tools/call echoes `arguments.text`)
+  login {user}       answered with a `session` cookie; whoami answers with the Cookie header it got
   slow {seconds}     answered after that long
   hang               never answered
   stream {count, interval}
@@ -52,6 +53,12 @@ def make_app() -> web.Application:
         def result(value: dict) -> bytes:
             return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": value}).encode()
 
+        if method == "login":  # a session cookie for whoever logged in
+            response = web.Response(body=result({}), content_type="application/json")
+            response.set_cookie("session", str(params.get("user", "someone")))
+            return response
+        if method == "whoami":
+            return web.Response(body=result({"cookie": request.headers.get("Cookie")}), content_type="application/json")
         if method == "slow":
             await asyncio.sleep(float(params.get("seconds", 1)))
         elif method == "hang":
