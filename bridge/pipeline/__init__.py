@@ -225,14 +225,16 @@ class Flow:
 
     def expect_response(self, origin: str, msg: dict[str, Any], what: Any) -> None:
         """Remember that the response to ``msg`` (sent by ``origin``) must be seen by this flow."""
-        if "id" in msg and msg["id"] is not None:
-            self.awaiting[origin][_key(msg["id"])] = what
+        key = _key(msg.get("id"))
+        if key is not None:
+            self.awaiting[origin][key] = what
 
     def response_to(self, origin: str, msg: dict[str, Any]) -> Any:
         """What was remembered for the request this response answers (and forget it)."""
         if "method" in msg or "id" not in msg:
             return None
-        return self.awaiting[origin].pop(_key(msg["id"]), None)
+        key = _key(msg["id"])
+        return None if key is None else self.awaiting[origin].pop(key, None)
 
     def record(self, action: str, method: str | None, reminder: Reminder | None = None, *,
                source: str | None = None, target: str | None = None, why: str | None = None) -> None:
@@ -349,5 +351,9 @@ def _is_request(msg: dict[str, Any]) -> bool:
 
 
 def _key(msg_id: Any) -> Any:
-    # 1 and "1" are different JSON-RPC ids; so are 1 and 1.0 on the wire, but Python hashes them alike.
+    """A dict key for a JSON-RPC id, or None for one no request of ours can have (null, arrays,
+    objects: invalid ids pass untouched). 1 and "1" are different ids; so are 1 and 1.0 on the
+    wire, though Python hashes them alike."""
+    if msg_id is None or isinstance(msg_id, (list, dict)):
+        return None
     return (type(msg_id).__name__, msg_id)
