@@ -143,6 +143,24 @@ async def test_one_clients_upstream_cookies_never_reach_another_client():
         upstream.stop()
 
 
+async def test_an_upstream_that_compresses_is_asked_for_plain_bodies():
+    """The proxy reads bodies it may rewrite, so it asks for them unencoded; the host gets plain JSON
+    whatever it asked for (aiohttp's client adds `Accept-Encoding: gzip, deflate` unless told)."""
+    upstream = faulty()
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}")
+    try:
+        for accept in ("identity", "gzip, deflate"):
+            async with aiohttp.ClientSession(auto_decompress=False) as http:
+                async with http.post(f"http://127.0.0.1:{bridge.port}/mcp", json=body(1, "compressed"),
+                                     headers={**MODERN, "Accept-Encoding": accept}) as response:
+                    assert response.headers.get("Content-Encoding") is None
+                    answer = json.loads(await response.read())
+            assert answer["result"]["acceptEncoding"] == "identity"
+    finally:
+        bridge.stop()
+        upstream.stop()
+
+
 # -- SIGTERM during traffic -------------------------------------------------------------------------
 async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
     upstream = faulty()

@@ -32,7 +32,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"})
 #: The proxy reads bodies it may rewrite, so it asks upstreams for uncompressed ones.
 NOT_UPSTREAM = HOP_BY_HOP | {"accept-encoding"}
-NOT_DOWNSTREAM = HOP_BY_HOP | {"content-encoding"}
+#: A body the upstream encoded anyway goes on with its Content-Encoding (never decoded, never rewritten).
+NOT_DOWNSTREAM = HOP_BY_HOP
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 SESSION_HEADER = "mcp-session-id"
 MODERN_VERSION = "2026-07-28"
@@ -446,7 +447,11 @@ def _message_id(data: bytes) -> Any:
 
 
 def _forward_headers(headers: Any) -> dict[str, str]:
-    return {k: v for k, v in headers.items() if k.lower() not in NOT_UPSTREAM}
+    """The host's headers for the upstream, asking for an unencoded body: without an explicit
+    Accept-Encoding, aiohttp's client would add `gzip, deflate` on its own."""
+    forwarded = {k: v for k, v in headers.items() if k.lower() not in NOT_UPSTREAM}
+    forwarded["Accept-Encoding"] = "identity"
+    return forwarded
 
 
 def _response_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:

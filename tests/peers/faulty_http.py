@@ -3,6 +3,7 @@ fault suite.  POST /mcp, by JSON-RPC method:
 
   ping, tools/call   answered at once (tools/call echoes `arguments.text`)
   login {user}       answered with a `session` cookie; whoami answers with the Cookie header it got
+  compressed         a large result, compressed if the request's Accept-Encoding allows it
   slow {seconds}     answered after that long
   hang               never answered
   stream {count, interval}
@@ -56,6 +57,11 @@ def make_app() -> web.Application:
         if method == "login":  # a session cookie for whoever logged in
             response = web.Response(body=result({}), content_type="application/json")
             response.set_cookie("session", str(params.get("user", "someone")))
+            return response
+        if method == "compressed":  # compressed whenever the request allows it (as nginx or a gzip middleware would)
+            response = web.Response(body=result({"acceptEncoding": request.headers.get("Accept-Encoding"),
+                                                  "pad": "x" * 4000}), content_type="application/json")
+            response.enable_compression()
             return response
         if method == "whoami":
             return web.Response(body=result({"cookie": request.headers.get("Cookie")}), content_type="application/json")
