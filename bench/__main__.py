@@ -8,6 +8,7 @@ pipeline in process, against plain JSON decoding and encoding of the same frames
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -54,8 +55,6 @@ def commit() -> str:
 
 
 def run_scenario(name: str, quick: bool) -> list[dict]:
-    import importlib
-
     module = importlib.import_module(f"bench.{name}")
     return module.run(quick)
 
@@ -84,9 +83,7 @@ def main() -> int:
                         help="run the proxy and the bare relay on uvloop (pip install uvloop) to see what it would change")
     args = parser.parse_args()
     if args.uvloop:
-        try:
-            import uvloop  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("uvloop") is None:
             parser.error("--uvloop needs uvloop: pip install uvloop")
         os.environ["BENCH_UVLOOP"] = "1"
     results: list[dict] = []

@@ -1,4 +1,5 @@
-"""MCP Streamable HTTP: `tools/call` through `reminder-bridge serve` vs straight to the server.
+"""MCP Streamable HTTP: `tools/call` through `reminder-bridge serve` vs straight to the server, with a
+bare aiohttp reverse proxy (bench/http_relay.py) measured beside them as the floor of the design.
 
 One warm 2025-11-25 session per side (initialize first, then `Mcp-Session-Id` on every call),
 a host that declares standard reminder support, a server that declares Harn's: the proxy's
@@ -13,7 +14,7 @@ import statistics
 import time
 
 from bench.load import closed_loop, connect, header, post
-from bench.procs import pct, peer, proxy_serve
+from bench.procs import Process, cpu_seconds, pct, peer, proxy_serve, relay_http
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
            "Mcp-Protocol-Version": "2025-11-25"}
@@ -79,36 +80,47 @@ async def _throughput(port: int, session: str, clients: int, seconds: float) -> 
 
 def run(quick: bool) -> list[dict]:
     rounds = 2 if quick else 4
-    trips = 600 if quick else 2000
-    seconds = 1.5 if quick else 3.0
+    trips = 400 if quick else 2000
+    seconds = 1.0 if quick else 3.0
     concurrency = (1, 10, 100)
-    with peer("mcp-http") as server, proxy_serve("--protocol", "mcp", "--upstream",
-                                                 f"http://127.0.0.1:{server.port}") as bridge:
-        return asyncio.run(_run(server.port, bridge.port, rounds, trips, seconds, concurrency))
+    upstream = "http://127.0.0.1:{}"
+    with peer("mcp-http") as server, \
+            proxy_serve("--protocol", "mcp", "--upstream", upstream.format(server.port)) as bridge, \
+            Process(relay_http(upstream.format(server.port)), "stdout") as bare:
+        ports = {"direct": server.port, "proxy": bridge.port, "relay": bare.port}
+        pids = {"direct": server.pid, "proxy": bridge.pid, "relay": bare.pid}
+        return asyncio.run(_run(ports, pids, rounds, trips, seconds, concurrency))
 
 
-async def _run(direct_port: int, proxy_port: int, rounds: int, trips: int, seconds: float,
+async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: int, seconds: float,
                concurrency: tuple[int, ...]) -> list[dict]:
-    sides = {"direct": (direct_port, await _initialize(direct_port)),
-             "proxy": (proxy_port, await _initialize(proxy_port))}
+    """Three sides in alternating order each round: the server direct, through the proxy, and
+    through a bare aiohttp reverse proxy (bench/http_relay.py), the floor of the proxy's design."""
+    sides = {side: (port, await _initialize(port)) for side, port in ports.items()}
     for port, session in sides.values():  # warm-up: connections, caches, the proxy's first flow
         await _latency(port, session, 200)
         await _throughput(port, session, 10, 0.3)
-    lat: dict[str, list[float]] = {"direct": [], "proxy": []}
+    lat: dict[str, list[float]] = {side: [] for side in sides}
     rate: dict[tuple[str, int], list[float]] = {}
     loaded: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}  # µs of CPU per call of that side's process
     for r in range(rounds):
-        order = ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")  # alternate who goes first
+        order = list(sides) if r % 2 == 0 else list(sides)[::-1]  # alternate who goes first
         for side in order:
             port, session = sides[side]
             lat[side] += await _latency(port, session, trips)
             for clients in concurrency:
+                used = cpu_seconds(pids[side])
+                started = time.perf_counter()
                 per_second, latencies = await _throughput(port, session, clients, seconds)
+                calls = per_second * (time.perf_counter() - started)
+                cpu.setdefault((side, clients), []).append((cpu_seconds(pids[side]) - used) / calls * 1e6)
                 rate.setdefault((side, clients), []).append(per_second)
                 loaded.setdefault((side, clients), []).extend(latencies)
     p50 = {s: statistics.median(v) for s, v in lat.items()}
     p99 = {s: pct(v, 0.99) for s, v in lat.items()}
     added50, added99 = (p50["proxy"] - p50["direct"]) / 1000, (p99["proxy"] - p99["direct"]) / 1000
+    relay50, relay99 = (p50["relay"] - p50["direct"]) / 1000, (p99["relay"] - p99["direct"]) / 1000
     rows = [{
         "scenario": "MCP HTTP tools/call added latency (1 client)", "unit": "ms",
         "proxy": f"p50 {p50['proxy'] / 1000:.2f} / p99 {p99['proxy'] / 1000:.2f}",
@@ -116,22 +128,31 @@ async def _run(direct_port: int, proxy_port: int, rounds: int, trips: int, secon
         "ratio": f"{added50:+.2f} p50 / {added99:+.2f} p99", "goal": "<= +0.5 ms p50, <= +2 ms p99",
         "met": added50 <= 0.5 and added99 <= 2.0,
         "values": {"proxy_p50_us": p50["proxy"], "proxy_p99_us": p99["proxy"], "direct_p50_us": p50["direct"],
-                   "direct_p99_us": p99["direct"], "added_p50_ms": added50, "added_p99_ms": added99},
+                   "direct_p99_us": p99["direct"], "added_p50_ms": added50, "added_p99_ms": added99,
+                   "relay_added_p50_ms": relay50, "relay_added_p99_ms": relay99},
         "detail": f"{len(lat['proxy'])} sequential calls per side on one keep-alive connection, "
-                  f"{rounds} alternating rounds; warm 2025-11-25 session",
+                  f"{rounds} alternating rounds; warm 2025-11-25 session; a bare aiohttp reverse proxy adds "
+                  f"{relay50:+.2f} p50 / {relay99:+.2f} p99",
     }]
     for clients in concurrency:
         p, d = statistics.median(rate[("proxy", clients)]), statistics.median(rate[("direct", clients)])
+        bare = statistics.median(rate[("relay", clients)])
         lp, ld = loaded[("proxy", clients)], loaded[("direct", clients)]
+        cpu_proxy, cpu_server = statistics.median(cpu[("proxy", clients)]), statistics.median(cpu[("direct", clients)])
+        cpu_relay = statistics.median(cpu[("relay", clients)])
         rows.append({
             "scenario": f"MCP HTTP tools/call throughput ({clients} client{'s' if clients > 1 else ''})",
             "unit": "calls/s", "proxy": f"{p:.0f} calls/s", "direct": f"{d:.0f} calls/s",
             "ratio": f"{p / d:.2f}x", "goal": ">= 0.7x direct", "met": p / d >= 0.7,
-            "values": {"proxy": p, "direct": d, "ratio": p / d,
+            "values": {"proxy": p, "direct": d, "ratio": p / d, "relay": bare, "relay_ratio": bare / d,
                        "proxy_p50_ms": statistics.median(lp) / 1000, "proxy_p99_ms": pct(lp, 0.99) / 1000,
-                       "direct_p50_ms": statistics.median(ld) / 1000, "direct_p99_ms": pct(ld, 0.99) / 1000},
+                       "direct_p50_ms": statistics.median(ld) / 1000, "direct_p99_ms": pct(ld, 0.99) / 1000,
+                       "proxy_cpu_us_per_call": cpu_proxy, "server_cpu_us_per_call": cpu_server,
+                       "relay_cpu_us_per_call": cpu_relay},
             "detail": f"{clients} keep-alive connections for {seconds} s per round, {rounds} rounds; latency under "
                       f"load p50/p99: proxy {statistics.median(lp) / 1000:.2f}/{pct(lp, 0.99) / 1000:.2f} ms, "
-                      f"direct {statistics.median(ld) / 1000:.2f}/{pct(ld, 0.99) / 1000:.2f} ms",
+                      f"direct {statistics.median(ld) / 1000:.2f}/{pct(ld, 0.99) / 1000:.2f} ms; CPU per call: proxy "
+                      f"{cpu_proxy:.0f} µs, bare aiohttp relay {cpu_relay:.0f} µs, the server itself {cpu_server:.0f} µs; "
+                      f"bare relay throughput {bare / d:.2f}x",
         })
     return rows

@@ -23,6 +23,11 @@ def bridge(*args: str) -> list[str]:
     return [PY, "-m", "bench.launch", "bridge", *args] if uvloop() else [PY, "-m", "bridge", *args]
 
 
+def relay_http(upstream: str) -> list[str]:
+    """A bare aiohttp reverse proxy (bench/http_relay.py) in front of ``upstream``."""
+    return [PY, "-m", "bench.launch", "http_relay", upstream] if uvloop() else [PY, "-m", "bench.http_relay", upstream]
+
+
 def relay(*args: str) -> list[str]:
     """The bare asyncio relay (bench/relay.py) around ``args``."""
     return [PY, "-m", "bench.launch", "relay", *args] if uvloop() else [PY, "-m", "bench.relay", *args]
