@@ -44,7 +44,7 @@ async def _stream(http, port: int, events: int, interval: float) -> tuple[float,
 
 
 def run(quick: bool) -> list[dict]:
-    streams = 60 if quick else 200
+    streams = 40 if quick else 200
     events, interval = 20, 0.002
     rounds = 2 if quick else 4
     with peer("a2a") as agent, proxy_serve("--protocol", "a2a", "--upstream",

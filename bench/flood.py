@@ -95,7 +95,7 @@ def _flood(argv: list[str], seconds: float, rate: int) -> dict:
 def run(quick: bool) -> list[dict]:
     if not has_proc():
         return [{"scenario": "budget flood", "skipped": "needs Linux /proc to read CPU time and resident size"}]
-    seconds, rate = (4.0, 100_000) if quick else (10.0, 100_000)
+    seconds, rate = (3.0, 100_000) if quick else (10.0, 100_000)
     try:
         importlib.import_module("bridge.policy")  # budgets (SPEC §7)
     except ImportError:

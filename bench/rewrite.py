@@ -139,7 +139,7 @@ def _measure(protocol: str, frames: list[bytes], rounds: int) -> tuple[float, fl
 
 
 def run(quick: bool) -> list[dict]:
-    count, rounds = (3_000, 3) if quick else (10_000, 5)
+    count, rounds = (2_000, 3) if quick else (10_000, 5)
     rows = []
     for protocol, make, what in (("mcp", mcp_frames, "legacy notifications/message → standard notifications/reminder"),
                                  ("acp", acp_frames, "standard session/inject_reminder → legacy session/remind"),

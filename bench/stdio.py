@@ -79,33 +79,52 @@ def throughput(megabytes: float, rounds: int) -> dict:
             "detail": f"{len(data) / 1e6:.0f} MB of ordinary MCP traffic through `cat`, median of {rounds}"}
 
 
-def _round_trips(argv: list[str], count: int) -> list[float]:
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    fd_in, fd_out = proc.stdin.fileno(), proc.stdout.fileno()
-    samples = []
-    buffered = b""
-    for i in range(count + 200):
+class _Peer:
+    """One child (wrapped or not) answering requests on pipes, one round trip at a time."""
+
+    def __init__(self, argv: list[str]):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.fd_in, self.fd_out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        self.buffered = b""
+
+    def trip(self, i: int) -> float:
         line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":'
                 b'{"text":"hello"}}}\n' % i)
         start = time.perf_counter()
-        os.write(fd_in, line)
-        while b"\n" not in buffered:
-            buffered += os.read(fd_out, 65536)
+        os.write(self.fd_in, line)
+        while b"\n" not in self.buffered:
+            self.buffered += os.read(self.fd_out, 65536)
         elapsed = time.perf_counter() - start
-        _, _, buffered = buffered.partition(b"\n")
-        if i >= 200:  # warm-up excluded
-            samples.append(elapsed * 1e6)
-    proc.stdin.close()
-    proc.wait()
+        _, _, self.buffered = self.buffered.partition(b"\n")
+        return elapsed * 1e6
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _round_trips(argv: list[str], count: int) -> list[float]:
+    peer = _Peer(argv)
+    samples = [peer.trip(i) for i in range(count + 200)][200:]  # warm-up excluded
+    peer.close()
     return samples
 
 
 def latency(count: int, rounds: int) -> dict:
+    """The echo child spawned directly and behind the proxy, both alive at once; round trips
+    alternate between them one by one, so any noise on the machine hits both sides alike."""
     proxy: list[float] = []
     direct: list[float] = []
     for _ in range(rounds):
-        direct += _round_trips(ECHO, count)
-        proxy += _round_trips(bridge("stdio", "--") + ECHO, count)
+        bare, wrapped = _Peer(ECHO), _Peer(bridge("stdio", "--") + ECHO)
+        for i in range(count + 200):
+            first, second = (bare, wrapped) if i % 2 else (wrapped, bare)
+            a, b = first.trip(i), second.trip(i)
+            if i >= 200:  # warm-up excluded
+                direct.append(a if first is bare else b)
+                proxy.append(b if first is bare else a)
+        bare.close()
+        wrapped.close()
 
     added50 = statistics.median(proxy) - statistics.median(direct)
     added99 = pct(proxy, 0.99) - pct(direct, 0.99)
@@ -117,7 +136,8 @@ def latency(count: int, rounds: int) -> dict:
             "values": {"proxy_p50_us": statistics.median(proxy), "proxy_p99_us": pct(proxy, 0.99),
                        "direct_p50_us": statistics.median(direct), "direct_p99_us": pct(direct, 0.99),
                        "added_p50_us": added50, "added_p99_us": added99},
-            "detail": f"{len(proxy)} tools/call round trips per side, echo child, {rounds} alternating rounds"}
+            "detail": f"{len(proxy)} tools/call round trips per side, echo child answering each; direct and proxied "
+                      f"trips interleaved one by one, {rounds} rounds"}
 
 
 def run(quick: bool) -> list[dict]:
