@@ -79,18 +79,18 @@ async def test_upstream_that_dies_and_restarts_gives_clear_errors_then_works_aga
 
 async def test_upstream_that_times_out_fails_only_its_own_requests():
     upstream = faulty()
-    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}", "--upstream-timeout", "1")
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}", "--upstream-timeout", "3")
     try:
         started = time.monotonic()
         hung = asyncio.ensure_future(call(bridge.port, body("h", "hang")))
         slow = asyncio.ensure_future(call(bridge.port, body("s", "slow", seconds=0.3)))
         pings = [await call(bridge.port, body(i, "ping")) for i in range(5)]  # not held up by the hung one
         assert all(status == 200 for status, _ in pings)
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2.5, "requests waited for the hung one"
         status, raw = await hung
         answer = json.loads(raw)
         assert answer["id"] == "h" and answer["error"]["code"] == -32603 and "timed out" in answer["error"]["message"]
-        assert 0.9 < time.monotonic() - started < 5
+        assert 2.9 < time.monotonic() - started < 10
         assert json.loads((await slow)[1])["result"] == {}
         assert json.loads((await call(bridge.port, body("after", "ping")))[1])["result"] == {}
     finally:
@@ -170,7 +170,14 @@ async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
         stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05)))
         await asyncio.sleep(0.4)  # all of them are in flight at the upstream
         bridge.proc.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.2)
+        deadline = time.monotonic() + 5
+        while True:  # the listening socket closes at once; requests in flight go on
+            try:
+                socket.create_connection(("127.0.0.1", bridge.port), timeout=1).close()
+            except OSError:
+                break
+            assert time.monotonic() < deadline, "still accepting connections after SIGTERM"
+            await asyncio.sleep(0.02)
         with pytest.raises(aiohttp.ClientError):
             await call(bridge.port, body("late", "ping"), timeout=5)
         for done in slow:
