@@ -166,7 +166,10 @@ class McpFlow(Flow):
             return [(HOST, msg)] if released else None
         if target in CODECS:
             params_meta = get_path(msg, "params", "_meta")
-            params_meta = copy.deepcopy(params_meta) if isinstance(params_meta, dict) else None
+            # copy only the two levels the rewrite changes (`_meta` and `_meta.harn`), not the message
+            params_meta = dict(params_meta) if isinstance(params_meta, dict) else None
+            if params_meta is not None and isinstance(params_meta.get("harn"), dict):
+                params_meta["harn"] = dict(params_meta["harn"])
             if source == "legacy" and params_meta is not None and (self.stage != "dual" or target == source):
                 pop_path(params_meta, "harn", "reminder")
                 params_meta.pop("harn.reminder", None)
