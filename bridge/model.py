@@ -7,8 +7,8 @@ writes it back; that is what makes legacy → standard → legacy lossless.
 from __future__ import annotations
 
 import os
+import threading
 import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
@@ -30,21 +30,71 @@ ORIGINAL_KEY = "reminder-bridge/original"
 SYNTHESIZED_KEY = "reminder-bridge/synthesized"
 
 
+#: RFC 9562 §6.2 method 1: a counter in rand_a (12 bits) and the top 30 bits of rand_b, seeded
+#: at random each new millisecond with its top bit clear (room for 2**41 ids in one millisecond)
+#: and incremented for ids made in the same one; the 32 bits below it are fresh random per id.
+_COUNTER_BITS = 42
+_COUNTER_LOW = _COUNTER_BITS - 12
+_LOW_MASK = (1 << _COUNTER_LOW) - 1
+_VERSION = 0x7 << 76
+_VARIANT = 0b10 << 62
+_uuid7_lock = threading.Lock()
+_uuid7_last_ms = 0
+_uuid7_counter = 0
+
+
 def uuid7() -> str:
-    """A UUIDv7 (RFC 9562): time-ordered, so ids sort by creation like Harn's."""
+    """A UUIDv7 (RFC 9562): time-ordered, so ids sort by creation like Harn's.
+
+    Monotonic within the process (§6.2): ids made in the same millisecond carry an increasing
+    counter, and a clock that steps back keeps the last timestamp, so every id sorts after the
+    one before it, as a string and as an integer.
+    """
+    global _uuid7_last_ms, _uuid7_counter
     ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | (rand & (1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    rand = int.from_bytes(os.urandom(10), "big")  # 80 bits: 41 seed the counter, 32 fill rand_b
+    with _uuid7_lock:
+        if ms > _uuid7_last_ms:
+            _uuid7_last_ms = ms
+            counter = _uuid7_counter = rand >> 39
+        else:  # same millisecond, or the clock went back: keep the last timestamp, count on
+            ms = _uuid7_last_ms
+            counter = _uuid7_counter = _uuid7_counter + 1
+            if counter >> _COUNTER_BITS:  # counter exhausted: borrow the next millisecond (§6.2)
+                ms = _uuid7_last_ms = ms + 1
+                counter = _uuid7_counter = rand >> 39
+    h = "%032x" % ((ms & 0xFFFF_FFFF_FFFF) << 80 | _VERSION | (counter >> _COUNTER_LOW) << 64 | _VARIANT
+                   | (counter & _LOW_MASK) << 32 | rand & 0xFFFF_FFFF)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _uuid7_after_fork() -> None:
+    global _uuid7_lock
+    _uuid7_lock = threading.Lock()  # a lock held by another thread at fork() would never be released
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_uuid7_after_fork)
+
+
+_NO_VALUE: Any = object()
 
 
 class ReminderError(ValueError):
-    """An invalid reminder: names the wire field and the rule it broke, for JSON-RPC -32602 answers."""
+    """An invalid reminder: names the wire field and the rule it broke, for JSON-RPC -32602 answers.
 
-    def __init__(self, field: str, rule: str):
+    ``str(exc)`` also quotes the bad value (shortened): that goes back to the client that sent it.
+    ``loggable`` says the same without the value, only its JSON type and size, for logs and spans
+    (a body or a secret must never reach them unless `telemetry.capture_bodies` is on).
+    """
+
+    def __init__(self, field: str, rule: str, value: Any = _NO_VALUE):
         self.field = field
-        self.rule = rule
-        super().__init__(f"invalid reminder: `{field}` {rule}")
+        has_value = value is not _NO_VALUE
+        #: the rule, and the value the sender sent when there is one (as the client is told)
+        self.rule = f"{rule} (got {_short(value)})" if has_value else rule
+        self.loggable = f"invalid reminder: `{field}` {rule}" + (f" (got {_describe(value)})" if has_value else "")
+        super().__init__(f"invalid reminder: `{field}` {self.rule}")
 
 
 class Reminder(BaseModel):
@@ -140,27 +190,46 @@ def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
         name = wire_names.get(attr, CAMEL.get(attr, attr))
         if len(err["loc"]) > 1:
             name += f"[{err['loc'][1]}]"
-        raise ReminderError(name, _explain(attr, err)) from None
+        value = _NO_VALUE if err["type"] == "missing" else err.get("input")
+        raise ReminderError(name, _explain(attr, err), value) from None
 
 
 def _explain(attr: str, err: dict[str, Any]) -> str:
+    """The rule ``err`` broke, in the words of SPEC §2 (the value is added by `ReminderError`)."""
     kind = err["type"]
-    got = err.get("input")
-    shown = "" if kind == "missing" else f" (got {_short(got)})"
     if kind == "literal_error":
         allowed = {"propagate": PROPAGATE_VALUES, "role_hint": ROLE_HINT_VALUES, "mode": MODE_VALUES,
                    "authority": AUTHORITY_VALUES}.get(attr, ())
-        return f"must be one of {', '.join(allowed)}{shown}"
+        return f"must be one of {', '.join(allowed)}"
     if kind == "greater_than_equal":
         nullable = " or null" if attr == "fired_at_turn" else ""
-        return f"must be an integer >= {err['ctx']['ge']}{nullable}{shown}"
+        return f"must be an integer >= {err['ctx']['ge']}{nullable}"
     if kind == "value_error":
-        return f"{err['msg'].removeprefix('Value error, ')}{shown}"
+        return err["msg"].removeprefix("Value error, ")
     if kind == "int_type" and attr in ("ttl_turns",):
-        return f"must be an integer >= 1{shown}"
+        return "must be an integer >= 1"
     if kind == "int_type" and attr == "fired_at_turn":
-        return f"must be an integer >= 0 or null{shown}"
-    return _RULES.get(kind, err["msg"]) + shown
+        return "must be an integer >= 0 or null"
+    return _RULES.get(kind, err["msg"])
+
+
+def _describe(value: Any) -> str:
+    """A value's JSON type and size, never its text: `a string of 812 characters`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"a string of {len(value)} character{'' if len(value) == 1 else 's'}"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item{'' if len(value) == 1 else 's'}"
+    if isinstance(value, dict):
+        return f"an object with {len(value)} key{'' if len(value) == 1 else 's'}"
+    return f"a {type(value).__name__}"
 
 
 def _short(value: Any) -> str:

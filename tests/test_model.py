@@ -279,19 +279,52 @@ def test_missing_or_empty_id_gets_a_uuid7(fields):
 def test_generated_ids_carry_the_time_and_sort_by_creation():
     before = time.time_ns() // 1_000_000
     first = acp_harn().id
-    time.sleep(0.003)
-    second = mcp_harn().id
+    second = mcp_harn().id  # no sleep: ids made in the same millisecond sort too
     after = time.time_ns() // 1_000_000
     assert first != second
     assert first < second  # string order = time order for UUIDv7
-    stamp = int(uuid.UUID(first).hex[:12], 16)
-    assert before <= stamp <= after
+    for rid in (first, second):
+        stamp = int(uuid.UUID(rid).hex[:12], 16)
+        assert before <= stamp <= after
 
 
 def test_uuid7_many_distinct():
     ids = {uuid7() for _ in range(2000)}
     assert len(ids) == 2000
     assert all(_is_uuid7(i) for i in list(ids)[:50])
+
+
+def test_uuid7_consecutive_ids_are_strictly_increasing_valid_and_unique():
+    """RFC 9562 §6.2: ids made one after the other in a process sort in creation order, also
+    within one millisecond (a counter), as strings and as integers."""
+    before = time.time_ns() // 1_000_000
+    ids = [uuid7() for _ in range(100_000)]
+    after = time.time_ns() // 1_000_000
+    out_of_order = sum(1 for a, b in zip(ids, ids[1:]) if not a < b)
+    assert out_of_order == 0, f"{out_of_order} of {len(ids) - 1} consecutive pairs out of string order"
+    ints = [uuid.UUID(i).int for i in ids]
+    assert all(a < b for a, b in zip(ints, ints[1:]))
+    assert len(set(ids)) == len(ids)
+    for rid in ids:
+        u = uuid.UUID(rid)
+        assert u.version == 7 and u.int >> 62 & 0b11 == 0b10 and str(u) == rid
+    # the timestamp field is the creation time, not run ahead by the counter
+    stamps = [i >> 80 for i in ints]
+    assert before <= stamps[0] and stamps[-1] <= after + 1
+
+
+def test_uuid7_stays_monotonic_when_the_clock_goes_back(monkeypatch):
+    import bridge.model as model
+
+    now = [1_700_000_000_000_000_000]
+    monkeypatch.setattr(model.time, "time_ns", lambda: now[0])
+    first = model.uuid7()
+    now[0] -= 5_000_000_000  # the wall clock steps back five seconds
+    second = model.uuid7()
+    now[0] += 10_000_000_000
+    third = model.uuid7()
+    assert first < second < third
+    assert all(_is_uuid7(i) for i in (first, second, third))
 
 
 def test_given_id_is_kept_and_trimmed():

@@ -76,7 +76,7 @@ class A2AFlow(Flow):
         try:
             task_id, reminder = A2AStandard.decode_inject(params)
         except ReminderError as exc:
-            self.record("invalid", INJECT_METHOD, source="standard", why=str(exc))
+            self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
             return [(HOST, invalid_params(msg.get("id"), exc))]
         pending = None if peer == "standard" else len(self.queued.get(task_id) or ())
         kept, refusal = self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
@@ -101,7 +101,7 @@ class A2AFlow(Flow):
         try:
             carried = A2ALegacy.take_from_params(out["params"])
         except ReminderError as exc:
-            self.record("invalid", method, source="legacy", why=str(exc))
+            self.record("invalid", method, source="legacy", why=exc.loggable)
             return [(HOST, invalid_params(msg.get("id"), exc))]
         if carried and self.stage == "enforce":
             self.record("refused", method, source="legacy", why="legacy reminder metadata refused at stage enforce")
@@ -220,7 +220,7 @@ class A2AFlow(Flow):
         try:
             task_id, context_id, found = A2ALegacy.take_from_event(out["result"])
         except ReminderError as exc:
-            self.record("invalid", "stream", source="legacy", why=str(exc))
+            self.record("invalid", "stream", source="legacy", why=exc.loggable)
             found, task_id, context_id = [], None, None
             return None
         held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
@@ -249,7 +249,7 @@ class A2AFlow(Flow):
         try:
             update, decoded = A2AStandard.decode_update(msg["result"])
         except ReminderError as exc:
-            self.record("invalid", "stream", source="standard", why=str(exc))
+            self.record("invalid", "stream", source="standard", why=exc.loggable)
             return []
         reminder, _ = self.police(msg, decoded, "stream", origin=PEER, session=update.get("taskId"),
                                   source="standard", target=caller, request=False)

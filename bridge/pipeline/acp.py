@@ -75,7 +75,7 @@ class AcpFlow(Flow):
         try:
             decoded = codec.decode_inject(params)
         except ReminderError as exc:
-            self.record("invalid", method, source=source, why=str(exc))
+            self.record("invalid", method, source=source, why=exc.loggable)
             return [(HOST, invalid_params(msg_id, exc))] if is_request else []
         session_id = session_of(params)
         target = self._agent_dialect()
@@ -244,7 +244,7 @@ class AcpFlow(Flow):
         try:
             decoded = CODECS[source].decode_emitted(update)
         except ReminderError as exc:
-            self.record("invalid", "session/update", source=source, why=str(exc))
+            self.record("invalid", "session/update", source=source, why=exc.loggable)
             return []
         session_id = msg["params"].get("sessionId")
         reminder, refusal = self.police(

@@ -141,7 +141,7 @@ class McpFlow(Flow):
         try:
             decoded = codec.decode(msg)
         except ReminderError as exc:
-            self.record("invalid", method, source=source, why=str(exc))
+            self.record("invalid", method, source=source, why=exc.loggable)
             return []
         target = self._target()
         held = target != source and target not in CODECS and self._fallback() == "tool_result"
