@@ -606,3 +606,15 @@ class TestA2ALegacy:
         assert sends[0][1] == {"jsonrpc": "2.0", "id": 4, "result": {"reminderUpdate": {
             "taskId": "task-9", "contextId": "ctx-1", "reminder": {"id": "r", "body": "b"}}}}
         assert sends[1][1] == {"jsonrpc": "2.0", "id": 4, "result": {kind: {id_key: "task-9", "contextId": "ctx-1"}}}
+
+
+def test_an_unknown_field_named_like_another_dialects_id_never_lands_inline():
+    """`reminderId` is Harn's id on ACP updates: a stray one on an MCP reminder (a fuzz find) must
+    not be written where a Harn reader takes it for the id; it rides in the proxy's own `_meta`
+    key and comes back on the way home."""
+    from bridge.dialects.mcp import HARN_SHAPE, SPEC_SHAPE
+
+    decoded = SPEC_SHAPE.decode({"id": "r1", "body": "x", "reminderId": None})
+    legacy = HARN_SHAPE.encode(decoded)
+    assert "reminderId" not in legacy and legacy["_meta"]["reminder-bridge/original"] == {"reminderId": None}
+    assert HARN_SHAPE.decode(legacy).extra == {"reminderId": None}

@@ -88,6 +88,10 @@ A2A = Vocabulary(
 )
 
 ALL_ATTRS = frozenset(attr for attr, _, _ in FIELDS)
+#: Every slot's name for the reminder id: an unknown field by one of these names (e.g. a stray
+#: `reminderId` on an MCP reminder, whose id is `id`) would be read as the id by another
+#: dialect's reader, so it rides under `_meta[ORIGINAL_KEY]` instead of inline.
+ID_KEYS = frozenset({"id", "reminderId", "reminder_id"})
 
 
 @dataclass(frozen=True)
@@ -192,7 +196,7 @@ class ReminderShape:
                     lost[camel] = loss
             out[names[attr]] = value
         for key, value in reminder.extra.items():
-            if self.extras_inline and key not in out:
+            if self.extras_inline and key not in out and key not in ID_KEYS:
                 out[key] = value
             else:
                 lost[key] = value
