@@ -158,7 +158,7 @@ def test_a_request_over_budget_gets_the_structured_error():
     ("max_tags = 2", {"tags": ["a", "b", "c"]},
      "reminder refused: 3 tags, over max_tags = 2", {"limit": "max_tags", "value": 2}),
     ("max_tag_chars = 4", {"tags": ["ok", "toolong"]},
-     "reminder refused: tag 'toolong' is 7 characters, over max_tag_chars = 4", {"limit": "max_tag_chars", "value": 4}),
+     "reminder refused: `tags[1]` is 7 characters, over max_tag_chars = 4", {"limit": "max_tag_chars", "value": 4}),
     ("strip_control = true", {"body": "\x07\x1b\u0085"},
      "reminder refused: `body` is empty once control characters are stripped (strip_control = true)",
      {"limit": "strip_control", "value": True}),

@@ -109,7 +109,7 @@ def parse_answer(body: Any) -> PollAnswer:
     if not isinstance(body, dict):
         raise Malformed("the poll answer is not an object")
     if body.get("resultType", "complete") != "complete":
-        raise Malformed(f"the poll answer has resultType {body.get('resultType')!r}, not \"complete\"")
+        raise Malformed(f"the poll answer has resultType {str(body.get('resultType'))[:40]!r}, not \"complete\"")
     events = body.get("events")
     if not isinstance(events, list):
         raise Malformed("`events` is not an array")

@@ -69,10 +69,10 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
     if len(tags) > trust.max_tags:
         return TrustRefusal("max_tags", trust.max_tags,
                             f"reminder refused: {len(tags)} tags, over max_tags = {trust.max_tags}")
-    for tag in tags:
-        if len(tag) > trust.max_tag_chars:
+    for i, tag in enumerate(tags):
+        if len(tag) > trust.max_tag_chars:  # named by position: the message is logged, tag text is content
             return TrustRefusal("max_tag_chars", trust.max_tag_chars,
-                                f"reminder refused: tag {_show(tag)} is {len(tag)} characters, over "
+                                f"reminder refused: `tags[{i}]` is {len(tag)} characters, over "
                                 f"max_tag_chars = {trust.max_tag_chars}")
     ceiling = trust.role_hint_ceiling
     if from_peer and ceiling is not None and ROLE_HINT_RANK[reminder.role_hint] > ROLE_HINT_RANK[ceiling]:
@@ -93,7 +93,3 @@ def pending_refusal(trust: Trust, pending: int) -> TrustRefusal | None:
     return TrustRefusal("max_pending_per_session", trust.max_pending_per_session,
                         f"reminder refused: the session already holds {pending} pending reminders "
                         f"(max_pending_per_session = {trust.max_pending_per_session})")
-
-
-def _show(tag: str) -> str:
-    return repr(tag if len(tag) <= 24 else tag[:21] + "...")
