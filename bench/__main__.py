@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-SCENARIOS = ("stdio", "mcp_http", "a2a", "rewrite", "memory", "flood")
+SCENARIOS = ("stdio", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood")
 
 
 def machine() -> str:

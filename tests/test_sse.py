@@ -40,3 +40,75 @@ def test_mirrored_mcp_headers_follow_a_rewritten_body():
     untouched = {"Accept": "application/json"}
     _mirror_mcp_headers(untouched, b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
     assert untouched == {"Accept": "application/json"}  # a 2025-11-25 request has no mirrored headers
+
+
+# -- the splitter: exact at any chunking, linear, bounded --------------------------------------------
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from bridge.transports.sse import EventTooLarge, SseSplitter  # noqa: E402
+
+LINE_ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@st.composite
+def streams(draw) -> bytes:
+    out = b""
+    for _ in range(draw(st.integers(0, 6))):
+        for _ in range(draw(st.integers(1, 3))):
+            field = draw(st.sampled_from([b"data: ", b"data:", b"id: ", b"event: ", b": comment ", b"retry: "]))
+            out += field + draw(st.binary(max_size=8).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")))
+            out += draw(LINE_ENDS)
+        out += draw(LINE_ENDS)
+    return out
+
+
+def split(stream: bytes, cuts: list[int], max_event: int | None = None) -> list[bytes]:
+    splitter = SseSplitter(max_event)
+    raws: list[bytes] = []
+    last = 0
+    for cut in sorted(set(c % (len(stream) + 1) for c in cuts)) + [len(stream)]:
+        raws += [e.raw for e in splitter.feed(stream[last:cut])]
+        last = cut
+    return raws + [e.raw for e in splitter.close()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=streams(), cuts=st.lists(st.integers(0, 10_000), max_size=12))
+def test_any_chunking_gives_the_same_events_and_every_byte_back(stream, cuts):
+    whole = split(stream, [])
+    assert split(stream, cuts) == whole
+    assert b"".join(whole).strip() == stream.strip()  # nothing lost, nothing invented
+    assert split(stream, list(range(len(stream) + 1))) == whole  # byte by byte
+
+
+def test_an_event_over_the_limit_raises_instead_of_buffering():
+    splitter = SseSplitter(max_event=1000)
+    assert [e.data for e in splitter.feed(b"data: small\n\n")] == [b"small"]
+    with pytest.raises(EventTooLarge) as raised:
+        for _ in range(20):
+            splitter.feed(b"data: " + b"x" * 100)
+    assert raised.value.limit == 1000 and "max_event_bytes" in str(raised.value)
+
+
+@pytest.mark.parametrize("per_chunk", [1, 64, 1024])
+def test_splitting_cost_does_not_grow_with_the_square_of_the_event(per_chunk):
+    """One 8 MiB event fed in 4 KiB chunks costs about what it costs fed whole; and 1, 64 or
+    1,024 small events per chunk cost the same per event. (Quadratic splitting took seconds.)"""
+    big = b"data: " + b"x" * (8 << 20) + b"\n\n"
+
+    def cost(chunks: list[bytes]) -> float:
+        splitter = SseSplitter()
+        started = time.process_time()
+        for chunk in chunks:
+            splitter.feed(chunk)
+        return time.process_time() - started
+
+    whole = min(cost([big]) for _ in range(3))
+    chunked = min(cost([big[i:i + 4096] for i in range(0, len(big), 4096)]) for _ in range(3))
+    assert chunked < 20 * whole + 0.05, (chunked, whole)
+    small = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'
+    chunk = small * per_chunk
+    assert [len(SseSplitter().feed(chunk))] == [per_chunk]
