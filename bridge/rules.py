@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
-    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget", "Outbox",
-    "ROLE_HINT_RANK", "Route", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
+    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget", "Limits", "Outbox",
+    "ROLE_HINT_RANK", "Route", "check_origins", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
     "Trust", "check_envelope", "check_files", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
@@ -144,6 +144,30 @@ class ServeOutbox(_Model):
         return _rules_path(v, info)
 
 
+#: `allowed_origins` keyword for every loopback origin (`http://localhost:*`, `http://127.0.0.1:*`, `[::1]`).
+LOOPBACK_ORIGINS = "loopback"
+
+
+def check_origins(values: list[str]) -> list[str]:
+    """Origins as `allowed_origins` holds them; ValueError names the first one that is not an origin."""
+    return [_origin(v) for v in values]
+
+
+def _origin(v: str) -> str:
+    """`*`, `loopback`, or `scheme://host[:port]` exactly as browsers send `Origin` (no path)."""
+    if v in ("*", LOOPBACK_ORIGINS):
+        return v
+    try:
+        parts = urlsplit(v)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.path and not parts.query
+        parts.port  # raises on a bad port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f'must be "*", "loopback" or an origin such as "https://app.example:8443" (got {_show(v)})')
+    return v.lower()
+
+
 class RouteSettings(_Model):
     """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given."""
 
@@ -161,6 +185,13 @@ class RouteSettings(_Model):
     trust: Trust = Field(default_factory=Trust)
     outbox: Outbox | None = None
     serve_outbox: ServeOutbox | None = None
+    #: `serve` only: browser origins whose requests the route accepts (requests without `Origin` always pass)
+    allowed_origins: list[str] = Field(default_factory=lambda: [LOOPBACK_ORIGINS])
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        return check_origins(v)
 
     @field_validator("path")
     @classmethod
@@ -185,6 +216,13 @@ class Route(RouteSettings):
     """A named route in a file: after merging [defaults], the protocol must be known."""
 
     protocol: Protocol
+
+    @model_validator(mode="after")
+    def _acp_is_not_http(self) -> "Route":
+        if self.protocol == "acp" and self.upstream is not None and not self.upstream.startswith(("ws://", "wss://")):
+            raise ValueError("ACP has no HTTP transport: give an acp route a ws:// or wss:// upstream, or run it "
+                             "with `reminder-bridge stdio`")
+        return self
 
     @model_validator(mode="after")
     def _outboxes_are_mcp(self) -> "Route":
@@ -226,6 +264,35 @@ class Admin(_Model):
         return v
 
 
+MIB = 1024 * 1024
+
+
+class Limits(_Model):
+    """What `serve` lets any one client hold, and all of them together (docs/http.md, Security).
+
+    Read at start-up; a reload does not change them."""
+
+    #: open client connections; 0 = as many as the file-descriptor limit allows (two per connection)
+    max_connections: Annotated[int, Field(ge=0)] = 0
+    #: seconds a client may take to send a request's headers, from its first byte or the connection's start
+    header_timeout_s: Annotated[float, Field(gt=0)] = 15.0
+    #: seconds a keep-alive connection may sit idle between requests
+    idle_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    #: seconds a client may take to send a request body
+    body_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    max_body_bytes: Annotated[int, Field(ge=1)] = 64 * MIB
+    #: request bodies and upstream answers held in memory at once, all clients together
+    max_inflight_bytes: Annotated[int, Field(ge=1)] = 512 * MIB
+    #: one upstream answer the proxy reads whole (JSON bodies, agent cards)
+    max_response_bytes: Annotated[int, Field(ge=1)] = 64 * MIB
+    #: one server-sent event
+    max_event_bytes: Annotated[int, Field(ge=1)] = 64 * MIB
+    #: MCP sessions remembered per route; the least recently used is evicted beyond it
+    max_sessions: Annotated[int, Field(ge=1)] = 10_000
+    #: seconds an MCP session (or A2A task queue) is kept after its last use
+    session_idle_s: Annotated[float, Field(gt=0)] = 3600.0
+
+
 class Rules(_Model):
     """A whole rules file; `routes` already has [defaults] merged in."""
 
@@ -235,6 +302,7 @@ class Rules(_Model):
     global_budget: GlobalBudget | None = None
     telemetry: Telemetry = Field(default_factory=Telemetry)
     admin: Admin = Field(default_factory=Admin)
+    limits: Limits = Field(default_factory=Limits)
 
     @field_validator("version")
     @classmethod

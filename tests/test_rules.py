@@ -169,13 +169,13 @@ def test_syntax_error_at_end_of_file():
 def test_unknown_key():
     p = one('[routes.fs]\nprotocol = "mcp"\n\n[routes.fs.budgte]\nrate = 1\n')
     assert (p.line, p.key) == (4, "routes.fs.budgte")
-    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: budget, command, ')
+    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: allowed_origins, budget, command, ')
 
 
 def test_unknown_key_in_sub_table_and_top_level():
     ps = problems('colour = "red"\n[routes.fs]\nprotocol = "mcp"\n[routes.fs.trust]\nmax_tag = 3\n')
     assert [(p.line, p.key) for p in ps] == [(1, "colour"), (5, "routes.fs.trust.max_tag")]
-    assert "allowed: admin, defaults, global_budget, routes, telemetry, version" in ps[0].message
+    assert "allowed: admin, defaults, global_budget, limits, routes, telemetry, version" in ps[0].message
     assert 'did you mean "max_tags"?' in ps[1].message
 
 
@@ -384,3 +384,20 @@ after = true
     assert lines[("t", "u.v")] == 13 and lines[("t", "u.v", "w")] == 14
     assert lines[("arr_of", "z")] == 16 and lines[("arr_of", "after")] == 17
     assert ("q",) not in lines and ("arr_of", "q") not in lines
+
+
+def test_serve_limits_and_origins_are_checked_with_their_lines():
+    ps = problems('[limits]\nmax_sessions = 0\nheader_timeout_s = -1\n'
+                  '[routes.web]\nprotocol = "mcp"\npath = "/"\nupstream = "http://127.0.0.1:1"\n'
+                  'allowed_origins = ["https://ok.example", "https://x.example/path", "loopback", "*"]\n'
+                  '[routes.agent]\nprotocol = "acp"\npath = "/acp"\nupstream = "http://127.0.0.1:2"\n')
+    found = {(p.line, p.key): p.message for p in ps}
+    assert "must be an integer >= 1" in found[(2, "limits.max_sessions")]
+    assert "must be a number > 0" in found[(3, "limits.header_timeout_s")]
+    assert '"https://x.example/path"' in found[(8, "routes.web.allowed_origins")]
+    assert "ACP has no HTTP transport" in found[(9, "routes.agent")]
+    rules = parse_rules_text('[limits]\nmax_event_bytes = 1000\n[routes.web]\nprotocol = "mcp"\n'
+                             'allowed_origins = ["HTTPS://App.Example:8443", "loopback"]\n')
+    assert rules.limits.max_event_bytes == 1000 and rules.limits.max_sessions == 10_000
+    assert rules.routes["web"].allowed_origins == ["https://app.example:8443", "loopback"]
+    assert parse_rules_text("").routes == {} and parse_rules_text("").defaults.allowed_origins == ["loopback"]
