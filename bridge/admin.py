@@ -5,15 +5,20 @@ binding anywhere but loopback is logged as a warning.
 """
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
-from bridge.telemetry import LATENCY_BUCKETS, Recorder, recorders
+from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
+
+
+class AdminError(RuntimeError):
+    """The admin port could not be served (e.g. its address is in use): said in one line, no traceback."""
 
 
 def _labels(**labels: str) -> str:
@@ -61,8 +66,18 @@ def prometheus_text(recorder: Recorder | Iterable[Recorder]) -> str:
            "Reminders held now, by queue (coalesce, hold, tool_result, ...).",
            [("", {"protocol": p, "route": r, "queue": q}, n)
             for rec in group for (p, r, q), n in sorted(rec.pending().items())])
-    family("reminder_bridge_rules_reloads_total", "counter", "Rules reloads, applied or refused.",
+    family("reminder_bridge_rules_reloads_total", "counter", "Rules reloads, applied or refused, by route.",
            [("", {"route": rec.route, "result": res}, n) for rec in group for res, n in sorted(rec.reloads.items())])
+    family("reminder_bridge_sessions_ended_total", "counter",
+           "serve: MCP sessions whose state the proxy dropped: evicted (the table was full), expired (idle), "
+           "closed (DELETE).",
+           [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.sessions_ended.items())])
+    family("reminder_bridge_http_refused_total", "counter",
+           "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
+           [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.http_refused.items())])
+    for collector in collectors():
+        for name, kind, help_text, samples in collector.families():
+            family(name, kind, help_text, samples)
     return "\n".join(out) + "\n"
 
 
@@ -94,8 +109,8 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     @web.middleware
     async def auth(request: web.Request, handler):
         if token:
-            given = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
                 return web.Response(status=401, text="missing or wrong bearer token\n",
                                     headers={"WWW-Authenticate": 'Bearer realm="reminder-bridge admin"'})
         return await handler(request)
@@ -119,7 +134,12 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     await runner.setup()
     host, port = split_hostport(listen)
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise AdminError(f"cannot serve the admin port on {host}:{port}: {exc.strerror or exc}"
+                         f"{' (another process listens there)' if exc.errno == errno.EADDRINUSE else ''}") from None
     bound = runner.addresses[0] if runner.addresses else (host, port)
     if not token and not is_loopback(host):
         recorder.warning("admin_exposed", listen=f"{host}:{bound[1]}",

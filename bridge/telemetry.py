@@ -153,6 +153,8 @@ class Recorder:
         self.budget_rejections: Counter[tuple[str, str, str, str]] = Counter()  # protocol, route, scope kind, shadow
         self.trust_refusals: Counter[tuple[str, str, str]] = Counter()  # protocol, route, limit
         self.reloads: Counter[str] = Counter()  # ok | refused
+        self.http_refused: Counter[str] = Counter()  # serve: origin | max_body_bytes | max_inflight_bytes | ...
+        self.sessions_ended: Counter[str] = Counter()  # serve: evicted | expired | closed
         self.latency: dict[tuple[str, str], Histogram] = {}
         self._flows: weakref.WeakSet[Any] = weakref.WeakSet()
         self._log = log if log is not None else sys.stderr
@@ -278,6 +280,19 @@ class Recorder:
 def recorders() -> Iterable[Recorder]:
     """Every live Recorder in the process (the admin port serves them all)."""
     return list(_RECORDERS)
+
+
+#: Metric families beyond the reminder decisions: objects with `families()` returning
+#: [(name, kind, help, [(suffix, labels, value), ...]), ...] (e.g. `serve`'s connection guard).
+_COLLECTORS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def register_collector(collector: Any) -> None:
+    _COLLECTORS.add(collector)
+
+
+def collectors() -> Iterable[Any]:
+    return list(_COLLECTORS)
 
 
 def _now_iso() -> str:

@@ -209,6 +209,27 @@ class Flow:
         """Reminders this connection holds, by queue (the admin port's gauges)."""
         return {"coalesce": len(self.held)}
 
+    def wants_tick(self) -> bool:
+        """Whether `tick` may have anything to do: transports skip flows that hold nothing."""
+        return len(self.held) > 0
+
+    def assume_host(self, dialect: str) -> None:
+        """A host whose handshake the proxy never saw (a session it does not hold): use ``dialect``
+        until a handshake says otherwise, unless the rules name one."""
+        if not self.host_fixed:
+            self.host_dialect = dialect
+            self.on_reconfigure(self.settings)
+
+    def abandon(self, why: str) -> None:
+        """The connection ends while the flow still holds reminders: each is dropped and counted."""
+        for item in self.held:
+            self._inbound, self._span, self._attributes = item.context[0], None, None
+            try:
+                self.record("dropped", item.context[0].get("method"), item.reminder, why=why)
+            finally:
+                self._inbound = None
+        self.held = Coalescer()
+
     # -- helpers for subclasses ----------------------------------------------------------------
     def on_tick(self, now: float) -> Outgoing | None:
         return None

@@ -6,8 +6,9 @@ request are attached to the next message for that task on another.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bridge.dialects.a2a import (
     CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard,
@@ -47,10 +48,14 @@ class A2AFlow(Flow):
 
     protocol = "a2a"
 
-    def __init__(self, *args: Any, public_url: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, public_url: str | None = None,
+                 tasks: MutableMapping[str, SessionReminders] | None = None, **kwargs: Any):
+        """``tasks``: the reminders queued per task for legacy/none peers, when they outlive this
+        flow (HTTP gives each request its own flow; the task queues belong to the route)."""
         super().__init__(*args, **kwargs)
         self.public_url = public_url
-        self.queued: dict[str, SessionReminders] = {}  # per task, for legacy/none peers
+        self.shared_tasks = tasks is not None
+        self.queued: MutableMapping[str, SessionReminders] = tasks if tasks is not None else {}
         self.streams: dict[Any, _Stream] = {}
         self.host_markers = (b"emind", b"Message", b"message")
         self.peer_markers = (b"emind",)
@@ -272,8 +277,10 @@ class A2AFlow(Flow):
         return []
 
     def pending_counts(self) -> dict[str, int]:
-        return {**super().pending_counts(), "task": sum(len(q) for q in self.queued.values()),
-                "stream": sum(len(s.held) for s in self.streams.values())}
+        counts = {**super().pending_counts(), "stream": sum(len(s.held) for s in self.streams.values())}
+        if not self.shared_tasks:  # shared queues are counted once, by their owner
+            counts["task"] = sum(len(q) for q in self.queued.values())
+        return counts
 
     def on_reconfigure(self, old: RouteSettings) -> None:
         for queue in self.queued.values():

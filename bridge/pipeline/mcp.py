@@ -185,6 +185,15 @@ class McpFlow(Flow):
     def pending_counts(self) -> dict[str, int]:
         return {"coalesce": len(self.held), "tool_result": len(self.pending)}
 
+    def wants_tick(self) -> bool:
+        return super().wants_tick() or self.outbox is not None
+
+    def abandon(self, why: str) -> None:
+        super().abandon(why)
+        for reminder in self.pending:
+            self.record("dropped", "tools/call", reminder, target="none", why=why)
+        self.pending.clear()
+
     def on_reconfigure(self, old: Any) -> None:
         self._watch_host()
 

@@ -2,12 +2,18 @@
 transport, A2A JSON-RPC + SSE) and WebSocket routes in front of remote servers and agents.
 
 Built on aiohttp (server and client) and websockets. Like the stdio transport, it knows frames
-and HTTP, never dialects: every JSON-RPC message goes through the route's sans-I/O pipeline,
-SSE is relayed one event at a time, and bytes the pipeline passes are forwarded unchanged.
+and HTTP, never dialects: every JSON-RPC message goes through a sans-I/O pipeline, SSE is relayed
+one event at a time, and bytes the pipeline passes are forwarded unchanged.
+
+Which pipeline: one per MCP 2025-11-25 session (`Mcp-Session-Id`, held in a bounded table with
+sliding idle expiry), one per request otherwise (a 2026-07-28 request is self-contained; an A2A
+request shares only the route's per-task reminder queues).  No reminder state is ever shared
+between two sessions or two requests (SPEC §10).
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -23,20 +29,43 @@ from cachetools import TTLCache
 
 from bridge.pipeline import HOST, PEER, TICK, Flow, Send, dumps, error_response
 from bridge.policy import Policy
-from bridge.rules import RouteSettings
-from bridge.telemetry import Recorder, Tracing
-from bridge.transports.sse import Event, events
+from bridge.rules import Limits, RouteSettings
+from bridge.telemetry import Recorder, Tracing, register_collector
+from bridge.transports.forwarding import (
+    HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers,
+)
+from bridge.transports.guard import Guard, Holding
+from bridge.transports.sessions import Session, SessionTable
+from bridge.transports.sse import Event, EventTooLarge, events, message_event
 
-#: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"})
-#: The proxy reads bodies it may rewrite, so it asks upstreams for uncompressed ones.
-NOT_UPSTREAM = HOP_BY_HOP | {"accept-encoding"}
-#: A body the upstream encoded anyway goes on with its Content-Encoding (never decoded, never rewritten).
-NOT_DOWNSTREAM = HOP_BY_HOP
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 SESSION_HEADER = "mcp-session-id"
 MODERN_VERSION = "2026-07-28"
+#: The answer to a JSON-RPC request the upstream could not give (SPEC §8.3).
+UPSTREAM_ERROR = -32603
+
+
+class Refused(Exception):
+    """A request the proxy answers itself with an HTTP error (sizes, budgets, timeouts)."""
+
+    def __init__(self, status: int, text: str, reason: str, retry_after: int | None = None, close: bool = False):
+        self.status, self.text, self.reason, self.retry_after, self.close = status, text, reason, retry_after, close
+        super().__init__(text)
+
+    def response(self) -> web.Response:
+        headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        response = web.Response(status=self.status, text=f"reminder-bridge: {self.text}\n", headers=headers)
+        if self.close:
+            response.force_close()
+        return response
+
+
+class TooLarge(Exception):
+    """An upstream answer over `max_response_bytes`, or more than the memory budget has room for."""
+
+    def __init__(self, text: str, status: int = 502):
+        self.status = status
+        super().__init__(text)
 
 
 @dataclass
@@ -52,10 +81,16 @@ class HttpRoute:
     policy: Policy | None = None
     tracing: Tracing | None = None
     log_level: str = "warning"
+    limits: Limits = field(default_factory=Limits)
     recorder: Recorder = field(init=False)
-    shared: Flow | None = field(init=False, default=None)
-    sessions: TTLCache = field(init=False)
-    declared: dict[str, Any] = field(init=False, default_factory=dict)
+    target: Upstream = field(init=False)
+    sessions: SessionTable = field(init=False)
+    #: A2A reminders queued per task for legacy/none peers (the next message for the task takes them)
+    tasks: TTLCache = field(init=False)
+    #: sessions whose requests are in flight (a per-request pipeline lives only while here)
+    live: set[Session] = field(init=False, default_factory=set)
+    #: what the server's handshake or card said, to seed per-request pipelines
+    learned: dict[str, Any] = field(init=False, default_factory=dict)
     rpc_url: str | None = field(init=False, default=None)  # where the host posts JSON-RPC; the proxy's own requests go there too
 
     def __post_init__(self) -> None:
@@ -63,7 +98,10 @@ class HttpRoute:
         self.recorder = Recorder(route=self.name, log_level=self.log_level, tracing=self.tracing)
         if self.policy is None:
             self.policy = Policy(self.settings, route=self.name)
-        self.sessions = TTLCache(maxsize=10_000, ttl=3600)
+        self.target = Upstream(self.upstream)
+        self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
+        self.tasks = TTLCache(maxsize=self.limits.max_sessions, ttl=self.limits.session_idle_s)
+        self.recorder.track(_TaskQueues(self.tasks))
 
     @property
     def is_websocket(self) -> bool:
@@ -72,81 +110,135 @@ class HttpRoute:
     def new_flow(self, **kwargs: Any) -> Flow:
         from bridge.cli import make_flow
 
+        if self.protocol == "a2a":
+            kwargs.setdefault("tasks", self.tasks)
         return make_flow(self.protocol, self.settings, self.recorder, policy=self.policy,
                          **{**self.dialects, **kwargs})
 
     def flows(self) -> list[Flow]:
         """Every live pipeline of this route (a reload reconfigures them all)."""
-        live = [flow for key, flow in self.sessions.items()]
-        return ([self.shared] if self.shared is not None else []) + list({id(f): f for f in live}.values())
+        found = {id(s.flow): s.flow for s in [*self.sessions, *self.live]}
+        return list(found.values())
 
     def apply(self, settings: RouteSettings, policy: Policy) -> None:
         self.settings, self.policy = settings, policy
         for flow in self.flows():
             flow.reconfigure(settings, policy)
 
-    def flow_for(self, request: web.Request) -> tuple[Flow, bool]:
-        """The pipeline for this request, and whether it is new to the MCP session it may start.
+    def allows(self, origin: str | None) -> bool:
+        return origin_allowed(origin, self.settings.allowed_origins)
 
-        MCP 2025-11-25 state lives per `Mcp-Session-Id`; a 2026-07-28 request is self-contained
-        (it carries the client's capabilities), so it gets a fresh flow that knows what the
-        server declared. A2A and the rest share one flow per route.
+    def session_for(self, request: web.Request) -> tuple[Session, bool]:
+        """The pipeline for this request, and whether it is one the route holds (else it is new, and
+        lives for this request unless the upstream's answer makes it a session, see `adopt`).
+
+        An MCP session id the proxy does not hold (made up, evicted, expired, or from before a
+        restart) gets fresh state of its own, with the host's dialect unknown: `none` unless the
+        rules name one (SPEC §10), never another session's pipeline.
         """
         if self.protocol == "mcp":
-            session = request.headers.get(SESSION_HEADER)
-            if session is not None and session in self.sessions:
-                return self.sessions[session], False
-            legacy_sse = self.sessions.get("q:" + request.query_string) if request.query_string else None
-            if legacy_sse is not None:
-                return legacy_sse, False
+            session_id = request.headers.get(SESSION_HEADER)
+            if session_id is not None and (held := self.sessions.get(session_id)) is not None:
+                return held, True
+            if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
+                return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
-                return self.new_flow(peer_declared=self.declared.get("peer_declared"),
-                                     peer_dialect=self.declared.get("peer_dialect") or self.dialects.get(
-                                         "peer_dialect")), True
-            if session is None:
-                return self.new_flow(), True
-        if self.shared is None:
-            self.shared = self.new_flow()
-        return self.shared, False
+                return self.open_session(self.new_flow(**self._seeds())), False
+            flow = self.new_flow()
+            if session_id is not None:
+                flow.assume_host("none")
+            return self.open_session(flow), False
+        if self.protocol == "a2a":
+            return self.open_session(self.new_flow(**self._seeds())), False
+        return self.open_session(self.new_flow()), False
 
-    def remember(self, flow: Flow, session: str | None) -> None:
-        if session:
-            self.sessions[session] = flow
-        if getattr(flow, "peer_declared", None) is not None:
-            self.declared = {"peer_declared": flow.peer_declared, "peer_dialect": flow.peer_dialect}
+    def open_session(self, flow: Flow) -> Session:
+        session = Session(flow, self.settings.trust.max_pending_per_session)
+        self.recorder.track(session)  # its waiting frames count in the pending gauge
+        return session
+
+    def _seeds(self) -> dict[str, Any]:
+        """What the server declared, for a pipeline that will not see the handshake itself."""
+        seeds: dict[str, Any] = {}
+        if self.learned.get("peer_dialect") and not self.dialects.get("peer_dialect"):
+            seeds["peer_dialect"] = self.learned["peer_dialect"]
+        if self.protocol == "mcp" and "peer_declared" in self.learned:
+            seeds["peer_declared"] = self.learned["peer_declared"]
+        return seeds
+
+    def learn(self, flow: Flow) -> None:
+        """Remember what a pipeline learned about the server (its handshake, the A2A card)."""
+        declared = getattr(flow, "peer_declared", None)
+        if self.protocol == "mcp" and declared is not None:
+            self.learned = {"peer_declared": declared, "peer_dialect": flow.peer_dialect}
+        elif self.protocol == "a2a" and flow.peer_dialect not in ("auto", None):
+            self.learned = {"peer_dialect": flow.peer_dialect}
+
+    def adopt(self, session: Session, request: web.Request, upstream: aiohttp.ClientResponse) -> bool:
+        """A new MCP 2025-11-25 pipeline becomes a session once the upstream accepted it: by the id
+        its answer names, else the one the host sent. An id the upstream refused takes no room."""
+        if self.protocol != "mcp" or upstream.status >= 400:
+            return False
+        if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
+            return False
+        session_id = upstream.headers.get(SESSION_HEADER) or request.headers.get(SESSION_HEADER)
+        if session_id:
+            self.sessions.put(session_id, session)
+        return bool(session_id)
 
     def upstream_url(self, path: str, query: str) -> str:
         rest = path[len(self.prefix):] if path.startswith(self.prefix) else path
-        base = urlsplit(self.upstream)
-        joined = base.path.rstrip("/") + rest if rest not in ("", "/") or not base.path else base.path
-        return urlunsplit((base.scheme, base.netloc, joined or "/", query, ""))
+        return self.target.url(rest, query)
 
     def to_proxy(self, url: str, request: web.Request) -> str:
         """An upstream URL as the caller must see it: at the proxy, under this route's prefix."""
-        base = urlsplit(self.upstream)
         parts = urlsplit(url)
-        if parts.netloc and parts.netloc != base.netloc:
+        if parts.netloc and parts.netloc.rpartition("@")[2] != self.target.netloc:
             return url  # somewhere else entirely: not ours to redirect
         path = parts.path
-        base_path = base.path.rstrip("/")
+        base_path = self.target.path.rstrip("/")
         if base_path and path.startswith(base_path):
             path = path[len(base_path):]
-        path = self.prefix + (path if path.startswith("/") or not path else "/" + path)
+        if path and not path.startswith("/"):
+            path = "/" + path
+        path = self.prefix + path  # an empty path stays empty: no trailing slash the upstream did not write
         if not parts.netloc:
             return urlunsplit(("", "", path or "/", parts.query, parts.fragment))
-        return urlunsplit((request.scheme, request.host, path or "/", parts.query, parts.fragment))
+        return urlunsplit((request.scheme, request.host, path, parts.query, parts.fragment))
+
+    def shown(self, text: str) -> str:
+        """``text`` safe to show a client or a log: the upstream URL's secrets replaced."""
+        return self.target.scrub(text)
+
+
+class _TaskQueues:
+    """The pending gauge of a route's A2A task queues, counted once however many requests use them."""
+
+    protocol = "a2a"
+
+    def __init__(self, tasks: TTLCache):
+        self.tasks = tasks
+
+    def pending_counts(self) -> dict[str, int]:
+        return {"task": sum(len(q) for q in list(self.tasks.values()))}
 
 
 class HttpProxy:
-    def __init__(self, routes: list[HttpRoute], upstream_timeout: float = 300.0):
+    def __init__(self, routes: list[HttpRoute], upstream_timeout: float = 300.0, limits: Limits | None = None,
+                 guard: Guard | None = None):
         self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
         self.upstream_timeout = upstream_timeout
+        self.limits = limits or Limits()
+        #: connections, timeouts and the memory budget; `serve` wraps its listener with it
+        self.guard = guard or Guard(self.limits, self.routes[0].recorder if self.routes else Recorder())
+        register_collector(self)
         self.client: aiohttp.ClientSession | None = None
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app = web.Application(client_max_size=self.limits.max_body_bytes)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._start)
         self.app.on_cleanup.append(self._stop)
         self._ticker: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def _start(self, _: web.Application) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
@@ -163,18 +255,66 @@ class HttpProxy:
         if self.client:
             await self.client.close()
 
+    # -- timers ----------------------------------------------------------------------------------
     async def _tick_forever(self) -> None:
-        """Routes' pipelines may hold things to send on their own; HTTP has nowhere to push
-        host-bound frames outside a response, so only peer-bound ones are sent here."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(TICK)
-            for route in self.routes:
-                if route.shared is not None:
-                    sends = route.shared.tick(loop.time())
-                    peer = [s.data for s in sends if s.to == PEER]
-                    if peer:
-                        asyncio.create_task(self._side_requests(route, route.shared, peer, None))
+            self.tick(loop.time())
+
+    def tick(self, now: float) -> None:
+        """Every live pipeline of every route gets its timers (coalesced reminders whose tokens came
+        back, outbox polls): host-bound frames go to the session's open stream or wait for its next
+        answer; peer-bound ones are posted upstream."""
+        for route in self.routes:
+            route.sessions.expire()
+            for session in {id(s): s for s in [*route.sessions, *route.live]}.values():
+                if not session.flow.wants_tick():
+                    continue
+                sends = session.flow.tick(now)
+                host = [s.data for s in sends if s.to == HOST]
+                peer = [s.data for s in sends if s.to == PEER]
+                if host:
+                    self._to_host(session, host)
+                if peer:
+                    self._spawn(self._side_requests(route, session.flow, peer, None))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    def _to_host(self, session: Session, frames: list[bytes]) -> None:
+        stream = next((s for s in session.streams if not s.task_done), None)
+        if stream is None:
+            session.hold(frames)
+            return
+
+        async def write() -> None:
+            for i, frame in enumerate(frames):
+                try:
+                    await stream.response.write(message_event(frame))
+                except (ConnectionError, RuntimeError):
+                    session.hold(frames[i:])  # the stream ended under us: the next answer takes them
+                    return
+
+        self._spawn(write())
+
+    def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+        """Connection metrics for the admin port (see `bridge.telemetry.register_collector`)."""
+        guard = self.guard
+        return [
+            ("reminder_bridge_connections_open", "gauge", "Client connections open now.",
+             [("", {}, len(guard.open))]),
+            ("reminder_bridge_connections_refused_total", "counter",
+             "Client connections refused at once, by the limit that refused them.",
+             [("", {"reason": r}, n) for r, n in sorted(guard.refused.items())]),
+            ("reminder_bridge_client_timeouts_total", "counter",
+             "Client connections closed for slowness: header (request head too slow), idle (keep-alive "
+             "unused), body (request body too slow).", [("", {"kind": k}, n) for k, n in sorted(guard.timeouts.items())]),
+            ("reminder_bridge_inflight_bytes", "gauge", "Request bodies and upstream answers held in memory now.",
+             [("", {}, guard.budget.used)]),
+        ]
 
     def route_for(self, path: str) -> HttpRoute | None:
         for route in self.routes:
@@ -184,31 +324,91 @@ class HttpProxy:
 
     # -- dispatch ------------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        connection = self.guard.connection(request.transport)
+        if connection is not None:
+            connection.request_started()
+        holding = Holding(self.guard.budget)
+        try:
+            return await self._dispatch(request, holding)
+        except Refused as refused:
+            return refused.response()
+        finally:
+            holding.release()
+            if connection is not None:
+                connection.request_finished()
+
+    async def _dispatch(self, request: web.Request, holding: Holding) -> web.StreamResponse:
         route = self.route_for(request.path)
         if route is None:
             return web.Response(status=404, text=f"reminder-bridge: no route for {request.path}\n")
+        origin = request.headers.get("Origin")
+        if not route.allows(origin):
+            route.recorder.http_refused["origin"] += 1
+            route.recorder.warning("origin_refused", origin=origin[:200],
+                                   why="not in the route's allowed_origins (a browser page of another site)")
+            return web.Response(status=403, text=f"reminder-bridge: route {route.name!r} does not accept requests "
+                                                 f"from Origin {origin[:200]} (allowed_origins)\n")
         if route.is_websocket:
             return await self.websocket(route, request)
         if route.protocol == "a2a" and request.method == "GET" and request.path.endswith(
                 CARD_PATHS + ("/extendedAgentCard",)):
-            return await self.agent_card(route, request)
+            return await self.agent_card(route, request, holding)
+        body = await self._read_body(route, request, holding)
         if request.method == "POST" and "json" in request.headers.get("content-type", ""):
-            return await self.jsonrpc(route, request)
+            return await self.jsonrpc(route, request, body, holding)
         # a GET may open a stream of server messages (MCP 2025-11-25, HTTP+SSE): it shares the session's pipeline
-        flow = route.flow_for(request)[0] if request.method == "GET" else None
-        response = await self.relay(route, request, await request.read(), flow)
+        session, kept = route.session_for(request) if request.method == "GET" else (None, False)
+        response = await self.relay(route, request, body, session, kept=kept, holding=holding)
         if request.method == "DELETE" and SESSION_HEADER in {k.lower() for k in request.headers}:
-            route.sessions.pop(request.headers[SESSION_HEADER], None)
+            route.sessions.close(request.headers[SESSION_HEADER])
         return response
 
+    async def _read_body(self, route: HttpRoute, request: web.Request, holding: Holding) -> bytes:
+        """The request body, within `max_body_bytes`, the memory budget and `body_timeout_s`."""
+        if not request.body_exists:
+            return b""
+        limits = self.limits
+        length = request.content_length
+        if length is not None and length > limits.max_body_bytes:
+            route.recorder.http_refused["max_body_bytes"] += 1
+            raise Refused(413, f"request body of {length} bytes is over max_body_bytes = {limits.max_body_bytes}",
+                          "max_body_bytes")
+        if length is not None and not holding.take(length):
+            raise self._over_budget(route)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(limits.body_timeout_s):
+                async for chunk in request.content.iter_any():
+                    size += len(chunk)
+                    if size > limits.max_body_bytes:
+                        route.recorder.http_refused["max_body_bytes"] += 1
+                        raise Refused(413, f"request body over max_body_bytes = {limits.max_body_bytes}",
+                                      "max_body_bytes")
+                    if length is None and not holding.take(len(chunk)):
+                        raise self._over_budget(route)
+                    chunks.append(chunk)
+        except TimeoutError:
+            self.guard.timeouts["body"] += 1
+            raise Refused(408, f"request body not received within body_timeout_s = {limits.body_timeout_s:g}",
+                          "body_timeout", close=True) from None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _over_budget(self, route: HttpRoute) -> Refused:
+        route.recorder.http_refused["max_inflight_bytes"] += 1
+        route.recorder.warning("memory_budget_full", max_inflight_bytes=self.limits.max_inflight_bytes,
+                               why="requests in flight hold the whole budget; this one is refused with 503")
+        return Refused(503, f"the proxy holds max_inflight_bytes = {self.limits.max_inflight_bytes} of requests "
+                            f"in flight; retry shortly", "max_inflight_bytes", retry_after=1)
+
     # -- JSON-RPC over POST ----------------------------------------------------------------
-    async def jsonrpc(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
+    async def jsonrpc(self, route: HttpRoute, request: web.Request, body: bytes,
+                      holding: Holding) -> web.StreamResponse:
         route.rpc_url = route.upstream_url(request.path, "")
-        flow, fresh = route.flow_for(request)
-        sends = _through(flow, body, HOST, request.headers)
+        session, kept = route.session_for(request)
+        sends = _through(session.flow, body, HOST, request.headers)
         if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
-            return await self.relay(route, request, body, flow, fresh=fresh)  # the common case: untouched
+            return await self.relay(route, request, body, session, kept=kept, holding=holding)  # the common case
         host_id = _message_id(body)
         main = None
         side: list[bytes] = []
@@ -221,18 +421,22 @@ class HttpProxy:
             else:
                 side.append(send.data)
         if side:  # the proxy's own requests go first (SPEC §5: inject, then forward)
-            replies += await self._side_requests(route, flow, side, host_id, request)
+            replies += await self._side_requests(route, session.flow, side, host_id, request)
         if main is not None:
-            return await self.relay(route, request, main, flow, fresh=fresh, rewritten=True,
-                                    trace=flow.trace_context())
-        return _reply(replies, host_id, request)
+            return await self.relay(route, request, main, session, kept=kept, holding=holding, rewritten=True,
+                                    trace=session.flow.trace_context())
+        route.learn(session.flow)
+        if not kept:
+            session.flow.abandon("the request was answered by the proxy; nothing of it outlives the request")
+        return self._reply(replies, host_id, request, session)
 
     async def _side_requests(self, route: HttpRoute, flow: Flow, messages: list[bytes], host_id: Any,
                              request: web.Request | None = None) -> list[bytes]:
         """POST the proxy's own requests upstream; what their answers produce for the host's request
         (e.g. the reply to an inject the proxy checked with `GetTask`) is returned."""
         replies: list[bytes] = []
-        headers = _forward_headers(request.headers) if request is not None else {}
+        headers = self._upstream_headers(route, request) if request is not None else \
+            ({"Authorization": route.target.authorization} if route.target.authorization else {})
         headers["Content-Type"] = "application/json"
         for message in messages:
             try:
@@ -242,8 +446,8 @@ class HttpProxy:
                             replies.append(send.data)
                         elif send.to == PEER:
                             replies += await self._side_requests(route, flow, [send.data], host_id, request)
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                route.recorder.log("upstream_error", route=route.name, why=_cause(exc))
+            except (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge) as exc:
+                route.recorder.log("upstream_error", why=route.shown(_cause(exc)))
                 if host_id is not None:
                     replies.append(dumps(_upstream_error(route, host_id, exc)))
         return replies
@@ -255,20 +459,46 @@ class HttpProxy:
         url = route.rpc_url or route.upstream_url(route.prefix or "/", "")
         async with self.client.post(url, data=message, headers=headers) as response:
             if "text/event-stream" in response.headers.get("content-type", ""):
-                async for event in events(response.content.iter_any()):
+                async for event in events(response.content.iter_any(), self.limits.max_event_bytes):
                     if event.data is not None:
                         yield event.data
             else:
-                data = await response.read()
+                data = await self._read_answer(response, Holding(self.guard.budget), release=True)
                 if data.strip():
                     yield data
 
+    def _upstream_headers(self, route: HttpRoute, request: web.Request, websocket: bool = False) -> dict[str, str]:
+        return upstream_headers(request.headers, client=request.remote, host=request.host, scheme=request.scheme,
+                                authorization=route.target.authorization, websocket=websocket)
+
+    async def _read_answer(self, upstream: aiohttp.ClientResponse, holding: Holding, release: bool = False) -> bytes:
+        """An upstream answer read whole, within `max_response_bytes` and the memory budget."""
+        limit = self.limits.max_response_bytes
+        if upstream.content_length is not None and upstream.content_length > limit:
+            raise TooLarge(f"the upstream's answer of {upstream.content_length} bytes is over "
+                           f"max_response_bytes = {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in upstream.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge(f"the upstream's answer is over max_response_bytes = {limit}")
+                if not holding.take(len(chunk)):
+                    raise TooLarge(f"the proxy holds max_inflight_bytes = {self.limits.max_inflight_bytes} of "
+                                   f"requests in flight; retry shortly", status=503)
+                chunks.append(chunk)
+        finally:
+            if release:
+                holding.release()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     # -- relay: one request upstream, its answer back ---------------------------------------
-    async def relay(self, route: HttpRoute, request: web.Request, body: bytes, flow: Flow | None, *,
-                    fresh: bool = False, rewritten: bool = False,
+    async def relay(self, route: HttpRoute, request: web.Request, body: bytes, session: Session | None, *,
+                    kept: bool = True, holding: Holding, rewritten: bool = False,
                     trace: dict[str, str] | None = None) -> web.StreamResponse:
         assert self.client is not None
-        headers = _forward_headers(request.headers)
+        headers = self._upstream_headers(route, request)
         if rewritten:
             _mirror_mcp_headers(headers, body)
         if trace:  # the proxy's span is the parent of what the upstream does with a rewritten request
@@ -276,128 +506,258 @@ class HttpProxy:
                 del headers[name]
             headers.update(trace)
         url = route.upstream_url(request.path, request.query_string)
+        msg_id = _message_id(body) if body else None
         try:
             upstream = await asyncio.wait_for(
                 self.client.request(request.method, url, data=body if body else None, headers=headers,
                                     allow_redirects=False), self.upstream_timeout)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            route.recorder.log("upstream_error", why=_cause(exc), url=url)
-            msg_id = _message_id(body) if body else None
+            route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
+            if session is not None and not kept:
+                session.flow.abandon("the upstream could not be reached")
             if msg_id is not None:
                 return web.json_response(_upstream_error(route, msg_id, exc))
-            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream {url}: "
-                                                 f"{_cause(exc)}\n")
+            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream "
+                                                 f"{redact(url)}: {route.shown(_cause(exc))}\n")
+        adopted = kept
         async with upstream:
-            session = upstream.headers.get(SESSION_HEADER)
-            if flow is not None and fresh:
-                route.remember(flow, session)
+            if session is not None:
+                if not kept:
+                    adopted = route.adopt(session, request, upstream)
+                route.live.add(session)
             ctype = upstream.headers.get("content-type", "")
             try:
                 if "text/event-stream" in ctype:
-                    return await self._relay_sse(route, request, upstream, flow, body)
-                if flow is not None and "json" in ctype and upstream.headers.get("content-length") is None:
-                    return await _relay_json_stream(request, upstream, flow, _message_id(body))
-                if flow is not None and "json" in ctype:
+                    return await self._relay_sse(route, request, upstream, session, msg_id)
+                if session is not None and "json" in ctype and upstream.headers.get("content-length") is None:
+                    return await self._relay_json_stream(route, request, upstream, session, msg_id)
+                if session is not None and "json" in ctype:
                     try:
-                        data = await upstream.read()
-                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # it died mid-answer
-                        route.recorder.log("upstream_error", why=_cause(exc), url=url)
-                        msg_id = _message_id(body) if body else None
+                        data = await self._read_answer(upstream, holding)
+                    except (aiohttp.ClientError, asyncio.TimeoutError, TooLarge) as exc:  # died, or too big
+                        route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
+                        busy = isinstance(exc, TooLarge) and exc.status == 503  # the memory budget, not the upstream
+                        retry = {"Retry-After": "1"} if busy else None
                         if msg_id is None:
-                            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: "
-                                                                 f"upstream {url}: {_cause(exc)}\n")
-                        return web.json_response(_upstream_error(route, msg_id, exc))
-                    return web.Response(status=upstream.status, body=_json_reply(flow, data, _message_id(body)),
-                                        headers=_response_headers(upstream))
+                            return web.Response(status=503 if busy else 502, headers=retry,
+                                                text=f"reminder-bridge: route {route.name!r}: upstream "
+                                                     f"{redact(url)}: {route.shown(_cause(exc))}\n")
+                        return web.json_response(_upstream_error(route, msg_id, exc), status=503 if busy else 200,
+                                                 headers=retry)
+                    reply = self._json_reply(route, request, session.flow, data, msg_id)
+                    return self._answer(session, request, upstream.status, reply, _response_headers(upstream))
                 return await _stream_raw(request, upstream)
             finally:
-                if flow is not None and fresh:
-                    route.remember(flow, session)  # what the handshake taught the pipeline
+                route.live.discard(session)
+                if session is not None:
+                    route.learn(session.flow)
+                    if not adopted:
+                        session.flow.abandon("the request ended before the held reminders could be delivered "
+                                             "(no session to deliver them to later)")
+
+    def _json_reply(self, route: HttpRoute, request: web.Request, flow: Flow, data: bytes, msg_id: Any) -> bytes:
+        """One JSON body (or one line of a streamed one) through the pipeline: one message out to the
+        host; the proxy's own follow-ups (an inject once the answer names the task) go upstream."""
+        if not data.strip():
+            return data
+        sends = _through(flow, data, PEER)
+        if len(sends) == 1 and sends[0].data is data:
+            return data
+        peer = [s.data for s in sends if s.to == PEER]
+        if peer:
+            self._spawn(self._side_requests(route, flow, peer, None, request))
+        return _main_reply(sends, data, msg_id)
+
+    def _answer(self, session: Session | None, request: web.Request, status: int, data: bytes,
+                headers: dict[str, str]) -> web.Response:
+        """One JSON answer to the host; frames its session holds go first, as SSE when the host takes it."""
+        if session is not None and session.waiting and "text/event-stream" in request.headers.get("Accept", ""):
+            waiting = session.take_waiting()
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
+            headers["Content-Type"] = "text/event-stream"
+            body = b"".join(message_event(frame) for frame in waiting) + (message_event(data) if data.strip() else b"")
+            return web.Response(status=status, body=body, headers=headers)
+        return web.Response(status=status, body=data, headers=headers)
+
+    def _reply(self, replies: list[bytes], host_id: Any, request: web.Request,
+               session: Session | None) -> web.StreamResponse:
+        """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
+        if not replies:
+            return web.Response(status=202)
+        answer = _main_reply([Send(HOST, r) for r in replies], replies[-1], host_id)
+        headers = {"Content-Type": "application/json"}
+        try:
+            error = json.loads(answer).get("error") or {}
+            retry = (error.get("data") or {}).get("retryAfterMs") if isinstance(error.get("data"), dict) else None
+        except (ValueError, AttributeError):
+            retry = None
+        if isinstance(retry, (int, float)):
+            headers["Retry-After"] = str(max(1, math.ceil(retry / 1000)))
+        return self._answer(session, request, 200, answer, headers)
 
     async def _relay_sse(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
-                         flow: Flow | None, body: bytes = b"") -> web.StreamResponse:
+                         session: Session | None, msg_id: Any) -> web.StreamResponse:
         """Relay an SSE stream event by event, as the upstream sends them: never buffered.
 
-        An upstream that goes away mid-stream ends the stream cleanly; if the host's request has
-        not been answered on it yet, a JSON-RPC error event answers it first (SPEC §8.3)."""
+        An upstream that goes away mid-stream, or sends an event over `max_event_bytes`, ends the
+        stream cleanly; if the host's request has not been answered on it yet, a JSON-RPC error
+        event answers it first (SPEC §8.3)."""
         response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
         await response.prepare(request)
+        stream = _Stream(response)
+        if session is not None:
+            for frame in session.take_waiting():
+                await response.write(message_event(frame))
+            if request.method == "GET":
+                session.streams.insert(0, stream)  # the session's own stream is where pushes go first
+            else:
+                session.streams.append(stream)
         last: Event | None = None
+        failure: BaseException | None = None
         try:
-            async for event in events(upstream.content.iter_any()):
-                out = self._sse_event(route, request, event, flow)
+            async for event in events(upstream.content.iter_any(), self.limits.max_event_bytes):
+                out = self._sse_event(route, request, event, session)
                 if out:
                     await response.write(out)
                     last = event
+        except EventTooLarge as exc:
+            failure = exc
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as exc:
             if request.transport is None or request.transport.is_closing():
                 raise  # the host is gone too: nothing to tell
-            route.recorder.log("upstream_error", why=_cause(exc), url=str(upstream.url), during="stream")
-            msg_id = _message_id(body) if body else None
-            if msg_id is not None and not (last is not None and last.data is not None
-                                           and _answers(last.data, msg_id)):
-                await response.write(b"event: message\ndata: " + dumps(_upstream_error(route, msg_id, exc)) + b"\n\n")
+            failure = exc
+        finally:
+            stream.task_done = True
+            if session is not None and stream in session.streams:
+                session.streams.remove(stream)
+        if failure is not None:
+            route.recorder.log("upstream_error", why=route.shown(_cause(failure)), url=redact(str(upstream.url)),
+                               during="stream")
+            if msg_id is not None and not (last is not None and last.data is not None and _answers(last.data, msg_id)):
+                await response.write(message_event(dumps(_upstream_error(route, msg_id, failure))))
+            elif isinstance(failure, EventTooLarge):
+                await response.write(f": reminder-bridge: stream ended: {failure}\n\n".encode())
         await response.write_eof()
         return response
 
-    def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, flow: Flow | None) -> bytes:
+    def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None) -> bytes:
         if event.data is None:
             return event.raw  # keep-alive comments and retry hints pass as they are
         if (b"event", b"endpoint") in event.fields:  # 2024-11-05 HTTP+SSE: where to POST, at the proxy
-            url = event.data.decode()
-            if flow is not None:
-                route.sessions["q:" + urlsplit(url).query] = flow
+            url = event.data.decode(errors="replace")
+            if session is not None:
+                route.sessions.put("q:" + urlsplit(url).query, session)
             mapped = route.to_proxy(url, request)
             return event.raw if mapped == url else event.with_data(mapped.encode())
-        if flow is None:
+        if session is None:
             return event.raw
-        sends = _through(flow, event.data, PEER)
+        sends = _through(session.flow, event.data, PEER)
         peer = [s.data for s in sends if s.to == PEER]
         if peer:  # the proxy's own follow-ups (e.g. an inject once the task is named)
-            asyncio.create_task(self._side_requests(route, flow, peer, None, request))
+            self._spawn(self._side_requests(route, session.flow, peer, None, request))
         host = [s.data for s in sends if s.to == HOST]
         if len(host) == 1 and host[0] is event.data:
             return event.raw
         parts = [event.with_data(data, keep_id=i == len(host) - 1) for i, data in enumerate(host)]
         return b"".join(parts)
 
+    async def _relay_json_stream(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
+                                 session: Session, msg_id: Any) -> web.StreamResponse:
+        """A JSON answer the upstream streams (no Content-Length), e.g. newline-delimited messages on a
+        stream that stays open (a `subscriptions/listen` answered as JSON lines): each line that is a
+        whole message goes through the pipeline and on to the host at once, never held until the
+        upstream closes. A body that is not one message a line (pretty-printed JSON) is read to its end
+        as before, within `max_response_bytes`."""
+        flow = session.flow
+        limit = self.limits.max_response_bytes
+        response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
+        await response.prepare(request)
+        pending = bytearray()  # an unfinished line; once a line alone was no JSON, the rest of the body
+        scanned = 0  # how much of `pending` holds no newline
+        whole = False
+        async for chunk in upstream.content.iter_any():
+            pending += chunk
+            if len(pending) > limit:
+                route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
+                                   url=redact(str(upstream.url)))
+                if msg_id is not None:
+                    await response.write(dumps(_upstream_error(route, msg_id, TooLarge(
+                        f"the upstream's answer is over max_response_bytes = {limit}"))))
+                await response.write_eof()
+                return response
+            while not whole and (end := pending.find(b"\n", scanned)) >= 0:
+                line = bytes(pending[:end + 1])
+                try:
+                    json.loads(line)
+                except (ValueError, RecursionError):
+                    if line.strip():
+                        whole = True
+                        break
+                del pending[:end + 1]
+                scanned = 0
+                reply = self._json_reply(route, request, flow, line, _message_id(line))
+                await response.write(reply if reply is line else reply + b"\n")
+            scanned = len(pending)
+        if pending:
+            rest = bytes(pending)
+            await response.write(self._json_reply(route, request, flow, rest, msg_id if whole else _message_id(rest)))
+        await response.write_eof()
+        return response
+
     # -- A2A agent card -------------------------------------------------------------------------
-    async def agent_card(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
+    async def agent_card(self, route: HttpRoute, request: web.Request, holding: Holding) -> web.StreamResponse:
         assert self.client is not None
         url = route.upstream_url(request.path, request.query_string)
+        headers = self._upstream_headers(route, request)
+        etag_asked = None
+        for name in [k for k in headers if k.lower() == "if-none-match"]:
+            etag_asked = headers.pop(name)  # the caller holds the proxy's ETag, not the upstream's
         try:
-            async with self.client.get(url, headers=_forward_headers(request.headers)) as upstream:
-                data = await upstream.read()
+            async with self.client.get(url, headers=headers) as upstream:
+                data = await self._read_answer(upstream, holding)
                 headers = _response_headers(upstream)
                 status = upstream.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream {url}: "
-                                                 f"{_cause(exc)}\n")
-        flow, _ = route.flow_for(request)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge) as exc:
+            return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream "
+                                                 f"{redact(url)}: {route.shown(_cause(exc))}\n")
+        flow = route.new_flow()  # the card is read afresh: what it declares seeds later requests
         try:
             card = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return web.Response(status=status, body=data, headers=headers)
         rewritten = flow.rewrite_card(card, lambda u: route.to_proxy(u, request))  # type: ignore[attr-defined]
+        route.learn(flow)
         if rewritten is None or status != 200:
             return web.Response(status=status, body=data, headers=headers)
-        headers.pop("ETag", None)  # a different body: the upstream's validator no longer names it
-        return web.Response(status=status, body=dumps(rewritten), headers=headers)
+        body = dumps(rewritten)
+        # a different body: the upstream's validators no longer name it; the proxy's own ETag does
+        for name in [k for k in headers if k.lower() in ("etag", "content-md5", "digest", "content-digest")]:
+            del headers[name]
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        headers["ETag"] = etag
+        if etag_asked is not None and etag in (t.strip() for t in etag_asked.split(",")):
+            return web.Response(status=304, headers={k: v for k, v in headers.items()
+                                                     if k.lower() not in ("content-type", "content-length")})
+        return web.Response(status=status, body=body, headers=headers)
 
     # -- WebSocket -----------------------------------------------------------------------------
     async def websocket(self, route: HttpRoute, request: web.Request) -> web.StreamResponse:
-        """JSON-RPC text frames, rewritten exactly as on stdio; close codes mirrored."""
+        """JSON-RPC text frames, rewritten exactly as on stdio; close codes mirrored. The upgrade
+        carries the same end-to-end headers upstream as an HTTP request does."""
         host = web.WebSocketResponse(protocols=_subprotocols(request), max_msg_size=64 * 1024 * 1024,
                                      autoping=True)
         await host.prepare(request)
         url = route.upstream_url(request.path, request.query_string)
-        extra = {k: v for k, v in request.headers.items() if k.lower() in ("authorization", "cookie")}
+        extra = self._upstream_headers(route, request, websocket=True)
+        user_agent = next((extra.pop(k) for k in list(extra) if k.lower() == "user-agent"), None)
         try:
             peer = await websockets.connect(url, subprotocols=_subprotocols(request) or None,
-                                            additional_headers=extra, max_size=64 * 1024 * 1024,
-                                            open_timeout=10)
+                                            additional_headers=extra, user_agent_header=user_agent,
+                                            max_size=64 * 1024 * 1024, open_timeout=10)
         except (OSError, websockets.WebSocketException, asyncio.TimeoutError) as exc:
-            await host.close(code=1011, message=f"upstream {url}: {_cause(exc)}".encode()[:120])
+            reason = f"upstream {redact(url)}: {route.shown(_cause(exc))}"
+            route.recorder.log("upstream_error", why=reason)
+            await host.close(code=1011, message=reason.encode()[:120])
             return host
         flow = route.new_flow()
 
@@ -428,13 +788,27 @@ class HttpProxy:
             code = peer.close_code or 1000
             await host.close(code=code, message=(peer.close_reason or "").encode())
 
+        session = route.open_session(flow)
+        route.live.add(session)
         tasks = [asyncio.create_task(host_to_peer()), asyncio.create_task(peer_to_host())]
-        _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        await peer.close()
+        try:
+            _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            await peer.close()
+        finally:
+            route.live.discard(session)
+            flow.abandon("the WebSocket closed")
         return host
+
+
+@dataclass(eq=False)
+class _Stream:
+    """An SSE answer open to a session's host, which pushes may use until it ends."""
+
+    response: web.StreamResponse
+    task_done: bool = False
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -446,16 +820,8 @@ def _message_id(data: bytes) -> Any:
     return msg.get("id") if isinstance(msg, dict) else None
 
 
-def _forward_headers(headers: Any) -> dict[str, str]:
-    """The host's headers for the upstream, asking for an unencoded body: without an explicit
-    Accept-Encoding, aiohttp's client would add `gzip, deflate` on its own."""
-    forwarded = {k: v for k, v in headers.items() if k.lower() not in NOT_UPSTREAM}
-    forwarded["Accept-Encoding"] = "identity"
-    return forwarded
-
-
 def _response_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:
-    return {k: v for k, v in upstream.headers.items() if k.lower() not in NOT_DOWNSTREAM}
+    return end_to_end(upstream.headers, HOP_BY_HOP)
 
 
 def _mirror_mcp_headers(headers: dict[str, str], body: bytes) -> None:
@@ -491,63 +857,6 @@ def _main_reply(sends: list[Send], original: bytes, msg_id: Any) -> bytes:
     return host[-1] if host else original
 
 
-def _reply(replies: list[bytes], host_id: Any, request: web.Request) -> web.StreamResponse:
-    """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
-    if not replies:
-        return web.Response(status=202)
-    answer = _main_reply([Send(HOST, r) for r in replies], replies[-1], host_id)
-    headers = {}
-    try:
-        error = json.loads(answer).get("error") or {}
-        retry = (error.get("data") or {}).get("retryAfterMs") if isinstance(error.get("data"), dict) else None
-    except (ValueError, AttributeError):
-        retry = None
-    if isinstance(retry, (int, float)):
-        headers["Retry-After"] = str(max(1, math.ceil(retry / 1000)))
-    return web.Response(body=answer, content_type="application/json", headers=headers)
-
-
-def _json_reply(flow: Flow, data: bytes, msg_id: Any) -> bytes:
-    """One JSON body (or one line of a streamed one) through the pipeline: one message out."""
-    if not data.strip():
-        return data
-    sends = _through(flow, data, PEER)
-    if len(sends) == 1 and sends[0].data is data:
-        return data
-    return _main_reply(sends, data, msg_id)
-
-
-async def _relay_json_stream(request: web.Request, upstream: aiohttp.ClientResponse, flow: Flow,
-                             msg_id: Any) -> web.StreamResponse:
-    """A JSON answer the upstream streams (no Content-Length), e.g. newline-delimited messages on a
-    stream that stays open (a `subscriptions/listen` answered as JSON lines): each line that is a
-    whole message goes through the pipeline and on to the host at once, never held until the upstream
-    closes. A body that is not one message a line (pretty-printed JSON) is read to its end as before."""
-    response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
-    await response.prepare(request)
-    pending = bytearray()  # an unfinished line; once a line alone was no JSON, the rest of the body
-    scanned = 0  # how much of `pending` holds no newline
-    whole = False
-    async for chunk in upstream.content.iter_any():
-        pending += chunk
-        while not whole and (end := pending.find(b"\n", scanned)) >= 0:
-            line = bytes(pending[:end + 1])
-            try:
-                json.loads(line)
-            except (ValueError, RecursionError):
-                if line.strip():
-                    whole = True
-                    break
-            del pending[:end + 1]
-            scanned = 0
-            reply = _json_reply(flow, line, _message_id(line))
-            await response.write(reply if reply is line else reply + b"\n")
-        scanned = len(pending)
-    if pending:
-        rest = bytes(pending)
-        await response.write(_json_reply(flow, rest, msg_id if whole else _message_id(rest)))
-    await response.write_eof()
-    return response
 
 
 async def _stream_raw(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -579,7 +888,7 @@ def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[
     try:
         return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
     except Exception as exc:
-        flow.recorder.log("pipeline_error", level="error", side=origin, error=f"{type(exc).__name__}: {exc}"[:300],
+        flow.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
                           why="the frame goes on untouched")
         return [Send(PEER if origin == HOST else HOST, data)]
 
@@ -594,6 +903,7 @@ def _answers(data: bytes, msg_id: Any) -> bool:
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:
-    return error_response(msg_id, -32603, f"reminder-bridge route {route.name!r}: upstream {route.upstream} "
-                                          f"{_cause(exc)}", {"route": route.name, "upstream": route.upstream,
-                                                            "cause": _cause(exc)})
+    cause = route.shown(_cause(exc))
+    return error_response(msg_id, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: upstream "
+                                                  f"{route.target.shown} {cause}",
+                          {"route": route.name, "upstream": route.target.shown, "cause": cause})

@@ -8,8 +8,8 @@
   none      no reminder support at all
 
 The agent echoes every text part of the message back as an artifact, so a test sees exactly what
-reached it. `/stats` reports what arrived and the Host header of every request (a request that
-bypassed the proxy shows the agent's own address). Prints `PORT <n>`.
+reached it. `/stats` reports what arrived and the address every request was sent to (X-Forwarded-Host,
+else Host: a request that bypassed the proxy shows the agent's own address). Prints `PORT <n>`.
 
 Usage: python -m tests.peers.a2a_sdk_agent legacy|standard|none
 """
@@ -84,7 +84,8 @@ def main() -> None:
             headers = dict(scope["headers"])
             if scope["path"] == "/stats":
                 return await JSONResponse({**STATS, "hosts": dict(STATS["hosts"])})(scope, receive, send)
-            STATS["hosts"][headers.get(b"host", b"").decode()] += 1
+            # the address the caller used: a proxy names it in X-Forwarded-Host (its Host is the agent's own)
+            STATS["hosts"][headers.get(b"x-forwarded-host", headers.get(b"host", b"")).decode()] += 1
             if MODE == "standard" and scope["method"] == "POST":
                 body = b""
                 more = True

@@ -11,13 +11,29 @@ fault suite.  POST /mcp, by JSON-RPC method:
   hostile {kind, as} answers with hostile bytes (see HOSTILE) as a JSON body (`as` = "json") or
                      as one SSE event (`as` = "sse"), then, for SSE, the real result; any other
                      method whose params name a `kind` of HOSTILE is answered the same way
+  initialize         a 2025-11-25 result declaring legacy reminders, with a fresh `Mcp-Session-Id`
+                     (any session id is accepted afterwards, as by a server the proxy restarted in
+                     front of)
+  remind {count}     an SSE answer: `count` legacy reminders (dedupe keys k0, k1, …), then the result
+  resources/read     an SSE answer: one legacy reminder (body: the `uri`), then the result
+  headers            the request's headers, path and query string, as the result
+  hopheaders         a result whose response names `X-Up-Hop` in `Connection`
+  bigevent {size}    an SSE answer whose first event carries `size` bytes, then the result
+  bigjson {size}     a JSON result padded to `size` bytes
 
-Bodies that are not JSON get a 400.  `--port N` listens on a fixed port (so a test can restart
-it where the proxy expects it).  Prints `PORT <n>`.
+POST /a2a is a standard A2A agent for id-collision tests: `SendMessage` answers with the task
+`task-<first text part>` (after 1 s when that text starts with "slow"); `InjectTaskReminder` is
+recorded, and GET /stats lists the injects as [taskId, body].
+
+GET /mcp opens a server stream (keep-alive comments) that lasts until the client leaves.
+GET /.well-known/agent-card.json is an A2A card with a strong ETag and an interface URL without a
+trailing slash.  Bodies that are not JSON get a 400.  `--port N` listens on a fixed port (so a
+test can restart it where the proxy expects it).  Prints `PORT <n>`.
 """
 import argparse
 import asyncio
 import json
+import uuid
 
 from aiohttp import web
 
@@ -36,10 +52,50 @@ HOSTILE = {
     "truncated": b'{"jsonrpc":"2.0","method":"notifications/message","params":{"_meta":{"harn":{"reminder":',
     "reminder": json.dumps(REMINDER).encode(),
     "badid": b'{"jsonrpc":"2.0","id":[],"result":{"reminders":[]}}',
+    "badbody": json.dumps({**REMINDER, "params": {**REMINDER["params"], "_meta": {"harn": {"reminder": {
+        "id": "r", "body": {"secret": "B0DY-s3cr3t"}}}}}}).encode(),
 }
 
 
+def legacy_reminder(body: str, key: str | None = None) -> bytes:
+    reminder = {"id": str(uuid.uuid4()), "body": body, **({"dedupeKey": key} if key else {})}
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+        "level": "info", "logger": "harn.reminder", "data": body, "_meta": {"harn": {"reminder": reminder}}}}).encode()
+
+
+CAPABILITIES = {"tools": {}, "resources": {}, "_meta": {"harn": {"reminders": {"emit": True}}}}
+
+
+async def sse(request: web.Request, events: list[bytes]) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for data in events:
+        await response.write(b"event: message\ndata: " + data + b"\n\n")
+    await response.write_eof()
+    return response
+
+
 def make_app() -> web.Application:
+    injects: list[list[str]] = []
+
+    async def a2a(request: web.Request) -> web.Response:
+        msg = json.loads(await request.read())
+        params = msg.get("params") or {}
+        if msg.get("method") == "InjectTaskReminder":
+            injects.append([params.get("taskId"), (params.get("reminder") or {}).get("body")])
+            answer = {"reminderId": (params.get("reminder") or {}).get("id", "r"), "dedupedCount": 0,
+                      "acceptedAt": "2026-01-01T00:00:00.000Z"}
+        else:
+            text = ((params.get("message") or {}).get("parts") or [{}])[0].get("text", "")
+            if text.startswith("slow"):
+                await asyncio.sleep(1.0)
+            answer = {"task": {"id": f"task-{text}", "contextId": "ctx",
+                               "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}
+        return web.json_response({"jsonrpc": "2.0", "id": msg.get("id"), "result": answer})
+
+    async def stats(_: web.Request) -> web.Response:
+        return web.json_response({"injects": injects})
+
     async def post(request: web.Request) -> web.StreamResponse:
         try:
             msg = json.loads(await request.read())
@@ -54,6 +110,28 @@ def make_app() -> web.Application:
         def result(value: dict) -> bytes:
             return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": value}).encode()
 
+        if method == "initialize":
+            return web.Response(body=result({"protocolVersion": "2025-11-25", "capabilities": CAPABILITIES,
+                                             "serverInfo": {"name": "faulty", "version": "1"}}),
+                                content_type="application/json", headers={"Mcp-Session-Id": uuid.uuid4().hex})
+        if method == "remind":
+            count = int(params.get("count", 1))
+            return await sse(request, [legacy_reminder(f"reminder {i}", f"k{i}") for i in range(count)]
+                             + [result({"content": [{"type": "text", "text": "reminded"}]})])
+        if method == "resources/read":
+            uri = str(params.get("uri", "file:///x"))
+            return await sse(request, [legacy_reminder(uri), result({"contents": []})])
+        if method == "headers":
+            return web.Response(body=result({"headers": dict(request.headers), "path": request.path,
+                                             "query": request.query_string}), content_type="application/json")
+        if method == "hopheaders":
+            return web.Response(body=result({}), content_type="application/json",
+                                headers={"Connection": "X-Up-Hop", "X-Up-Hop": "hop-secret", "X-Kept": "kept"})
+        if method == "bigevent":
+            note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pad": "x" * int(params["size"])}}
+            return await sse(request, [json.dumps(note).encode(), result({"done": True})])
+        if method == "bigjson":
+            return web.Response(body=result({"pad": "x" * int(params["size"])}), content_type="application/json")
         if method == "login":  # a session cookie for whoever logged in
             response = web.Response(body=result({}), content_type="application/json")
             response.set_cookie("session", str(params.get("user", "someone")))
@@ -88,8 +166,25 @@ def make_app() -> web.Application:
         return web.Response(body=result({"content": [{"type": "text", "text": text}]} if text is not None else {}),
                             content_type="application/json")
 
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        while True:
+            await response.write(b": keep-alive\n\n")
+            await asyncio.sleep(0.2)
+
+    async def card(request: web.Request) -> web.Response:
+        host = f"http://{request.host}"
+        body = {"name": "faulty", "version": "1", "capabilities": {"streaming": True},
+                "supportedInterfaces": [{"url": host, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}
+        return web.json_response(body, headers={"ETag": '"card-v1"'})
+
     app = web.Application(client_max_size=1024 * 1024 * 1024)
     app.router.add_post("/mcp", post)
+    app.router.add_get("/mcp", stream)
+    app.router.add_get("/.well-known/agent-card.json", card)
+    app.router.add_post("/a2a", a2a)
+    app.router.add_get("/stats", stats)
     return app
 
 

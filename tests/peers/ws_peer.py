@@ -1,6 +1,7 @@
 """The bundled legacy MCP server behind a WebSocket (JSON-RPC text frames). A request for method
 `test/close` makes the server close the connection with code 4001, to check close codes are
-mirrored. Prints `PORT <n>`."""
+mirrored; `test/headers` answers with the headers of the WebSocket handshake the server received.
+Prints `PORT <n>`."""
 import asyncio
 import json
 
@@ -13,6 +14,10 @@ async def serve(ws) -> None:
     server = LegacyMcpServer()
     async for text in ws:
         msg = json.loads(text)
+        if msg.get("method") == "test/headers":
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": msg.get("id"),
+                                      "result": {"headers": dict(ws.request.headers.raw_items())}}))
+            continue
         if msg.get("method") == "test/close":
             await ws.close(code=4001, reason="asked to close")
             return

@@ -1,0 +1,152 @@
+"""HTTP forwarding rules of `serve`: which headers cross the proxy, which origins may call it, and
+how an upstream URL is joined, authenticated and shown without its secrets.
+
+Pure functions over header mappings and URL strings; `http.py` applies them.
+"""
+from __future__ import annotations
+
+import base64
+import ipaddress
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from bridge.rules import LOOPBACK_ORIGINS
+
+#: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length"})
+#: Request headers the proxy sets itself: the upstream's own Host, and unencoded bodies (the proxy
+#: reads what it may rewrite; without an explicit Accept-Encoding aiohttp would ask for gzip).
+NOT_UPSTREAM = HOP_BY_HOP | {"host", "accept-encoding"}
+#: The WebSocket handshake is the proxy's own on each side.
+WEBSOCKET_HANDSHAKE = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+                                 "sec-websocket-protocol", "sec-websocket-accept"})
+SECRET = "***"
+
+
+def connection_named(headers: Mapping[str, str]) -> frozenset[str]:
+    """Header names the `Connection` header lists: hop-by-hop for this one link (RFC 9110 §7.6.1)."""
+    names: set[str] = set()
+    for key, value in headers.items():
+        if key.lower() == "connection":
+            names.update(token.strip().lower() for token in value.split(",") if token.strip())
+    return frozenset(names)
+
+
+def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP) -> dict[str, str]:
+    """The headers that may cross the proxy: neither hop-by-hop nor named in `Connection`."""
+    named = connection_named(headers)
+    return {k: v for k, v in headers.items() if (low := k.lower()) not in drop and low not in named}
+
+
+def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: str, scheme: str,
+                     authorization: str | None = None, websocket: bool = False) -> dict[str, str]:
+    """A client's request headers as the upstream gets them: end-to-end ones, the upstream's own
+    Host (set by the HTTP client from the URL), `X-Forwarded-*` naming the client side, and the
+    route's own credentials in place of the client's when the upstream URL carries some."""
+    drop = NOT_UPSTREAM | WEBSOCKET_HANDSHAKE if websocket else NOT_UPSTREAM
+    out = end_to_end(headers, drop)
+    if not websocket:
+        out["Accept-Encoding"] = "identity"
+    forwarded_for = next((v for k, v in out.items() if k.lower() == "x-forwarded-for"), None)
+    for name in [k for k in out if k.lower() in ("x-forwarded-for", "x-forwarded-host", "x-forwarded-proto")]:
+        del out[name]
+    if client:
+        out["X-Forwarded-For"] = f"{forwarded_for}, {client}" if forwarded_for else client
+    out["X-Forwarded-Host"] = host
+    out["X-Forwarded-Proto"] = scheme
+    if authorization is not None:
+        for name in [k for k in out if k.lower() == "authorization"]:
+            del out[name]
+        out["Authorization"] = authorization
+    return out
+
+
+# -- origins -------------------------------------------------------------------------------------
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
+    """Requests without `Origin` (every non-browser client) always pass; a browser's origin must be
+    listed, `*` allowing all and `loopback` every localhost origin (MCP asks local servers to
+    refuse other origins: DNS rebinding)."""
+    if origin is None:
+        return True
+    origin = origin.strip().lower()
+    for entry in allowed:
+        if entry == "*" or entry == origin:
+            return True
+        if entry == LOOPBACK_ORIGINS:
+            try:
+                parts = urlsplit(origin)
+                if parts.scheme in ("http", "https") and is_loopback_host(parts.hostname):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+# -- upstream URLs -------------------------------------------------------------------------------
+class Upstream:
+    """An upstream base URL: joined with request paths and queries, authenticated with its own
+    userinfo, and shown everywhere with its userinfo and query values redacted."""
+
+    def __init__(self, url: str):
+        parts = urlsplit(url)
+        self.scheme = parts.scheme
+        self.path = parts.path
+        self.query = parts.query
+        self.netloc = parts.hostname or ""
+        if ":" in self.netloc:
+            self.netloc = f"[{self.netloc}]"
+        if parts.port is not None:
+            self.netloc += f":{parts.port}"
+        #: `Authorization` for the upstream when the URL names a user (HTTP basic, as a browser would)
+        self.authorization: str | None = None
+        secrets: list[str] = []
+        if parts.username is not None:
+            user, password = unquote(parts.username), unquote(parts.password or "")
+            self.authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            secrets += [parts.username, user, parts.password or "", password]
+        secrets += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+        secrets += [unquote(value) for value in list(secrets)]
+        #: longest first, so a secret that contains another is replaced whole
+        self.secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
+        self.shown = redact(url)
+
+    def url(self, rest: str, query: str) -> str:
+        """The upstream URL for a request path below the route (``rest``) and the client's query."""
+        joined = self.path.rstrip("/") + rest if rest not in ("", "/") or not self.path else self.path
+        both = "&".join(q for q in (self.query, query) if q)
+        return urlunsplit((self.scheme, self.netloc, joined or "/", both, ""))
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret of the URL replaced: for errors and logs that quote the URL."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, SECRET)
+        return text
+
+
+def redact(url: str) -> str:
+    """``url`` with its userinfo and every query value replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return SECRET
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = SECRET + "@" + netloc.rpartition("@")[2]
+    query = "&".join(f"{name}={SECRET}" if value or "=" in raw else name
+                     for raw in parts.query.split("&") if raw
+                     for name, _, value in [raw.partition("=")])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -1,0 +1,103 @@
+"""Per-session state of `serve` (SPEC §10): one pipeline per session, never shared.
+
+A `Session` is what the proxy keeps for one MCP 2025-11-25 session, or for one request that is
+its own session (MCP 2026-07-28, A2A, a WebSocket): its pipeline, the server-sent-event streams
+open to its host, and the frames its pipeline produced on its own (a coalesced reminder released
+when tokens came back) while no stream was open.  `SessionTable` holds a route's MCP sessions by
+`Mcp-Session-Id`: bounded, each expiring after an idle time that slides with every use,
+evictions and expiries counted.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cachetools import TTLCache
+
+from bridge.pipeline import Flow
+
+
+class Session:
+    """One session at the proxy: its pipeline and where frames for its host can go."""
+
+    def __init__(self, flow: Flow, limit: int = 64):
+        self.flow = flow
+        self.protocol = flow.protocol
+        #: open SSE answers to this session's host, oldest first: a GET stream, or POSTs still streaming
+        self.streams: list[Any] = []
+        #: host-bound frames made with no stream open, sent ahead of the session's next answer
+        self.waiting: list[bytes] = []
+        self.limit = limit
+        self.dropped = 0
+
+    def hold(self, frames: list[bytes]) -> None:
+        """Keep frames for the next answer; the oldest go beyond the session's pending limit."""
+        self.waiting.extend(frames)
+        if len(self.waiting) > self.limit:
+            self.dropped += len(self.waiting) - self.limit
+            del self.waiting[:len(self.waiting) - self.limit]
+
+    def take_waiting(self) -> list[bytes]:
+        waiting, self.waiting = self.waiting, []
+        return waiting
+
+    def pending_counts(self) -> dict[str, int]:
+        return {"host": len(self.waiting)}
+
+
+class _Table(TTLCache):
+    """A TTL cache that reports what leaves it: evicted (the table was full) or expired (idle)."""
+
+    def __init__(self, maxsize: int, ttl: float, timer: Callable[[], float], on_end: Callable[[str, Any], None]):
+        super().__init__(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._on_end = on_end
+
+    def popitem(self) -> tuple[Any, Any]:
+        key, value = super().popitem()
+        self._on_end("evicted", value)
+        return key, value
+
+    def expire(self, time: Any = None) -> list[tuple[Any, Any]]:
+        gone = super().expire(time)
+        for _, value in gone or ():
+            self._on_end("expired", value)
+        return gone
+
+
+class SessionTable:
+    """A route's MCP sessions by id: at most ``max_sessions``, each kept ``idle`` seconds after its last use."""
+
+    def __init__(self, max_sessions: int, idle: float, ended: Counter[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        #: sessions gone, by reason: evicted (the table was full) | expired (idle) | closed (DELETE)
+        self.ended: Counter[str] = ended if ended is not None else Counter()
+        self._table = _Table(max_sessions, idle, clock, self._ended)
+
+    def _ended(self, reason: str, session: Session) -> None:
+        self.ended[reason] += 1
+        session.flow.recorder.info("session_ended", reason=reason)
+
+    def get(self, session_id: str) -> Session | None:
+        """The session, its idle time starting again (a use)."""
+        session = self._table.get(session_id)
+        if session is not None:
+            self._table[session_id] = session  # re-insertion slides the expiry
+        return session
+
+    def put(self, session_id: str, session: Session) -> None:
+        self._table[session_id] = session
+
+    def close(self, session_id: str) -> None:
+        if self._table.pop(session_id, None) is not None:
+            self.ended["closed"] += 1
+
+    def expire(self) -> None:
+        self._table.expire()
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter({id(s): s for s in list(self._table.values())}.values())
+
+    def __len__(self) -> int:
+        return len(self._table)
