@@ -157,6 +157,12 @@ class Recorder:
         self.sessions_ended: Counter[str] = Counter()  # serve: evicted | expired | closed
         self.latency: dict[tuple[str, str], Histogram] = {}
         self._flows: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: add-ons told of every decision and handshake (the console's live feed): objects with
+        #: `decision(record: dict)` and `handshake(record: dict)`; they must not block
+        self.listeners: list[Any] = []
+        #: set by whoever owns the route (an HTTP route, the stdio proxy): () -> its protocol, stage,
+        #: budgets, for the admin port's status page
+        self.status_source: Any = None
         self._log = log if log is not None else sys.stderr
         self._tracing = tracing
         self.log_level = log_level
@@ -184,11 +190,20 @@ class Recorder:
     def reminder(self, action: str, *, protocol: str, method: str | None, reminder: Reminder | None = None,
                  source: str | None = None, target: str | None = None, why: str | None = None,
                  stage: str = "translate", carrier: Mapping[str, str] | None = None,
-                 attributes: dict[str, Any] | None = None, start_ns: int | None = None) -> Any:
+                 attributes: dict[str, Any] | None = None, start_ns: int | None = None,
+                 session: Any = None, direction: str | None = None) -> Any:
         """Count, trace and log one decision.  Returns the span made for it (None without spans):
-        `carrier` puts its context into the message the decision rewrote."""
+        `carrier` puts its context into the message the decision rewrote. ``session`` (whatever key
+        the flow keeps the reminder's state under) and ``direction`` (toward_host | toward_peer)
+        only reach listeners."""
         self.counts[(protocol, self.route, action)] += 1
         self.staged[(protocol, self.route, action, stage)] += 1
+        if self.listeners:
+            record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
+                      "stage": stage, "source": source, "target": target, "reason": why,
+                      "session": session, "direction": direction, "reminder": reminder}
+            for listener in self.listeners:
+                listener.decision(record)
         tracing = self.tracing
         span = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
@@ -244,6 +259,15 @@ class Recorder:
         if hist is None:
             hist = self.latency[(protocol, self.route)] = Histogram()
         hist.observe(seconds)
+
+    def handshake(self, side: str, dialect: str, *, protocol: str, client: str | None = None) -> None:
+        """A side's reminder dialect as its handshake (or first reminder message) showed it:
+        ``side`` host|peer, ``dialect`` standard|legacy|none, ``client`` its name (MCP clientInfo,
+        ACP clientInfo, A2A card name) when it gave one."""
+        if self.listeners:
+            record = {"route": self.route, "protocol": protocol, "side": side, "dialect": dialect, "client": client}
+            for listener in self.listeners:
+                listener.handshake(record)
 
     def track(self, flow: Any) -> None:
         """Count ``flow``'s pending queues in the gauges while it lives (it offers `pending_counts()`)."""

@@ -92,6 +92,7 @@ class Flow:
         self._span: Any = None
         self._start_ns: int | None = None
         self._attributes: dict[str, Any] | None = None
+        self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
         self.recorder.track(self)
 
     # -- framing -------------------------------------------------------------------------------
@@ -133,6 +134,7 @@ class Flow:
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Send]:
         if self.passes(frame, origin):
             return [Send(dest, frame)]
+        self._direction = "toward_host" if dest == HOST else "toward_peer"
         started = time.perf_counter()
         self._start_ns = time.time_ns()
         self._headers = headers
@@ -264,7 +266,8 @@ class Flow:
         span = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
                                       source=source, target=target, why=why, stage=self.stage,
                                       carrier=self._carrier() if self.recorder.tracing.spans else None,
-                                      attributes=attributes, start_ns=self._start_ns)
+                                      attributes=attributes, start_ns=self._start_ns, session=self.connection,
+                                      direction=self._direction)
         if span is not None:
             self._span = span
 

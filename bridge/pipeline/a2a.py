@@ -297,6 +297,9 @@ class A2AFlow(Flow):
         caps = out.get("capabilities")
         if isinstance(caps, dict):
             declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+            self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
+                                    protocol=self.protocol,
+                                    client=out.get("name") if isinstance(out.get("name"), str) else None)
             if not self.peer_fixed:
                 self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
             caller = self._caller() if self.host_dialect != "auto" else "standard"

@@ -43,12 +43,16 @@ class AcpFlow(Flow):
         method = msg.get("method")
         params = msg.get("params")
         if method == "initialize":
-            if not self.host_fixed and isinstance(params, dict):
+            if isinstance(params, dict):
                 caps = params.get("clientCapabilities")
-                if AcpStandard.client_declares(caps):
-                    self.host_dialect = "standard"
-                elif AcpLegacy.client_declares(caps):
-                    self.host_dialect = "legacy"
+                declared = "standard" if AcpStandard.client_declares(caps) else "legacy" \
+                    if AcpLegacy.client_declares(caps) else None
+                info = params.get("clientInfo")
+                name = info.get("name") if isinstance(info, dict) else None
+                self.recorder.handshake("host", declared or "none", protocol=self.protocol,
+                                        client=name if isinstance(name, str) else None)
+                if not self.host_fixed and declared is not None:
+                    self.host_dialect = declared
             self.expect_response(HOST, msg, "initialize")
             return None
         if method in INJECT_METHODS:
@@ -189,6 +193,9 @@ class AcpFlow(Flow):
         if not isinstance(caps, dict):
             return None
         declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+        info = get_path(msg, "result", "agentInfo")
+        self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
+                                protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
         if not self.peer_fixed:
             self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
         client = self._client_dialect()

@@ -66,7 +66,7 @@ class McpFlow(Flow):
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         if method == "initialize":
-            self._learn_host(params.get("capabilities"))
+            self._learn_host(params.get("capabilities"), params.get("clientInfo"))
             self.expect_response(HOST, msg, "handshake")
         elif method == "server/discover":
             self.modern = True
@@ -83,17 +83,18 @@ class McpFlow(Flow):
             self.expect_response(HOST, msg, "tool")
         return None
 
-    def _learn_host(self, caps: Any) -> None:
+    def _learn_host(self, caps: Any, client_info: Any = None) -> None:
         self.handshake_seen = True
+        declared = "standard" if McpStandard.host_declares(caps) else "legacy" if McpLegacy.host_declares(caps) \
+            else "none"
+        if caps is not None or client_info is not None:
+            name = client_info.get("name") if isinstance(client_info, dict) else None
+            self.recorder.handshake("host", declared, protocol=self.protocol,
+                                    client=name if isinstance(name, str) else None)
         if self.host_fixed or (self.host_dialect != "auto" and caps is None):
             self._watch_host()
             return
-        if McpStandard.host_declares(caps):
-            self.host_dialect = "standard"
-        elif McpLegacy.host_declares(caps):
-            self.host_dialect = "legacy"
-        else:
-            self.host_dialect = "none"
+        self.host_dialect = declared
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
@@ -118,6 +119,9 @@ class McpFlow(Flow):
             return None
         declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
         self.peer_declared = any(cap is not None for cap in declared.values())
+        info = get_path(msg, "result", "serverInfo")
+        self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
+                                protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
         if not self.peer_fixed:
             self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
         target = self.host_dialect

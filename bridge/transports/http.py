@@ -102,6 +102,12 @@ class HttpRoute:
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
         self.tasks = TTLCache(maxsize=self.limits.max_sessions, ttl=self.limits.session_idle_s)
         self.recorder.track(_TaskQueues(self.tasks))
+        self.recorder.status_source = self.status
+
+    def status(self) -> dict[str, Any]:
+        """What the admin port's status page shows of this route (see `Recorder.status_source`)."""
+        return {"transport": "serve", "protocol": self.protocol, "stage": self.settings.stage,
+                "settings": self.settings, "policy": self.policy, "sessions": len(self.sessions)}
 
     @property
     def is_websocket(self) -> bool:
