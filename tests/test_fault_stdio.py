@@ -1,22 +1,34 @@
 """Fault tolerance of `reminder-bridge stdio`, with real processes: a child that dies mid-request,
-a side that stops reading, SIGTERM during traffic, and hostile bytes from either side."""
+a side that stops reading, SIGTERM during traffic, hostile bytes from either side, SIGHUP without
+rules, stdin from /dev/null, and a host that goes away or stops reading mid-burst.
+
+No test sleeps to let something happen: each waits for the event it means (a reply, a log line,
+a process blocked on a full pipe, seen in /proc), so a slow machine only makes it slower."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
 import pytest
 
+from bridge.transports.stdio import DRAIN_GRACE, KILL_GRACE, STOP_GRACE
+
 pytestmark = pytest.mark.fault
 
 PROXY = [sys.executable, "-m", "bridge", "stdio"]
 CHILD = [sys.executable, "-m", "tests.peers.crashing_child"]
+STUBBORN = [sys.executable, "-m", "tests.peers.stubborn_child"]
 HAS_PROC = os.path.exists("/proc/self/status")
+#: Slack on top of the proxy's own graces for a loaded machine (interpreter start-up is already over).
+SLACK = 5.0
 
 
 def request(msg_id, method: str, **params) -> bytes:
@@ -31,10 +43,107 @@ def status_kib(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-def wait_for_rss(pid: int) -> int:
-    """The proxy's resident size once it has started (imports done, child running)."""
-    time.sleep(0.8)
-    return status_kib(pid)
+def wait_for(check, what: str, timeout: float = 30.0, times: int = 1) -> None:
+    """Poll until `check()` has held `times` polls in a row (a condition seen once could be a
+    passing moment), or fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    held = 0
+    while time.monotonic() < deadline:
+        held = held + 1 if check() else 0
+        if held >= times:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()  # the command name may hold spaces and parentheses
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(_stat(int(entry))[1]) == pid:
+                    found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def child_of(pid: int) -> int:
+    """The process the proxy started (its only child)."""
+    found: list[int] = []
+    wait_for(lambda: found.extend(children_of(pid)) or found, f"process {pid} to start its child")
+    return found[0]
+
+
+def running(pid: int) -> bool:
+    try:
+        return _stat(pid)[0] not in ("Z", "X")  # a zombie has stopped running
+    except (OSError, IndexError):
+        return False
+
+
+def pipe_fill(pid: int, fd: int) -> tuple[int, int]:
+    """(bytes waiting in, capacity of) the pipe that process `pid` holds as `fd`."""
+    probe = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)  # the same pipe, one more reader
+    try:
+        waiting = struct.unpack("i", fcntl.ioctl(probe, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return waiting, fcntl.fcntl(probe, fcntl.F_GETPIPE_SZ)
+    finally:
+        os.close(probe)
+
+
+def wchan(pid: int, tid: int | None = None) -> str | None:
+    """Where in the kernel process `pid` (or its thread `tid`) waits; None where the kernel hides it."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan" if tid else f"/proc/{pid}/wchan") as where:
+            found = where.read().strip()
+    except OSError:
+        return None
+    return found if found not in ("", "0") else None
+
+
+def blocked_writing(pid: int, fd: int, tid: int | None = None) -> bool:
+    """Process `pid` (or its thread `tid`) sits in the kernel on a write to its full pipe `fd`;
+    where wchan is hidden, that pipe is at least half full (pages written in pieces leave some unused)."""
+    where = wchan(pid, tid)
+    if where is not None:
+        return where.endswith("pipe_write") or where == "pipe_wait"
+    waiting, size = pipe_fill(pid, fd)
+    return waiting >= size // 2
+
+
+def proxy_stalled(proxy: int, pid: int, fd: int, tid: int | None = None) -> bool:
+    """The proxy has stopped reading the side `pid` (or its thread `tid`) writes from: that writer is
+    blocked on its full pipe `fd` while the proxy's event loop sits idle in epoll (a proxy still
+    reading would find that pipe readable and not wait)."""
+    if not blocked_writing(pid, fd, tid):
+        return False
+    where = wchan(proxy)
+    return where is None or "epoll" in where or where == "ep_poll"
+
+
+def stop(proc: subprocess.Popen, *pids: int | None) -> None:
+    """Leave nothing running behind a failed test."""
+    for pid in pids:
+        if pid and running(pid):
+            os.kill(pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def wait_for_rss(proc: subprocess.Popen) -> int:
+    """The proxy's resident size once it has started: imports done, child running, relaying (a
+    ping makes the round trip)."""
+    proc.stdin.write(request("up", "ping"))
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline()) == {"jsonrpc": "2.0", "id": "up", "result": {}}
+    return status_kib(proc.pid)
 
 
 # -- the child dies mid-request -------------------------------------------------------------------
@@ -94,7 +203,10 @@ def test_host_that_stops_reading_gets_backpressure_not_buffering():
               "+ b'x' * 4000 + b'\"}}\\n'\nfor _ in range(100_000): sys.stdout.buffer.write(line)\n")
     proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", writer], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    time.sleep(2.0)  # the host reads nothing; pipes fill, the proxy must stop reading the child
+    child = child_of(proc.pid)
+    # the host reads nothing: once the child sits blocked on its full pipe while the proxy idles,
+    # the proxy has stopped reading it (a proxy that buffered instead would never get here)
+    wait_for(lambda: proxy_stalled(proc.pid, child, 1), "the proxy to stop reading the child", times=5)
     stalled = status_kib(proc.pid)
     received = 0
     done = threading.Event()
@@ -116,24 +228,32 @@ def test_host_that_stops_reading_gets_backpressure_not_buffering():
 
 @pytest.mark.skipif(not HAS_PROC, reason="needs /proc to read memory")
 def test_child_that_stops_reading_gets_backpressure_not_buffering():
-    """A host writing 300 MiB to a child that reads nothing for two seconds: nothing piles up in the proxy."""
-    reader = ("import sys, time\ntime.sleep(2.0)\nn = 0\n"
+    """A host writing 300 MiB to a child that reads nothing until told: nothing piles up in the proxy."""
+    reader = ("import signal, sys\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+              "print('ready', flush=True)\nsignal.sigwait({signal.SIGUSR1})\nn = 0\n"
               "while chunk := sys.stdin.buffer.read(1 << 20): n += len(chunk)\n"
               "print(n, flush=True)\n")
     proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", reader], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     line = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":"' + b"y" * 3000 + b'"}}\n'
     count = 100_000
+    tid: list[int] = []
 
     def write():
+        tid.append(threading.get_native_id())
         for _ in range(count):
             proc.stdin.write(line)
         proc.stdin.close()
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    time.sleep(1.5)  # the child is asleep: the pipes are full and the proxy must have stopped reading us
+    assert proc.stdout.readline() == b"ready\n"  # the child waits for SIGUSR1 before it reads
+    child = child_of(proc.pid)
+    # the child's stdin is full and our write blocks: the proxy has stopped reading us
+    wait_for(lambda: tid and proxy_stalled(proc.pid, os.getpid(), proc.stdin.fileno(), tid[0]),
+             "the proxy to stop reading the host", times=5)
     stalled = status_kib(proc.pid)
+    os.kill(child, signal.SIGUSR1)
     writer.join(120)
     out = proc.stdout.read()
     assert proc.wait(30) == 0
@@ -152,9 +272,11 @@ def test_sigterm_during_traffic_delivers_everything_the_child_wrote_before_exiti
     proc.stdin.write(request(1, "ping"))
     proc.stdin.flush()
     first = proc.stdout.readline()  # the proxy is up and relaying
+    child = child_of(proc.pid)
     proc.stdin.write(request(2, "flood", count=50_000))
     proc.stdin.flush()
-    time.sleep(1.0)  # the host reads nothing: the child blocks on full pipes mid-flood
+    # the host reads nothing: the child blocks on full pipes mid-flood
+    wait_for(lambda: proxy_stalled(proc.pid, child, 1), "the child to block mid-flood", times=5)
     proc.send_signal(signal.SIGTERM)
     out = proc.stdout.read()
     assert proc.wait(15) == 143
@@ -237,7 +359,7 @@ def test_a_200_mib_line_fails_alone_and_memory_stays_below_the_line_limit():
     proxy holds at most the line limit (64 MiB) of it, never 200 MiB."""
     proc = subprocess.Popen(PROXY + ["--"] + CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    idle = wait_for_rss(proc.pid)
+    idle = wait_for_rss(proc)
     results: list[bytes] = []
     reader = threading.Thread(target=lambda: results.extend(proc.stdout), daemon=True)
     reader.start()
@@ -261,3 +383,145 @@ def test_a_200_mib_line_fails_alone_and_memory_stays_below_the_line_limit():
     [error] = [r for r in replies if "error" in r]
     assert error["id"] == "huge" and error["error"]["code"] == -32600
     assert peak - idle < 100 * 1024, f"proxy grew by {(peak - idle) // 1024} MiB for one oversize line"
+
+
+# -- SIGHUP, odd stdin, and hosts that go away -----------------------------------------------------
+INITIALIZE = request("init", "initialize", protocolVersion="2025-11-25", capabilities={},
+                     clientInfo={"name": "fault", "version": "1"})
+
+
+def log_events(path, event: str) -> list[dict]:
+    return [json.loads(line) for line in path.read_bytes().splitlines() if f'"event": "{event}"'.encode() in line]
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+def test_sighup_without_a_rules_file_is_logged_and_ignored(tmp_path):
+    """Without --rules there is nothing to reload: SIGHUP must neither kill the proxy (the default
+    action, which left the child running) nor reach the child (crashing_child dies of it)."""
+    log = tmp_path / "stderr"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(PROXY + ["--"] + CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+    child = None
+    try:
+        proc.stdin.write(request(1, "ping"))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # up: its signal handlers are in place
+        child = child_of(proc.pid)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: log_events(log, "reload_skipped") or proc.poll() is not None, "the proxy to log the SIGHUP")
+        assert proc.poll() is None, f"SIGHUP ended the proxy (exit {proc.returncode}); child running: {running(child)}"
+        [skipped] = log_events(log, "reload_skipped")
+        assert skipped["why"] == "no rules file was given" and skipped["trigger"] == "SIGHUP"
+        proc.stdin.write(request(2, "ping"))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline()) == {"jsonrpc": "2.0", "id": 2, "result": {}}  # both still work
+        assert running(child)
+        proc.stdin.close()
+        assert proc.wait(15) == 0
+        assert len(log_events(log, "reload_skipped")) == 1
+    finally:
+        stop(proc, child)
+
+
+def test_stdin_from_dev_null_is_an_immediate_eof():
+    """/dev/null cannot be watched by epoll (EPERM): it must read as EOF at once, with no traceback;
+    the child sees its stdin closed and the proxy exits with the child's code."""
+    script = "import sys\nprint(len(sys.stdin.buffer.read()), flush=True)\nsys.exit(5)\n"
+    try:
+        done = subprocess.run(PROXY + ["--", sys.executable, "-c", script], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=20)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the proxy never passed the EOF on: {(exc.stderr or b'')[-1500:]!r}")
+    assert b"Traceback" not in done.stderr and b"PermissionError" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout == b"0\n"
+    assert done.returncode == 5
+
+
+def start_flood(tmp_path, child: list[str], first: bytes = INITIALIZE,
+                stderr_pipe: bool = False) -> tuple[subprocess.Popen, int]:
+    """A proxy whose child floods toward a host that reads nothing, once the burst has backed up
+    into every pipe (the child sits blocked on its write).  Its stderr goes to a file, or with
+    `stderr_pipe` to a pipe the host holds (and may close: a host that dies closes all three)."""
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(PROXY + ["--"] + child, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE if stderr_pipe else err)
+    proc.stdin.write(first)  # the initialize: the burst goes through the pipeline, not around it
+    proc.stdin.flush()
+    pid = child_of(proc.pid)
+    wait_for(lambda: proxy_stalled(proc.pid, pid, 1), "the burst to fill the pipes", times=5)
+    return proc, pid
+
+
+def ended_within(proc: subprocess.Popen, budget: float, what: str) -> int:
+    try:
+        return proc.wait(budget)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the proxy was still running {budget:.0f} s after {what}")
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+@pytest.mark.parametrize("closes, flags, then, code", [
+    ("all", [], None, 128 + signal.SIGTERM),
+    ("all", ["--ignore-term"], None, 128 + signal.SIGKILL),
+    ("stdout", ["--ignore-term"], None, 128 + signal.SIGKILL),
+    ("all", ["--ignore-term"], signal.SIGTERM, 128 + signal.SIGKILL),
+], ids=["dies-child-obeys", "dies-child-ignores-sigterm", "closes-stdout-only", "dies-then-sigterm"])
+def test_a_host_that_goes_away_mid_burst_stops_the_child_and_the_proxy(tmp_path, closes, flags, then, code):
+    """The host goes away with a burst in flight: the proxy stops its child (SIGTERM, then SIGKILL
+    for one that ignores it) and exits, instead of waiting forever on a pipe nobody reads.  A host
+    that dies takes stderr with it: the proxy's log lines then fail, and must not stop it."""
+    proc, child = start_flood(tmp_path, STUBBORN + ["--flood", *flags], stderr_pipe=closes == "all")
+    try:
+        proc.stdout.close()  # the host's end of the proxy's stdout: further writes get EPIPE
+        if closes == "all":
+            proc.stdin.close()
+            proc.stderr.close()
+        budget = STOP_GRACE + KILL_GRACE + SLACK
+        if then is not None:
+            proc.send_signal(then)
+            budget = DRAIN_GRACE + SLACK
+        assert ended_within(proc, budget, "its host went away") == code
+        wait_for(lambda: not running(child), "the child to be gone", timeout=5)
+        if closes == "stdout":  # stderr still there: the proxy says what it did, and nothing else
+            log = tmp_path / "stderr"
+            assert log_events(log, "host_gone") and b"Traceback" not in log.read_bytes(), log.read_bytes()[-3000:]
+    finally:
+        stop(proc, child)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+@pytest.mark.parametrize("child", [CHILD, STUBBORN + ["--flood", "--ignore-term"]], ids=["child-stuck-on-its-goodbye",
+                                                                                       "child-ignores-sigterm"])
+def test_sigterm_ends_the_proxy_within_the_drain_grace_while_the_host_is_not_reading(tmp_path, child):
+    """The host is alive but reads nothing, every pipe is full: SIGTERM still ends the proxy (and
+    its child) within the drain grace.  crashing_child answers SIGTERM by writing a goodbye, which
+    blocks on the full pipe; the stubborn child ignores SIGTERM."""
+    first = request(1, "flood", count=10_000_000) if child is CHILD else INITIALIZE
+    proc, pid = start_flood(tmp_path, child, first)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert ended_within(proc, DRAIN_GRACE + SLACK, "SIGTERM") == 128 + signal.SIGKILL
+        wait_for(lambda: not running(pid), "the child to be gone", timeout=5)
+        assert log_events(tmp_path / "stderr", "drain_grace_expired")
+    finally:
+        stop(proc, pid)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+@pytest.mark.parametrize("flags, code", [([], 128 + signal.SIGTERM), (["--ignore-term"], 128 + signal.SIGKILL)],
+                         ids=["obeys-sigterm", "ignores-sigterm"])
+def test_a_child_that_outlives_the_hosts_goodbye_is_stopped(flags, code):
+    """EOF is the host's goodbye (MCP's stdio shutdown): a child that neither exits nor says anything
+    more gets SIGTERM after a grace, then SIGKILL, and the proxy exits with its code."""
+    proc = subprocess.Popen(PROXY + ["--"] + STUBBORN + flags, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    child = None
+    try:
+        assert b'"ready"' in proc.stdout.readline()
+        child = child_of(proc.pid)
+        proc.stdin.close()
+        assert ended_within(proc, STOP_GRACE + KILL_GRACE + SLACK, "its host said goodbye") == code
+        assert proc.stdout.read() == b""
+        wait_for(lambda: not running(child), "the child to be gone", timeout=5)
+    finally:
+        stop(proc, child)

@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import re
+import selectors
 import signal
 import stat
 import subprocess
@@ -28,6 +29,17 @@ from bridge.telemetry import Recorder, Tracing
 
 CHUNK = 256 * 1024
 MAX_LINE = 64 * 1024 * 1024
+#: After SIGTERM (forwarded to the child), how long the proxy waits for the child to exit and its
+#: last output to reach the host.  Then it kills the child and exits, whatever is still blocked: a
+#: host that stopped reading, a child stuck writing to us or ignoring SIGTERM.
+DRAIN_GRACE = 3.0
+#: After the host's goodbye (EOF on stdin: the child's stdin is closed) or its going away (our
+#: stdout broken), how long a child may keep running before it gets SIGTERM, as in MCP's stdio
+#: shutdown.  While the host is still there, a child that is still writing, still has input to
+#: read, or waits for the host to read its output gets this long again.
+STOP_GRACE = 2.0
+#: ... and how long after that SIGTERM it gets SIGKILL.
+KILL_GRACE = 2.0
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
@@ -342,11 +354,41 @@ def _is_stream(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-class _Sink(asyncio.Protocol):
-    """Write side of a pipe: tells the proxy when to stop and resume reading the other side."""
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch `fd`: epoll refuses some character devices (/dev/null)."""
+    try:
+        with selectors.DefaultSelector() as probe:
+            probe.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    return True
 
-    def __init__(self, on_pause, on_resume):
-        self.on_pause, self.on_resume = on_pause, on_resume
+
+def _abort(transport: asyncio.WriteTransport | None) -> None:
+    """Close a write pipe now, dropping what it has not written; also one that is still flushing
+    after close() (but not one already lost, which asyncio would report twice)."""
+    if transport is not None and (not transport.is_closing() or transport.get_write_buffer_size()):
+        transport.abort()
+
+
+class _Discard:
+    """Where one side's bytes go once they can reach nobody (the host is gone)."""
+
+    @staticmethod
+    def feed(chunk: bytes) -> None:
+        pass
+
+    @staticmethod
+    def eof() -> None:
+        pass
+
+
+class _Sink(asyncio.Protocol):
+    """Write side of a pipe: tells the proxy when to stop and resume reading the other side, and
+    when the reader has gone away."""
+
+    def __init__(self, on_pause, on_resume, on_lost):
+        self.on_pause, self.on_resume, self.on_lost = on_pause, on_resume, on_lost
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def pause_writing(self) -> None:
@@ -358,6 +400,7 @@ class _Sink(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+        self.on_lost()
 
 
 class _Source(asyncio.Protocol):
@@ -379,11 +422,15 @@ class _Child(asyncio.SubprocessProtocol):
         self.proxy = proxy
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.proxy.child_framer.feed(data)
+        proxy = self.proxy
+        proxy.child_spoke = True
+        proxy.child_framer.feed(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
             self.proxy.child_stdout_closed()
+        elif fd == 0:  # what the host still sends is dropped: never leave it blocked on a pause
+            self.proxy.resume_host()
 
     def pause_writing(self) -> None:  # the child's stdin is full: stop reading the host
         self.proxy.pause_host()
@@ -431,6 +478,12 @@ class StdioProxy:
         self._exited = False
         self._stdout_closed = False
         self._host_closed = False  # the host sent EOF: its goodbye
+        self._host_gone = False  # nothing reaches the host any more: its end of our stdout is closed
+        self._child_paused = False
+        #: the child wrote something since the stop timer last looked (one store per read, no allocation)
+        self.child_spoke = False
+        self._stop_timer: asyncio.TimerHandle | None = None  # SIGTERM, then SIGKILL, for a child outstaying
+        self._drain_timer: asyncio.TimerHandle | None = None  # DRAIN_GRACE after SIGTERM
         self._ticker: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -448,39 +501,47 @@ class StdioProxy:
         await self._open_host(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
+        # never the default action (which ends the proxy and orphans the child), never forwarded
+        loop.add_signal_handler(signal.SIGHUP, self.reload if self.rules_file is not None else self._reload_skipped,
+                                "SIGHUP")
         self._ticker = loop.call_later(TICK, self._tick)
         if self.rules_file is not None:
-            loop.add_signal_handler(signal.SIGHUP, self.reload, "SIGHUP")
             self._watcher = loop.call_later(POLL, self._watch)
         try:
-            await self._finished
+            try:
+                await self._finished
+            finally:
+                for timer in (self._ticker, self._watcher, self._stop_timer):
+                    if timer is not None:
+                        timer.cancel()
+            code = self.child.get_returncode()
+            if code is None:  # the drain grace gave up on a child that did not die of SIGKILL at once
+                code = -signal.SIGKILL
+            if not self._host_gone and (not self._host_closed or code != 0):
+                # the child died under the host, or failed after goodbye
+                for error in self.inflight.errors(os.path.basename(self.command[0]), code):
+                    self._write(error + b"\n", to_host=True)
+            if self._host_writer is not None and self._host_sink is not None:
+                self._host_writer.close()  # flushes what is still buffered for the host (SIGTERM: within the grace)
+                await self._host_sink.closed
         finally:
-            if self._ticker is not None:
-                self._ticker.cancel()
-            if self._watcher is not None:
-                self._watcher.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if self.rules_file else ()):
+            if self._drain_timer is not None:
+                self._drain_timer.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
-        code = self.child.get_returncode()
-        if not self._host_closed or code != 0:  # the child died under the host, or failed after goodbye
-            for error in self.inflight.errors(os.path.basename(self.command[0]), code):
-                self._write(error + b"\n", to_host=True)
-        if self._host_writer is not None and self._host_sink is not None:
-            self._host_writer.close()  # flushes what is still buffered for the host
-            await self._host_sink.closed
         self.child.close()
-        self.recorder.info("child_exited", code=code)
-        return code if code is not None and code >= 0 else 128 - (code or 0)
+        self._note("child_exited", level="info", code=code)
+        return code if code >= 0 else 128 - code
 
     async def _open_host(self, loop: asyncio.AbstractEventLoop) -> None:
         if _is_stream(1):
-            self._host_sink = _Sink(self.pause_child, self.resume_child)
+            self._host_sink = _Sink(self.pause_child, self.resume_child, self.host_output_lost)
             self._host_writer, _ = await loop.connect_write_pipe(lambda: self._host_sink,
                                                                  os.fdopen(1, "wb", 0, closefd=False))
-        if _is_stream(0):
+        if _is_stream(0) and _pollable(0):
             self._host_reader, _ = await loop.connect_read_pipe(
                 lambda: _Source(self.host_framer.feed, self._host_eof), os.fdopen(0, "rb", 0, closefd=False))
-        else:  # a regular file on stdin: asyncio pipes refuse those, so read it in a thread
+        else:  # a regular file or /dev/null on stdin: the loop cannot watch those, so read it in a thread
             asyncio.ensure_future(self._read_file(loop))
 
     async def _read_file(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -491,11 +552,106 @@ class StdioProxy:
         self._host_eof()
 
     def _host_eof(self) -> None:
-        """EOF from the host: close the child's stdin, which is how MCP and ACP hosts say goodbye."""
+        """EOF from the host: close the child's stdin, which is how MCP and ACP hosts say goodbye,
+        and stop a child that does not take the hint."""
+        if self._host_closed:  # eof_received, then connection_lost
+            return
         self._host_closed = True
         self.host_framer.eof()
-        if self._child_stdin is not None and not self._child_stdin.is_closing():
-            self._child_stdin.close()
+        self._stop_child(abort=False)
+
+    def host_output_lost(self) -> None:
+        """The host closed its end of our stdout (EPIPE, or it died): nothing reaches it any more.
+        Keep reading the child so it is never stuck writing to us, drop what it says, and stop it."""
+        if self._host_gone or self._finished is None or self._finished.done():
+            return  # our own close at the end, or already handled
+        self._host_gone = True
+        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        self.resume_child()
+        if self._host_reader is not None:
+            self._host_reader.close()
+        self._stop_child(abort=True)
+        self._maybe_finish()
+        self._note("host_gone", why="the host closed its end of stdout; stopping the child")
+
+    def _note(self, event: str, level: str = "warning", **fields: Any) -> None:
+        """A log line about the proxy's own lifecycle.  stderr is often a pipe to the host too, and
+        gone with it: a line that cannot be written is lost, never the shutdown it reports."""
+        try:
+            getattr(self.recorder, level)(event, **fields)
+        except (OSError, ValueError):  # EPIPE, a full non-blocking pipe, a closed file
+            pass
+
+    def _stop_child(self, abort: bool) -> None:
+        """Close the child's stdin (`abort`: dropping what it has not read yet), then SIGTERM it
+        after STOP_GRACE and SIGKILL it KILL_GRACE later unless it exits first."""
+        if abort:
+            _abort(self._child_stdin)
+        elif self._child_stdin is not None and not self._child_stdin.is_closing():
+            self._child_stdin.close()  # after what is still buffered for it
+        if self._stop_timer is None and self.child is not None and self.child.get_returncode() is None:
+            self.child_spoke = False
+            self._stop_timer = asyncio.get_running_loop().call_later(STOP_GRACE, self._stop_check)
+
+    def _stop_check(self) -> None:
+        self._stop_timer = None
+        child = self.child
+        if child is None or child.get_returncode() is not None:
+            return
+        loop = asyncio.get_running_loop()
+        stdin = self._child_stdin
+        if not self._host_gone and (self.child_spoke or self._child_paused
+                                    or (stdin is not None and stdin.get_write_buffer_size())):
+            # the host is still there and the child is still working through it: give it as long again
+            self.child_spoke = False
+            self._stop_timer = loop.call_later(STOP_GRACE, self._stop_check)
+            return
+        self._signal_child(signal.SIGTERM)
+        self._stop_timer = loop.call_later(KILL_GRACE, self._kill_child)
+        self._note("child_stopping", signal="SIGTERM", pid=child.get_pid(),
+                   why="the host is gone" if self._host_gone else
+                   f"still running {STOP_GRACE:g} s after the host closed its stdin")
+
+    def _kill_child(self) -> None:
+        self._stop_timer = None
+        if self.child is not None and self.child.get_returncode() is None:
+            self._signal_child(signal.SIGKILL)
+            self._note("child_stopping", signal="SIGKILL", pid=self.child.get_pid(),
+                       why=f"still running {KILL_GRACE:g} s after SIGTERM")
+
+    def _signal_child(self, sig: int) -> None:
+        if self.child is not None and self.child.get_returncode() is None:
+            try:
+                self.child.send_signal(sig)
+            except ProcessLookupError:  # it exited a moment ago
+                pass
+
+    def _drain_expired(self) -> None:
+        """The drain grace after SIGTERM is over: end now, whatever is blocked."""
+        self._drain_timer = None
+        if self._finished is None:
+            return
+        child = self.child
+        alive = child is not None and child.get_returncode() is None
+        pending = self._host_writer.get_write_buffer_size() if self._host_writer is not None else 0
+        self._host_gone = True
+        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        if self._host_reader is not None:
+            self._host_reader.close()
+        _abort(self._child_stdin)
+        _abort(self._host_writer)  # also releases run() if it is flushing its last bytes to the host
+        self.resume_child()
+        if alive:
+            self._signal_child(signal.SIGKILL)
+        self._maybe_finish()
+        if not self._finished.done():  # SIGKILL is not refused; but never wait on the kernel forever
+            asyncio.get_running_loop().call_later(KILL_GRACE, self._finish_now)
+        self._note("drain_grace_expired", grace=DRAIN_GRACE, child_killed=alive, undelivered_bytes=pending,
+                   why="still blocked after SIGTERM: the child is killed, what the host has not read is dropped")
+
+    def _finish_now(self) -> None:
+        if self._finished is not None and not self._finished.done():
+            self._finished.set_result(None)
 
     def child_stdout_closed(self) -> None:
         self.child_framer.eof()
@@ -507,7 +663,10 @@ class StdioProxy:
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self._exited and self._stdout_closed and self._finished is not None and not self._finished.done():
+        """Done once the child has exited and its output is all read, or nobody wants it any more
+        (a grandchild may hold the child's stdout open for ever)."""
+        if self._exited and (self._stdout_closed or self._host_gone) and self._finished is not None \
+                and not self._finished.done():
             self._finished.set_result(None)
 
     def _tick(self) -> None:
@@ -551,9 +710,15 @@ class StdioProxy:
         self.recorder.log("rules_reloaded", level="info", file=file, trigger=trigger, stage=result.settings.stage)
         return True
 
+    def _reload_skipped(self, trigger: str) -> None:
+        self._note("reload_skipped", trigger=trigger, why="no rules file was given")
+
     def _forward_signal(self, sig: int) -> None:
-        if self.child is not None and self.child.get_returncode() is None:
-            self.child.send_signal(sig)
+        """SIGINT and SIGTERM go on to the child, whose exit ends the proxy.  SIGTERM also starts
+        the drain grace: past it, the proxy ends whatever is blocked."""
+        self._signal_child(sig)
+        if sig == signal.SIGTERM and self._drain_timer is None and self._finished is not None:
+            self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_GRACE, self._drain_expired)
 
     # -- backpressure --------------------------------------------------------------------------
     def pause_host(self) -> None:
@@ -567,10 +732,14 @@ class StdioProxy:
             self._host_reader.resume_reading()
 
     def pause_child(self) -> None:
+        if self._host_gone:  # what the child says is dropped now: keep it flowing
+            return
+        self._child_paused = True
         if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None:
             stdout.pause_reading()
 
     def resume_child(self) -> None:
+        self._child_paused = False
         if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None:
             stdout.resume_reading()
 
