@@ -1,17 +1,39 @@
-"""The admin port (SPEC §9): `/healthz`, `/readyz` and Prometheus `/metrics`, loopback by default.
+"""The admin port (SPEC §9, §13): `/healthz`, `/readyz`, Prometheus `/metrics`, and the operator
+console (`/`, `/api/status`, `/api/events`; docs/console.md), loopback by default.
 
-With a token configured every request must send `Authorization: Bearer TOKEN`; without one,
-binding anywhere but loopback is logged as a warning.
+With a token configured every request must prove it: `Authorization: Bearer TOKEN` (scripts,
+scrapers), or the console's session cookie, which a browser gets from the login form (`POST
+/login`) or from the `?token=` link printed at start-up.  The cookie holds a random session value
+the admin port maps to a login, never the token.  Without a token the port is open (it listens on
+loopback unless told otherwise; binding anywhere else is logged as a warning), and the console
+refuses requests whose `Host` is a name other than `localhost` (DNS rebinding).
 """
 from __future__ import annotations
 
+import asyncio
 import errno
+import functools
+import hashlib
 import hmac
+import html
 import ipaddress
+import json
+import secrets
+import socket
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.metrics_core import Metric
 
+from bridge.console import STATIC
+from bridge.console.feed import Feed
+from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
@@ -21,33 +43,18 @@ class AdminError(RuntimeError):
     """The admin port could not be served (e.g. its address is in use): said in one line, no traceback."""
 
 
-def _labels(**labels: str) -> str:
-    def esc(v: str) -> str:
-        return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
-
-
-def prometheus_text(recorder: Recorder | Iterable[Recorder]) -> str:
-    """Every metric of ``recorder`` (or of several, e.g. one per HTTP route) in the text format."""
-    group = [recorder] if isinstance(recorder, Recorder) else list(recorder)
-    out: list[str] = []
-
-    def family(name: str, kind: str, help_text: str, samples: list[tuple[str, dict[str, str], float]]) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for suffix, labels, value in samples:
-            out.append(f"{name}{suffix}{_labels(**labels) if labels else ''} {_num(value)}")
-
-    family("reminder_bridge_reminders_total", "counter",
+#: The families `prometheus_text` and `/metrics` serve, in order: (name, type, help, label names).
+#: Counters are named with their `_total` sample name, as the text format shows them.
+def _families(group: list[Recorder]) -> Iterable[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+    yield ("reminder_bridge_reminders_total", "counter",
            "Reminder decisions by protocol, route, action and the stage they were taken in (observe: would have).",
            [("", {"protocol": p, "route": r, "action": a, "stage": s}, n)
             for rec in group for (p, r, a, s), n in sorted(rec.staged.items())])
-    family("reminder_bridge_budget_rejections_total", "counter",
+    yield ("reminder_bridge_budget_rejections_total", "counter",
            "Reminders over budget, by the kind of bucket that refused; shadow=\"true\" were only counted.",
            [("", {"protocol": p, "route": r, "scope": k, "shadow": sh}, n)
             for rec in group for (p, r, k, sh), n in sorted(rec.budget_rejections.items())])
-    family("reminder_bridge_trust_refusals_total", "counter",
+    yield ("reminder_bridge_trust_refusals_total", "counter",
            "Reminders refused by a trust limit, by the limit.",
            [("", {"protocol": p, "route": r, "limit": lim}, n)
             for rec in group for (p, r, lim), n in sorted(rec.trust_refusals.items())])
@@ -58,27 +65,58 @@ def prometheus_text(recorder: Recorder | Iterable[Recorder]) -> str:
             for bound, n in zip((*LATENCY_BUCKETS, float("inf")), h.counts):
                 cumulative += n
                 hist.append(("_bucket", {"protocol": p, "route": r, "le": _num(bound)}, cumulative))
-            hist.append(("_sum", {"protocol": p, "route": r}, h.sum))
             hist.append(("_count", {"protocol": p, "route": r}, h.count))
-    family("reminder_bridge_rewrite_duration_seconds", "histogram",
+            hist.append(("_sum", {"protocol": p, "route": r}, h.sum))
+    yield ("reminder_bridge_rewrite_duration_seconds", "histogram",
            "Time to decode, police and re-encode a message the proxy rewrote.", hist)
-    family("reminder_bridge_pending_reminders", "gauge",
+    yield ("reminder_bridge_pending_reminders", "gauge",
            "Reminders held now, by queue (coalesce, hold, tool_result, ...).",
            [("", {"protocol": p, "route": r, "queue": q}, n)
             for rec in group for (p, r, q), n in sorted(rec.pending().items())])
-    family("reminder_bridge_rules_reloads_total", "counter", "Rules reloads, applied or refused, by route.",
+    yield ("reminder_bridge_rules_reloads_total", "counter", "Rules reloads, applied or refused, by route.",
            [("", {"route": rec.route, "result": res}, n) for rec in group for res, n in sorted(rec.reloads.items())])
-    family("reminder_bridge_sessions_ended_total", "counter",
+    yield ("reminder_bridge_sessions_ended_total", "counter",
            "serve: MCP sessions whose state the proxy dropped: evicted (the table was full), expired (idle), "
            "closed (DELETE).",
            [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.sessions_ended.items())])
-    family("reminder_bridge_http_refused_total", "counter",
+    yield ("reminder_bridge_http_refused_total", "counter",
            "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
            [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.http_refused.items())])
     for collector in collectors():
-        for name, kind, help_text, samples in collector.families():
-            family(name, kind, help_text, samples)
-    return "\n".join(out) + "\n"
+        yield from collector.families()
+
+
+class BridgeCollector:
+    """A `prometheus_client` collector over the project's own counters: every family of the
+    Recorders ``group()`` returns, plus those of `bridge.telemetry.collectors()` (e.g. `serve`'s
+    connection guard).  Nothing is counted twice: it reads the Recorders at each scrape."""
+
+    def __init__(self, group: Callable[[], Iterable[Recorder]]):
+        self.group = group
+
+    def describe(self) -> list[Metric]:
+        return []  # no fixed set of names: never collect at registration time
+
+    def collect(self) -> Iterable[Metric]:
+        for name, kind, help_text, samples in _families(list(self.group())):
+            family = Metric(name[: -len("_total")] if kind == "counter" and name.endswith("_total") else name,
+                            help_text, kind)
+            for suffix, labels, value in samples:
+                family.add_sample(name + suffix, {k: str(v) for k, v in labels.items()}, float(value))
+            yield family
+
+
+def registry_of(group: Callable[[], Iterable[Recorder]]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BridgeCollector(group))
+    return registry
+
+
+def prometheus_text(recorder: Recorder | Iterable[Recorder]) -> str:
+    """Every metric of ``recorder`` (or of several, e.g. one per HTTP route) in the Prometheus
+    text format, as `/metrics` serves it to a scraper that does not ask for OpenMetrics."""
+    group = [recorder] if isinstance(recorder, Recorder) else list(recorder)
+    return generate_latest(registry_of(lambda: group)).decode()
 
 
 def _num(value: float) -> str:
@@ -101,19 +139,166 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: The app's live feed (for tests and embedders): `runner.app[FEED]`.
+FEED: web.AppKey[Any] = web.AppKey("reminder_bridge_feed", object)
+#: The console's session cookie: a random value mapped to a login here, never the token itself.
+COOKIE = "reminder_bridge_console"
+#: How long a console login lasts, and how many may be open at once (the oldest is logged out).
+LOGIN_TTL_S = 12 * 3600.0
+MAX_LOGINS = 256
+#: Paths of the console (the browser's): a no-token admin refuses them for a foreign `Host`.
+CONSOLE_PATHS = ("/", "/login", "/logout", "/api/")
+#: Headers on every console page and API answer.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
+                ".svg": "image/svg+xml"}
+
+
+class Logins:
+    """Console logins: random session values and when they expire; bounded, oldest out first."""
+
+    def __init__(self, ttl: float = LOGIN_TTL_S, most: int = MAX_LOGINS):
+        self.ttl, self.most = ttl, most
+        self._open: OrderedDict[str, float] = OrderedDict()
+
+    def new(self) -> str:
+        value = secrets.token_urlsafe(32)
+        self._open[value] = time.monotonic() + self.ttl
+        while len(self._open) > self.most:
+            self._open.popitem(last=False)
+        return value
+
+    def valid(self, value: str | None) -> bool:
+        if not value:
+            return False
+        expires = self._open.get(value)
+        if expires is None:
+            return False
+        if expires < time.monotonic():
+            del self._open[value]
+            return False
+        return True
+
+    def end(self, value: str | None) -> None:
+        if value:
+            self._open.pop(value, None)
+
+
+def _same(given: str, token: str) -> bool:
+    """Constant-time comparison that does not even leak the token's length."""
+    return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), hashlib.sha256(token.encode()).digest())
+
+
+def _local_name(host_header: str) -> bool:
+    """A `Host` a DNS-rebinding page cannot send: an IP literal or localhost."""
+    host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+    host = host.strip("[]").lower()
+    if host in ("localhost", "") or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def _login_page(message: str = "", status: int = 401) -> web.Response:
+    note = f'<p class="login-error" role="alert">{html.escape(message)}</p>' if message else ""
+    page = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>reminder-bridge · sign in</title>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/console.css"></head><body class="login">'
+        '<form class="login-box" method="post" action="/login"><h1>reminder-bridge</h1>'
+        '<p>This admin port needs its token (<code>[admin] token</code> or '
+        '<code>REMINDER_BRIDGE_ADMIN_TOKEN</code>).</p>'
+        f'{note}<label for="token">Admin token</label>'
+        '<input id="token" name="token" type="password" autocomplete="current-password" autofocus required>'
+        '<button type="submit">Sign in</button></form></body></html>')
+    return web.Response(status=status, text=page, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS)
+
+
+def _see_other(location: str) -> web.Response:
+    return web.Response(status=303, headers={**PAGE_HEADERS, "Location": location})
+
+
+def console_url(host: str, port: int, token: str = "") -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else \
+        f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
+
+
 async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool], *, token: str = "",
-                      every_recorder: bool = True) -> web.AppRunner:
-    """Serve the admin port.  ``every_recorder``: metrics of every live Recorder in the process
-    (one per HTTP route), else of ``recorder`` alone."""
+                      every_recorder: bool = True, settings: Any = None, show_bodies: bool | None = None,
+                      window_s: float | None = None) -> web.AppRunner:
+    """Serve the admin port.  ``every_recorder``: metrics and console of every live Recorder in the
+    process (one per HTTP route), else of ``recorder`` alone.  ``settings``: the rules file's
+    `[admin]` table (its `show_bodies` and `readiness_window_h`, when the model has them);
+    ``show_bodies`` / ``window_s`` override it."""
+    if show_bodies is None:
+        show_bodies = bool(getattr(settings, "show_bodies", False))
+    if window_s is None:
+        hours = getattr(settings, "readiness_window_h", None)
+        window_s = float(hours) * 3600.0 if isinstance(hours, (int, float)) and hours > 0 else DEFAULT_WINDOW_S
+    feed = Feed(show_bodies=show_bodies)
+    logins = Logins()
+
+    def group() -> list[Recorder]:
+        return recorders() if every_recorder else [recorder]
+
+    def routes() -> list[Recorder]:
+        """The Recorders the console shows: those an owner describes (`status_source`), and ours."""
+        found = [r for r in group() if r is recorder or r.status_source is not None]
+        feed.attach(found)  # routes made after start-up join the feed on the next look
+        return found
+
+    feed.attach(routes())
+    registry = registry_of(group)
+    static: dict[str, tuple[bytes, str]] = {}
+
+    def asset_of(name: str) -> tuple[bytes, str] | None:
+        """A file of bridge/console/static, read once (on first use: start-up stays quick)."""
+        if not static:
+            static.update({path.name: (path.read_bytes(), STATIC_TYPES.get(path.suffix, "application/octet-stream"))
+                           for path in STATIC.iterdir() if path.is_file()})
+        return static.get(name)
+
+    def signed_in(request: web.Request) -> bool:
+        if not token:
+            return True
+        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer" and _same(given.strip(), token):
+            return True
+        return logins.valid(request.cookies.get(COOKIE))
+
+    def with_login(response: web.StreamResponse, request: web.Request) -> web.StreamResponse:
+        response.set_cookie(COOKIE, logins.new(), httponly=True, samesite="Strict", path="/",
+                            max_age=int(LOGIN_TTL_S), secure=request.secure)
+        return response
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        if token:
-            scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-                return web.Response(status=401, text="missing or wrong bearer token\n",
-                                    headers={"WWW-Authenticate": 'Bearer realm="reminder-bridge admin"'})
-        return await handler(request)
+        path = request.path
+        console = path in CONSOLE_PATHS[:3] or path.startswith(CONSOLE_PATHS[3])
+        if console and not token and not _local_name(request.host or ""):
+            return web.Response(status=403, text="the console answers only to an IP address or localhost "
+                                                 "(set [admin] token to serve it under a name)\n")
+        if path == "/" and token and "token" in request.query and request.method == "GET":
+            # the start-up link: sign the browser in, and keep no token in the address bar
+            if not _same(request.query["token"], token):
+                await asyncio.sleep(0.2)
+                return _login_page("The token in that link is wrong.")
+            return with_login(_see_other("/"), request)
+        if path.startswith("/static/") or path == "/login" or signed_in(request):
+            return await handler(request)
+        if path == "/" and request.method == "GET":
+            return _login_page()
+        return web.Response(status=401, text="missing or wrong bearer token\n",
+                            headers={"WWW-Authenticate": 'Bearer realm="reminder-bridge admin"'})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -121,16 +306,92 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     async def readyz(_: web.Request) -> web.Response:
         return web.Response(text="ready\n") if ready() else web.Response(status=503, text="not ready\n")
 
-    async def metrics(_: web.Request) -> web.Response:
-        text = prometheus_text(recorders() if every_recorder else recorder)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
+    async def metrics(request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encoder(registry), headers={"Content-Type": content_type,
+                                                             "X-Content-Type-Options": "nosniff"})
 
-    app = web.Application(middlewares=[auth])
+    async def login(request: web.Request) -> web.Response:
+        if not token:
+            return _see_other("/")
+        origin = request.headers.get("Origin")
+        if origin and origin != "null" and origin.split("://", 1)[-1] != request.host:
+            return web.Response(status=403, text="a sign-in from another site is refused\n")
+        form = await request.post()
+        given = form.get("token")
+        if not isinstance(given, str) or not _same(given, token):
+            await asyncio.sleep(0.2)  # a little friction for guessers
+            return _login_page("Wrong token.")
+        return with_login(_see_other("/"), request)
+
+    async def logout(request: web.Request) -> web.Response:
+        logins.end(request.cookies.get(COOKIE))
+        response = _see_other("/")
+        response.del_cookie(COOKIE, path="/")
+        return response
+
+    async def page(_: web.Request) -> web.Response:
+        body, _type = asset_of("index.html") or (b"", "")
+        return web.Response(body=body, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS)
+
+    async def asset(request: web.Request) -> web.Response:
+        found = asset_of(request.path.rsplit("/", 1)[1])
+        if found is None:
+            raise web.HTTPNotFound()
+        body, content_type = found
+        return web.Response(body=body, content_type=content_type,
+                            charset="utf-8" if content_type.startswith("text/") else None,
+                            headers={**PAGE_HEADERS, "Cache-Control": "no-cache"})
+
+    async def status(request: web.Request) -> web.Response:
+        window = window_s
+        if "window" in request.query:
+            try:
+                window = parse_window(request.query["window"])
+            except ValueError as exc:
+                return web.json_response({"error": str(exc)}, status=400, headers=PAGE_HEADERS)
+        data = build_status(routes(), feed, window_s=window)
+        data["auth"] = bool(token)
+        return web.Response(text=json.dumps(data, default=str), content_type="application/json",
+                            headers=PAGE_HEADERS)
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        routes()
+        subscriber = feed.subscribe()
+        if subscriber is None:
+            return web.Response(status=503, text=f"too many watchers of the event feed ({feed.max_subscribers})\n",
+                                headers={"Retry-After": "5"})
+        response = web.StreamResponse(headers={**PAGE_HEADERS, "Content-Type": "text/event-stream",
+                                               "X-Accel-Buffering": "no"})
+        try:
+            await response.prepare(request)
+            sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+            if sock is not None:  # what a stalled watcher holds in the kernel stays small too
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+                except OSError:
+                    pass
+            await feed.stream(subscriber, response.write)
+        except ConnectionError:  # the watcher went away
+            pass
+        finally:
+            feed.unsubscribe(subscriber)
+        return response
+
+    app = web.Application(middlewares=[auth], client_max_size=64 * 1024)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app, access_log=None)
+    app.router.add_get("/", page)
+    app.router.add_post("/login", login)
+    app.router.add_post("/logout", logout)
+    for name in ("console.js", "console.css"):
+        app.router.add_get(f"/static/{name}", asset)
+    app.router.add_get("/api/status", status)
+    app.router.add_get("/api/events", events)
+    app[FEED] = feed
+    app.on_cleanup.append(lambda _: _detach(feed))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     host, port = split_hostport(listen)
     site = web.TCPSite(runner, host, port)
@@ -145,4 +406,12 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         recorder.warning("admin_exposed", listen=f"{host}:{bound[1]}",
                          why="the admin port is not on loopback and has no bearer token ([admin] token)")
     recorder.info("admin_listening", listen=f"{host}:{bound[1]}", port=bound[1])
+    # printed once the caller has finished starting up (its next turn of the loop), after its own lines
+    asyncio.get_running_loop().call_soon(functools.partial(
+        recorder.log, "console", level="info", url=console_url(host, bound[1], token),
+        why="open this link for the operator console" + (" (it signs the browser in)" if token else "")))
     return runner
+
+
+async def _detach(feed: Any) -> None:
+    feed.detach()

@@ -250,10 +250,14 @@ class Telemetry(_Model):
 
 
 class Admin(_Model):
-    """The admin port: /healthz, /readyz, /metrics (SPEC §9)."""
+    """The admin port: /healthz, /readyz, /metrics, the console (SPEC §9, §13)."""
 
     listen: str = "127.0.0.1:9464"
     token: str = ""
+    #: the console's live feed shows reminder bodies (untrusted text): off unless asked for
+    show_bodies: bool = False
+    #: how far back the migration-readiness verdict looks, in hours
+    readiness_window_h: Annotated[float, Field(gt=0)] = 24.0
 
     @field_validator("listen")
     @classmethod

@@ -273,6 +273,11 @@ class Recorder:
         """Count ``flow``'s pending queues in the gauges while it lives (it offers `pending_counts()`)."""
         self._flows.add(flow)
 
+    def flows(self) -> list[Any]:
+        """What `track` was given and still lives (the console reads a flow's stage and policy
+        when no `status_source` describes the route)."""
+        return list(self._flows)
+
     def pending(self) -> dict[tuple[str, str, str], int]:
         """Pending reminders now held, by (protocol, route, queue)."""
         out: Counter[tuple[str, str, str]] = Counter()

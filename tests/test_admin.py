@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -11,14 +12,37 @@ import urllib.request
 import aiohttp
 
 from bridge.admin import prometheus_text, start_admin
-from bridge.cli import make_flow
+from bridge.pipeline.factory import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
-from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, free_port, scrape, wait_for_admin
+from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, free_port, wait_for_admin
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
 
 LEGACY_CAPS = {"_meta": {"harn": {"reminders": {"emit": True}}}}
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample of a Prometheus text exposition, keyed by name and label set (in any order)."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, labels, value = SAMPLE.match(line).groups()
+            out[(name, frozenset(LABEL.findall(labels or "")))] = float(value)
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    return samples(text).get((name, frozenset(labels.items())))
+
+
+def scrape_samples(port: int, token: str) -> dict[tuple[str, frozenset], float]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    return samples(urllib.request.urlopen(request, timeout=5).read().decode())
 
 
 def frame(obj) -> bytes:
@@ -45,12 +69,12 @@ def test_metrics_text_has_every_family_and_counts_what_happened():
     for n in range(5):
         flow.from_peer(legacy(n))  # a `none` host: two queued for the next tool result, three coalesced
     text = prometheus_text(recorder)
-    assert 'reminder_bridge_reminders_total{protocol="mcp",route="fs",action="queued",stage="translate"} 2' in text
-    assert 'reminder_bridge_reminders_total{protocol="mcp",route="fs",action="coalesced",stage="translate"} 3' in text
-    assert ('reminder_bridge_budget_rejections_total{protocol="mcp",route="fs",scope="server",shadow="false"} 3'
-            in text)
-    assert 'reminder_bridge_pending_reminders{protocol="mcp",route="fs",queue="coalesce"} 3' in text
-    assert 'reminder_bridge_pending_reminders{protocol="mcp",route="fs",queue="tool_result"} 2' in text
+    mcp = {"protocol": "mcp", "route": "fs"}
+    assert value(text, "reminder_bridge_reminders_total", **mcp, action="queued", stage="translate") == 2
+    assert value(text, "reminder_bridge_reminders_total", **mcp, action="coalesced", stage="translate") == 3
+    assert value(text, "reminder_bridge_budget_rejections_total", **mcp, scope="server", shadow="false") == 3
+    assert value(text, "reminder_bridge_pending_reminders", **mcp, queue="coalesce") == 3
+    assert value(text, "reminder_bridge_pending_reminders", **mcp, queue="tool_result") == 2
     assert "# TYPE reminder_bridge_rewrite_duration_seconds histogram" in text
     del flow  # a closed connection's queues leave the gauges
     import gc
@@ -69,7 +93,9 @@ def test_rewrite_latency_histogram_counts_rewrites():
     flow.from_peer(legacy(1))
     assert recorder.latency[("mcp", "fs")].count == before + 1
     text = prometheus_text(recorder)
-    assert f'reminder_bridge_rewrite_duration_seconds_bucket{{protocol="mcp",route="fs",le="+Inf"}} {before + 1}' in text
+    assert value(text, "reminder_bridge_rewrite_duration_seconds_bucket", protocol="mcp", route="fs", le="+Inf") \
+        == before + 1
+    assert value(text, "reminder_bridge_rewrite_duration_seconds_count", protocol="mcp", route="fs") == before + 1
 
 
 async def test_health_readiness_and_the_bearer_token():
@@ -123,13 +149,15 @@ def test_scraping_a_running_proxy_shows_the_counters_move(tmp_path):
             raise AssertionError("metrics served without the token")
         except urllib.error.HTTPError as exc:
             assert exc.code == 401
-        rewritten = 'reminder_bridge_reminders_total{protocol="mcp",route="ci",action="rewritten",stage="translate"}'
-        limited = 'reminder_bridge_reminders_total{protocol="mcp",route="ci",action="rate_limited",stage="translate"}'
-        before = scrape(port, "t0ken")
+        name = "reminder_bridge_reminders_total"
+        labels = {("protocol", "mcp"), ("route", "ci"), ("stage", "translate")}
+        rewritten = (name, frozenset({*labels, ("action", "rewritten")}))
+        limited = (name, frozenset({*labels, ("action", "rate_limited")}))
+        before = scrape_samples(port, "t0ken")
         flood(pipe, 2, 0, 2)
-        middle = scrape(port, "t0ken")
+        middle = scrape_samples(port, "t0ken")
         flood(pipe, 3, 2, 4)
-        after = scrape(port, "t0ken")
+        after = scrape_samples(port, "t0ken")
     finally:
         pipe.close()
     assert before[rewritten] == 1 and limited not in before  # the handshake's capability only

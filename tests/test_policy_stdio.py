@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 import socket
 import sys
@@ -34,12 +35,33 @@ def scrape(port: int, token: str | None = None) -> dict[str, float]:
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     text = urllib.request.urlopen(request, timeout=5).read().decode()
-    samples = {}
+    samples = Samples()
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
+            dict.__setitem__(samples, _canonical(name), float(value))
     return samples
+
+
+def _canonical(key: str) -> str:
+    """`name{b="2",a="1"}` -> `name{a="1",b="2"}`: label order carries no meaning."""
+    name, brace, rest = key.partition("{")
+    if not brace:
+        return key
+    return name + "{" + ",".join(sorted(re.findall(r'[a-zA-Z_]\w*="(?:[^"\\]|\\.)*"', rest))) + "}"
+
+
+class Samples(dict):
+    """Scraped samples, looked up with their labels in any order."""
+
+    def __getitem__(self, key: str) -> float:
+        return super().__getitem__(_canonical(key))
+
+    def get(self, key: str, default=None):
+        return super().get(_canonical(key), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(_canonical(key))
 
 
 def wait_for_admin(port: int, proc) -> None:

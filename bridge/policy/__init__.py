@@ -145,3 +145,40 @@ class Policy:
                 return real, None
             return None, take(self.state, self.route, own, max_keys, now)
         return take(self.state, self.route, own + ceiling, max_keys, now), None
+
+    def gauges(self, now: float, most: int = 16) -> list[dict[str, Any]]:
+        """Every budget bucket of this route as a gauge (the admin console): tokens left at ``now``
+        (the clock `admit` is given: monotonic seconds) and the limit, read without charging or
+        refilling anything.  Per-key buckets are listed emptiest first, at most ``most`` of them
+        (``keys`` says how many there are); a configured budget no reminder has paid into yet is
+        one full gauge (``key`` None).  The global ceiling, when there is one, comes last."""
+        out: list[dict[str, Any]] = []
+
+        def level(tokens: float, at: float, rate: float, burst: int) -> float:
+            return min(float(burst), tokens + max(0.0, now - at) * rate / 60.0)
+
+        budget = self.budget
+        if budget is not None and self._limit is not None:
+            kind = budget.key
+            table = self.state._keyed.get((self.route, kind))
+            found: list[tuple[str, float]] = []
+            if table is not None:
+                for key in list(table.cache):  # a snapshot: nothing expires or moves while reading
+                    bucket = table.cache.get(key)
+                    if bucket is not None:
+                        found.append((str(key), level(bucket.tokens, bucket.at, budget.rate, budget.burst)))
+            found.sort(key=lambda item: item[1])
+            base = {"kind": kind, "limit": budget.burst, "rate": budget.rate, "shadow": budget.shadow,
+                    "keys": len(found)}
+            if not found:
+                out.append({**base, "scope": f"{kind}:*", "key": None, "tokens": float(budget.burst)})
+            for key, tokens in found[:most]:
+                out.append({**base, "scope": f"{kind}:{key}", "key": key, "tokens": round(tokens, 3)})
+        if self.global_budget is not None:
+            ceiling = self.global_budget
+            bucket = self.state._global
+            tokens = float(ceiling.burst) if bucket is None else level(bucket.tokens, bucket.at, ceiling.rate,
+                                                                        ceiling.burst)
+            out.append({"kind": GLOBAL, "scope": GLOBAL, "key": None, "tokens": round(tokens, 3),
+                        "limit": ceiling.burst, "rate": ceiling.rate, "shadow": False, "keys": 1})
+        return out

@@ -1,0 +1,92 @@
+"""`reminder-bridge status --admin URL [--token T] [--json] [--window 24h]`: the migration-readiness
+table of a running proxy, read from its admin port's `/api/status`.
+
+Standard library only (no aiohttp), so the command starts fast.  Exit status: 0 when the table was
+printed, 2 when the admin port could not be read (unreachable, wrong token, not a reminder-bridge).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
+
+
+def add_status_parser(sub: Any) -> None:
+    p = sub.add_parser("status", help="migration readiness of a running proxy, read from its admin port")
+    p.add_argument("--admin", required=True, metavar="URL",
+                   help="the admin port: http://127.0.0.1:9464 (or HOST:PORT)")
+    p.add_argument("--token", help=f"the admin token (default: ${TOKEN_ENV})")
+    p.add_argument("--json", action="store_true", help="print /api/status as JSON instead of the table")
+    p.add_argument("--window", metavar="SPAN", help="readiness window, e.g. 24h, 90m, 7d (default: the proxy's, 24h)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the admin port (default 10)")
+    p.set_defaults(func=cmd_status)
+
+
+def status_url(admin: str, window: str | None = None) -> str:
+    base = admin if "://" in admin else f"http://{admin}"
+    url = base.rstrip("/") + "/api/status"
+    if window:
+        url += "?" + urllib.parse.urlencode({"window": window})
+    return url
+
+
+def fetch_status(admin: str, token: str | None = None, *, window: str | None = None,
+                 timeout: float = 10.0) -> dict[str, Any]:
+    request = urllib.request.Request(status_url(admin, window), headers={"Accept": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        data = json.loads(answer.read())
+    if not isinstance(data, dict) or "routes" not in data:
+        raise ValueError("the answer is not a reminder-bridge status (no `routes`)")
+    return data
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from bridge.console.status import table
+
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
+    try:
+        data = fetch_status(args.admin, token, window=args.window, timeout=args.timeout)
+    except urllib.error.HTTPError as exc:
+        why = {401: "the admin port wants its token (--token or $" + TOKEN_ENV + ")" if not token
+               else "the admin port refused that token"}.get(exc.code, f"HTTP {exc.code}")
+        detail = ""
+        if exc.code == 400:
+            text = exc.read().decode(errors="replace")
+            try:
+                detail = str(json.loads(text).get("error", text))[:300]
+            except (ValueError, AttributeError):
+                detail = text.strip()[:300]
+        sys.stderr.write(f"reminder-bridge status: {status_url(args.admin, args.window)}: {why}"
+                         f"{': ' + detail if detail else ''}\n")
+        return 2
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        sys.stderr.write(f"reminder-bridge status: cannot read {status_url(args.admin, args.window)}: {reason}\n")
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(table(data))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bridge.console.cli ...`: the same command before it is wired into `reminder-bridge`."""
+    parser = argparse.ArgumentParser(prog="reminder-bridge")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_status_parser(sub)
+    args = parser.parse_args(["status", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

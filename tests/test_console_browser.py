@@ -1,0 +1,166 @@
+"""The console in a real browser (issue 14): headless Chromium driven by Playwright for Python,
+in front of a real `reminder-bridge serve` and real peers.
+
+Chromium is the Debian package (`.ci/run` installs it): $REMINDER_BRIDGE_CHROMIUM, else
+`chromium` on the PATH; Playwright never downloads a browser here.  The test saves the
+screenshot docs/console.md shows (docs/console.png, 1280x800).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_console import (LEGACY_HOST_CAPS, ROOT, STANDARD_HOST_CAPS, TOKEN, Bridge, connect_host, remind,
+                                rpc)
+
+CHROMIUM = os.environ.get("REMINDER_BRIDGE_CHROMIUM") or shutil.which("chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOT = ROOT / "docs" / "console.png"
+
+try:
+    from playwright.async_api import async_playwright
+except ImportError:  # pragma: no cover - the test extra installs it
+    async_playwright = None
+
+pytestmark = [
+    pytest.mark.skipif(async_playwright is None, reason="Playwright for Python is not installed (pip install -e '.[test]')"),
+    pytest.mark.skipif(not CHROMIUM or not Path(CHROMIUM).exists(),
+                       reason="no Chromium: install the Debian package `chromium` (.ci/run does) or set "
+                              "REMINDER_BRIDGE_CHROMIUM to its path"),
+]
+
+
+def reminder_ids(answer: list[dict]) -> list[str]:
+    return [m["params"]["reminder"]["id"] for m in answer if m.get("method") == "notifications/reminder"]
+
+
+async def tokens(page) -> float:
+    return float(await page.get_attribute('.route[data-route="ci"] .gauge', "data-tokens"))
+
+
+async def eventually(check, timeout: float, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(every)
+
+
+async def test_the_console_in_chromium(tmp_path):
+    bridge = Bridge(tmp_path, budget="rate = 30\nburst = 5", token=TOKEN)  # a token every 2 s
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            try:
+                page = await browser.new_page(viewport={"width": 1280, "height": 800})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+                outside: list[str] = []
+                page.on("request", lambda req: None if req.url.startswith(bridge.base) else outside.append(req.url))
+
+                # -- the token is required: a login form, a wrong token refused, the right one in
+                await page.goto(bridge.base + "/")
+                assert await page.is_visible("form.login-box input[type=password]")
+                assert await page.locator("#routes").count() == 0
+                await page.fill("#token", "not-the-token")
+                await page.click("button[type=submit]")
+                await page.wait_for_selector(".login-error")
+                assert "Wrong token" in await page.inner_text(".login-error")
+                assert await page.locator("#routes").count() == 0
+                assert not [c for c in await page.context.cookies() if c["name"] == "reminder_bridge_console"]
+                await page.fill("#token", TOKEN)
+                await page.click("button[type=submit]")
+                await page.wait_for_selector('.route[data-route="ci"]', timeout=5000)
+                [cookie] = [c for c in await page.context.cookies() if c["name"] == "reminder_bridge_console"]
+                assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != TOKEN
+                assert page.url == bridge.base + "/"
+                await page.wait_for_selector('#link[data-state="live"]', timeout=5000)
+                errors.clear()  # the login page's 401 answers are logged as failed loads; none from here on
+                verdict = page.locator('.route[data-route="ci"] .verdict')
+                assert (await verdict.inner_text()).startswith("ready for enforce: yes — nothing seen")
+                assert await tokens(page) == 5.0
+
+                # -- every decision shows in the feed within 2 s; the budget gauge drops
+                session = await connect_host(bridge.url, "modern-ide", STANDARD_HOST_CAPS)
+                for round_ in range(2):
+                    answer = await remind(bridge.url, session, 2, msg_id=10 + round_)
+                    for rid in reminder_ids(answer):
+                        started = time.monotonic()
+                        await page.wait_for_selector(f'#feed tbody tr[data-reminder-id="{rid}"]', timeout=2000)
+                        assert time.monotonic() - started < 2.0
+                await eventually(lambda: _below(page, 2.5), timeout=3)
+                await remind(bridge.url, session, 3, msg_id=20)  # over the burst: refused by the budget, and shown as such
+                await page.wait_for_selector('#feed tbody tr[data-action="rate_limited"]', timeout=2000)
+                low = await eventually(lambda: _below(page, 1.5), timeout=3)
+                # ... and recovers as the bucket refills (30/min: a token every 2 s)
+                await eventually(lambda: _above(page, low + 2), timeout=8)
+
+                # -- bodies stay hidden by default (the peer's bodies are "reminder N")
+                assert "reminder 0" not in await page.content()
+                assert await page.locator("th.body-col").is_hidden()
+                assert "hidden" in await page.inner_text("#bodies-note")
+
+                # -- filters and pause
+                await page.select_option("#filter-action", "rate_limited")
+                visible = page.locator("#feed tbody tr:not([hidden])")
+                assert await visible.count() >= 1
+                assert {await visible.nth(i).get_attribute("data-action") for i in range(await visible.count())} \
+                    == {"rate_limited"}
+                await page.select_option("#filter-action", "")
+                await page.click("#pause")
+                rows = await page.locator("#feed tbody tr").count()
+                await eventually(lambda: _above(page, 1.0), timeout=4)  # a token for the next one
+                answer = await remind(bridge.url, session, 1, msg_id=30)
+                await eventually(lambda: _text_is_not(page, "#buffered", "0"), timeout=3)
+                assert await page.locator("#feed tbody tr").count() == rows
+                await page.click("#pause")
+                await page.wait_for_selector(f'#feed tbody tr[data-reminder-id="{reminder_ids(answer)[0]}"]',
+                                             timeout=2000)
+                assert await page.inner_text("#lost") == "0"
+
+                # -- the readiness verdict changes when a legacy host connects
+                await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
+                await page.wait_for_function(
+                    "() => document.querySelector('.route[data-route=\"ci\"] .verdict').textContent"
+                    ".startsWith('ready for enforce: no')", timeout=3000)
+                assert await verdict.inner_text() == \
+                    "ready for enforce: no — 1 legacy host seen in the last 24 h (legacy-ide)"
+                assert await page.locator('.route[data-route="ci"] .bar[data-side="host"] .seg.legacy').count() == 1
+
+                # -- a screenshot for docs/console.md, with a little of everything on it
+                legacy_session = await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
+                await rpc(bridge.url, 40, "remind", {"count": 2}, legacy_session)
+                await asyncio.sleep(1.5)  # one status poll after the last decisions
+                SCREENSHOT.parent.mkdir(exist_ok=True)
+                await page.screenshot(path=str(SCREENSHOT), full_page=False)
+                assert not errors, errors
+                assert not outside, f"the page loaded something from elsewhere: {outside}"
+            finally:
+                await browser.close()
+    finally:
+        bridge.stop()
+    assert SCREENSHOT.stat().st_size < 1_000_000
+
+
+async def _below(page, limit: float) -> float | None:
+    value = await tokens(page)
+    return value if value < limit else None
+
+
+async def _above(page, limit: float) -> float | None:
+    value = await tokens(page)
+    return value if value >= limit else None
+
+
+async def _text_is_not(page, selector: str, text: str) -> bool:
+    return (await page.inner_text(selector)) != text
