@@ -1,0 +1,246 @@
+"""The embedded state backend: one process, no network, every table bounded.
+
+What runs when no `[state] url` is configured, and what `FailoverState` serves from (per replica)
+while Redis is unreachable in `open` mode.  Each kind of state lives in a `cachetools` TTL cache
+whose entries expire on their own (a bucket: after the time it takes to fill; a queue, a claim, a
+record: ``ttl_s`` after it was written) and whose size is capped, so a flood of distinct keys
+evicts the least recently used instead of growing without end.  A bucket evicted early is treated as
+full when it comes back: the budget loosens for that key, memory does not grow.
+
+Decisions are the same as `bridge.policy.budget.take()` and as the Redis script: tests run one
+scenario against both.  The clock is injectable (seconds, monotonic).  The ``*_now`` methods are
+synchronous twins of the async API, for the hot path that must not await.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cachetools import TLRUCache, TTLCache
+
+from bridge.state.base import BucketCharge, exceeded, unique, wait_ms
+
+if TYPE_CHECKING:
+    from bridge.policy.budget import Exceeded
+
+DEFAULT_MAX_KEYS = 100_000
+
+
+class _Bucket:
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, tokens: float, at: float):
+        self.tokens = tokens
+        self.at = at
+
+    def level(self, now: float, per_second: float, burst: int) -> float:
+        """Tokens at ``now``, never above ``burst``.  Pure: only a successful charge writes, exactly
+        as the Lua script does, so both backends do the same float arithmetic and decide alike."""
+        tokens = self.tokens + (now - self.at) * per_second if now > self.at else self.tokens
+        return float(burst) if tokens > burst else tokens
+
+
+class _Queue:
+    __slots__ = ("items", "by_dedupe", "ttl")
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # id → (item, dedupe key)
+        self.by_dedupe: dict[str, str] = {}
+        self.ttl = 0.0
+
+    def drop(self, item_id: str) -> None:
+        _, dedupe = self.items.pop(item_id)
+        if dedupe and self.by_dedupe.get(dedupe) == item_id:
+            del self.by_dedupe[dedupe]
+
+
+class _Entry:
+    __slots__ = ("value", "ttl")
+
+    def __init__(self, value: Any, ttl: float):
+        self.value = value
+        self.ttl = ttl
+
+
+def _ttu(_key: Any, value: Any, now: float) -> float:
+    return now + value.ttl
+
+
+class MemoryState:
+    """Bounded in-process state. ``max_keys``: the most queues, claims and records (each), and buckets
+    per distinct fill time (rate and burst)."""
+
+    name = "memory"
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, max_keys: int = DEFAULT_MAX_KEYS):
+        self.clock = clock
+        self.max_keys = max_keys
+        # buckets: one TTLCache per fill time (O(1) refresh, unlike a TLRUCache's heap: this is the hot
+        # path); there are as few fill times as distinct (rate, burst) pairs in the rules
+        self._buckets: dict[float, TTLCache] = {}
+        self._now = clock()  # the bucket tables' timer: read the clock once per charge, not per lookup
+        self._queues: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
+        self._claims: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
+        self._records: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
+
+    # -- budgets ---------------------------------------------------------------------------------------
+
+    def _bucket_time(self) -> float:
+        return self._now
+
+    def _table(self, fill_s: float) -> TTLCache:
+        table = self._buckets.get(fill_s)
+        if table is None:
+            table = self._buckets[fill_s] = TTLCache(maxsize=self.max_keys, ttl=fill_s, timer=self._bucket_time)
+        return table
+
+    def _bucket(self, charge: BucketCharge) -> _Bucket | None:
+        table = self._table(charge.fill_s)
+        try:
+            return table[charge.key]
+        except KeyError:
+            pass
+        if len(self._buckets) > 1:  # its rate or burst changed (a reload): move it over, tokens and all
+            for fill_s, other in self._buckets.items():
+                if fill_s != charge.fill_s and (bucket := other.pop(charge.key, None)) is not None:
+                    table[charge.key] = bucket
+                    return bucket
+        return None
+
+    def charge_now(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+        now = self.clock()
+        if now > self._now:
+            self._now = now
+        charges = unique(charges)
+        looked: list[tuple[BucketCharge, _Bucket | None, float]] = []
+        worst: tuple[int, BucketCharge, float] | None = None
+        for charge in charges:
+            bucket = self._bucket(charge)
+            level = float(charge.burst) if bucket is None else bucket.level(now, charge.per_second, charge.burst)
+            looked.append((charge, bucket, level))
+            if level < 1.0:
+                wait = wait_ms(level, charge.per_second)
+                if worst is None or wait > worst[0]:
+                    worst = (wait, charge, level)
+        if worst is not None:
+            return exceeded(worst[1], worst[2], worst[0])
+        for charge, bucket, level in looked:
+            if bucket is None:
+                bucket = _Bucket(level, now)
+            bucket.tokens = level - 1.0
+            if now > bucket.at:
+                bucket.at = now
+            self._table(charge.fill_s)[charge.key] = bucket  # (re)insert: restarts its time-to-live
+        return None
+
+    def levels_now(self, charges: Sequence[BucketCharge]) -> list[float]:
+        now = self.clock()
+        if now > self._now:
+            self._now = now
+        out = []
+        for charge in charges:
+            bucket = self._bucket(charge)
+            out.append(float(charge.burst) if bucket is None else bucket.level(now, charge.per_second, charge.burst))
+        return out
+
+    # -- queues ----------------------------------------------------------------------------------------
+
+    def queue_push_now(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
+                       ttl_s: float) -> tuple[list[str], list[str]]:
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = _Queue()
+        replaced: list[str] = []
+        if dedupe_key:
+            old = queue.by_dedupe.get(dedupe_key)
+            if old is not None and old != item_id:
+                queue.drop(old)
+                replaced.append(old)
+        if item_id in queue.items:
+            queue.drop(item_id)
+        queue.items[item_id] = (item, dedupe_key or None)
+        if dedupe_key:
+            queue.by_dedupe[dedupe_key] = item_id
+        evicted: list[str] = []
+        while len(queue.items) > max(limit, 0):
+            oldest = next(iter(queue.items))
+            queue.drop(oldest)
+            evicted.append(oldest)
+        queue.ttl = ttl_s
+        if queue.items:
+            self._queues[key] = queue
+        else:
+            self._queues.pop(key, None)
+        return replaced, evicted
+
+    def queue_take_now(self, key: str) -> list[str]:
+        queue = self._queues.pop(key, None)
+        return [] if queue is None else [item for item, _ in queue.items.values()]
+
+    def queue_len_now(self, key: str) -> int:
+        queue = self._queues.get(key)
+        return 0 if queue is None else len(queue.items)
+
+    # -- claims and records ----------------------------------------------------------------------------
+
+    def claim_once_now(self, key: str, ttl_s: float) -> bool:
+        if key in self._claims:
+            return False
+        self._claims[key] = _Entry(True, ttl_s)
+        return True
+
+    def put_record_now(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
+        # stored as JSON, as in Redis: the same values come back, and never the caller's own object
+        self._records[key] = _Entry(json.dumps(record, separators=(",", ":")), ttl_s)
+
+    def get_record_now(self, key: str, *, ttl_s: float | None = None) -> dict[str, Any] | None:
+        entry = self._records.get(key)
+        if entry is None:
+            return None
+        if ttl_s is not None:
+            entry.ttl = ttl_s
+            self._records[key] = entry
+        return json.loads(entry.value)
+
+    # -- the async API (what FailoverState and the flows call) -----------------------------------------
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+        return self.charge_now(charges)
+
+    async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:
+        return self.levels_now(charges)
+
+    async def queue_push(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
+                         ttl_s: float) -> tuple[list[str], list[str]]:
+        return self.queue_push_now(key, item_id, item, dedupe_key=dedupe_key, limit=limit, ttl_s=ttl_s)
+
+    async def queue_take(self, key: str) -> list[str]:
+        return self.queue_take_now(key)
+
+    async def queue_len(self, key: str) -> int:
+        return self.queue_len_now(key)
+
+    async def claim_once(self, key: str, ttl_s: float) -> bool:
+        return self.claim_once_now(key, ttl_s)
+
+    async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
+        self.put_record_now(key, record, ttl_s)
+
+    async def get_record(self, key: str, *, ttl_s: float | None = None) -> dict[str, Any] | None:
+        return self.get_record_now(key, ttl_s=ttl_s)
+
+    async def close(self) -> None:
+        pass
+
+    def sizes(self) -> dict[str, int]:
+        """Entries held per kind (for tests and the admin port)."""
+        now = self.clock()
+        if now > self._now:
+            self._now = now
+        for table in self._buckets.values():
+            table.expire()
+        return {"buckets": sum(len(t) for t in self._buckets.values()), "queues": len(self._queues), "claims": len(self._claims),
+                "records": len(self._records)}

@@ -1,0 +1,269 @@
+"""The shared state backend: Redis (or Valkey), through `redis.asyncio`.
+
+Why server-side scripts: a budget checked by one replica and charged by another is not a budget.
+A charge reads, refills and decrements every bucket of a reminder in ONE Lua script, by the server's
+clock (`TIME`), all or none, and computes ``retry_after_ms`` there, so two replicas charging the same
+bucket at the same instant are serialised by Redis and the fleet-wide rate is exact.  Queue pushes
+(dedupe + limit + TTL) are one script too; takes read and delete in one script.
+
+Scripts run with EVALSHA (the SHA is computed locally); a NOSCRIPT reply (Redis restarted or
+`SCRIPT FLUSH`) falls back to EVAL, which also caches the script again.  Every key written has a TTL:
+a bucket's is the time an empty bucket takes to fill (at least 1 s), since by then it is full and
+"absent" means "full"; a queue, a claim and a record expire ``ttl_s`` after their last write.
+
+Standalone Redis only (or a primary with replicas behind Sentinel-style failover): a reminder's
+buckets are arbitrary keys, which Redis Cluster could not update in one script.
+
+Socket and connect timeouts are short (default 0.25 s) and a command is retried at most once, and
+only after a connection error (a stale pooled socket after a restart), never after a timeout: a slow
+or stopped Redis costs one timeout, then `FailoverState` stops asking it until a probe succeeds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from bridge.state.base import BucketCharge, exceeded, ttl_ms, unique
+
+if TYPE_CHECKING:
+    from bridge.policy.budget import Exceeded
+
+DEFAULT_PREFIX = "reminder-bridge:"
+DEFAULT_TIMEOUT_S = 0.25
+
+# ARGV[1]: now in seconds, or "" for the server's clock (tests pin it to compare with MemoryState).
+_NOW = """
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+else
+  now = tonumber(ARGV[1])
+end
+local function level_of(key, per_s, burst)
+  local held = redis.call('HMGET', key, 't', 'at')
+  if not held[1] then return burst, now end
+  local level, at = tonumber(held[1]), tonumber(held[2])
+  if now > at then level = level + (now - at) * per_s; at = now end
+  if level > burst then level = burst end
+  return level, at
+end
+"""
+
+# KEYS: the buckets.  ARGV: now, then rate per minute and burst per bucket.
+# Returns 0 when every bucket paid a token, else {index of the worst bucket, its level, retry_after_ms}.
+CHARGE = _NOW + """
+local n = #KEYS
+local levels, ats = {}, {}
+local worst, worst_wait = 0, -1
+for i = 1, n do
+  local per_s = tonumber(ARGV[2 * i]) / 60
+  local burst = tonumber(ARGV[2 * i + 1])
+  local level, at = level_of(KEYS[i], per_s, burst)
+  levels[i], ats[i] = level, at
+  if level < 1 then
+    local wait = math.ceil((1 - level) / per_s * 1000)
+    if wait > worst_wait then worst, worst_wait = i, wait end
+  end
+end
+if worst > 0 then
+  return {worst, string.format('%.17g', levels[worst]), math.max(worst_wait, 1)}
+end
+for i = 1, n do
+  local per_s = tonumber(ARGV[2 * i]) / 60
+  local burst = tonumber(ARGV[2 * i + 1])
+  redis.call('HSET', KEYS[i], 't', string.format('%.17g', levels[i] - 1), 'at', string.format('%.17g', ats[i]))
+  redis.call('PEXPIRE', KEYS[i], math.max(1000, math.ceil(burst / per_s * 1000)))
+end
+return 0
+"""
+
+# Same KEYS/ARGV as CHARGE; returns each bucket's level (as text: Redis truncates Lua numbers).
+LEVELS = _NOW + """
+local out = {}
+for i = 1, #KEYS do
+  local level = level_of(KEYS[i], tonumber(ARGV[2 * i]) / 60, tonumber(ARGV[2 * i + 1]))
+  out[i] = string.format('%.17g', level)
+end
+return out
+"""
+
+# KEYS: the queue's id list, its hash (i:<id> → item, d:<id> → dedupe key, k:<dedupe key> → id).
+# ARGV: id, item, dedupe key ('' = none), limit, ttl in ms.  Returns {replaced ids, pushed-out ids}.
+QUEUE_PUSH = """
+local list, meta = KEYS[1], KEYS[2]
+local id, item, dedupe = ARGV[1], ARGV[2], ARGV[3]
+local limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local function forget(old)
+  local d = redis.call('HGET', meta, 'd:' .. old)
+  redis.call('HDEL', meta, 'i:' .. old, 'd:' .. old)
+  if d and redis.call('HGET', meta, 'k:' .. d) == old then redis.call('HDEL', meta, 'k:' .. d) end
+end
+local replaced, evicted = {}, {}
+if dedupe ~= '' then
+  local old = redis.call('HGET', meta, 'k:' .. dedupe)
+  if old and old ~= id then
+    redis.call('LREM', list, 1, old); forget(old); replaced[#replaced + 1] = old
+  end
+end
+if redis.call('HEXISTS', meta, 'i:' .. id) == 1 then redis.call('LREM', list, 1, id); forget(id) end
+redis.call('RPUSH', list, id)
+redis.call('HSET', meta, 'i:' .. id, item)
+if dedupe ~= '' then redis.call('HSET', meta, 'd:' .. id, dedupe, 'k:' .. dedupe, id) end
+while redis.call('LLEN', list) > limit do
+  local oldest = redis.call('LPOP', list)
+  forget(oldest); evicted[#evicted + 1] = oldest
+end
+redis.call('PEXPIRE', list, ttl)
+redis.call('PEXPIRE', meta, ttl)
+return {replaced, evicted}
+"""
+
+# KEYS: the id list and the hash.  Returns the items in arrival order and deletes both keys.
+QUEUE_TAKE = """
+local ids = redis.call('LRANGE', KEYS[1], 0, -1)
+local out = {}
+for first = 1, #ids, 500 do
+  local fields = {}
+  for i = first, math.min(first + 499, #ids) do fields[#fields + 1] = 'i:' .. ids[i] end
+  local items = redis.call('HMGET', KEYS[2], unpack(fields))
+  for _, item in ipairs(items) do if item then out[#out + 1] = item end end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return out
+"""
+
+
+class _Script:
+    __slots__ = ("source", "sha")
+
+    def __init__(self, source: str):
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+_CHARGE, _LEVELS, _PUSH, _TAKE = (_Script(s) for s in (CHARGE, LEVELS, QUEUE_PUSH, QUEUE_TAKE))
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    auth, _, host = rest.partition("@")
+    user = auth.split(":", 1)[0]
+    return f"{scheme}://{user + ':' if user else ''}***@{host}"
+
+
+class RedisState:
+    """Shared state in one Redis database, every key under ``key_prefix``.
+
+    ``client``: an existing `redis.asyncio.Redis` (decode_responses=True) instead of one built from
+    ``url``.  ``clock``: tests only; seconds handed to the scripts instead of the server's `TIME`.
+    """
+
+    name = "redis"
+
+    def __init__(self, url: str, *, key_prefix: str = DEFAULT_PREFIX, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 client: Any = None, clock: Callable[[], float] | None = None):
+        self.url = url
+        self.key_prefix = key_prefix
+        self.timeout_s = timeout_s
+        self.clock = clock
+        #: EVALSHA answered NOSCRIPT and the script was sent again (a Redis restart, SCRIPT FLUSH)
+        self.script_reloads = 0
+        if client is None:
+            from redis.asyncio import Redis
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+            from redis.exceptions import ConnectionError as RedisConnectionError
+
+            client = Redis.from_url(url, decode_responses=True, socket_timeout=timeout_s,
+                                    socket_connect_timeout=timeout_s, health_check_interval=0,
+                                    retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
+        self.redis = client
+
+    # -- keys: one namespace per kind, so logical keys of different kinds never collide -----------------
+
+    def bucket_key(self, key: str) -> str:
+        return f"{self.key_prefix}b:{key}"
+
+    def queue_keys(self, key: str) -> tuple[str, str]:
+        return f"{self.key_prefix}q:{key}", f"{self.key_prefix}qm:{key}"
+
+    def claim_key(self, key: str) -> str:
+        return f"{self.key_prefix}c:{key}"
+
+    def record_key(self, key: str) -> str:
+        return f"{self.key_prefix}r:{key}"
+
+    async def _run(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        from redis.exceptions import NoScriptError
+
+        try:
+            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.script_reloads += 1
+            return await self.redis.eval(script.source, len(keys), *keys, *args)
+
+    def _bucket_args(self, charges: Sequence[BucketCharge]) -> tuple[list[str], list[Any]]:
+        keys = [self.bucket_key(c.key) for c in charges]
+        args: list[Any] = ["" if self.clock is None else repr(float(self.clock()))]
+        for c in charges:
+            args += [repr(float(c.rate_per_min)), c.burst]
+        return keys, args
+
+    # -- the API ---------------------------------------------------------------------------------------
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+        charges = unique(charges)
+        if not charges:
+            return None
+        keys, args = self._bucket_args(charges)
+        answer = await self._run(_CHARGE, keys, args)
+        if answer == 0:
+            return None
+        index, level, wait = answer
+        return exceeded(charges[int(index) - 1], float(level), int(wait))
+
+    async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:
+        if not charges:
+            return []
+        keys, args = self._bucket_args(charges)
+        return [float(v) for v in await self._run(_LEVELS, keys, args)]
+
+    async def queue_push(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
+                         ttl_s: float) -> tuple[list[str], list[str]]:
+        replaced, evicted = await self._run(_PUSH, self.queue_keys(key),
+                                            [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
+        return list(replaced), list(evicted)
+
+    async def queue_take(self, key: str) -> list[str]:
+        return list(await self._run(_TAKE, self.queue_keys(key), []))
+
+    async def queue_len(self, key: str) -> int:
+        return int(await self.redis.llen(self.queue_keys(key)[0]))
+
+    async def claim_once(self, key: str, ttl_s: float) -> bool:
+        return bool(await self.redis.set(self.claim_key(key), "1", nx=True, px=ttl_ms(ttl_s)))
+
+    async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
+        await self.redis.set(self.record_key(key), json.dumps(record, separators=(",", ":")), px=ttl_ms(ttl_s))
+
+    async def get_record(self, key: str, *, ttl_s: float | None = None) -> dict[str, Any] | None:
+        name = self.record_key(key)
+        text = await (self.redis.get(name) if ttl_s is None else self.redis.getex(name, px=ttl_ms(ttl_s)))
+        return None if text is None else json.loads(text)
+
+    async def probe(self) -> None:
+        """A write with a short TTL: succeeds only when Redis takes writes again (not merely answers
+        PING while loading, read-only or out of memory)."""
+        await self.redis.set(f"{self.key_prefix}probe", "1", px=10_000)
+
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+    async def close(self) -> None:
+        await self.redis.aclose()
