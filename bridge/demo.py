@@ -1,6 +1,6 @@
 """`reminder-bridge demo`: a standard host talks to the bundled legacy peers through the proxy.
 
-Everything runs in-process and uses the proxy's real pipelines (`bridge.cli.make_flow`): a
+Everything runs in-process and uses the proxy's real pipelines (`bridge.pipeline.factory.make_flow`): a
 scripted host sends JSON-RPC frames into `Flow.from_host`, what the flow sends to the peer is
 handed to the example peer's `handle`, and the peer's replies go back through
 `Flow.from_peer`.  No sockets, no subprocesses, stdlib-only peers.
@@ -22,11 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from bridge.cli import make_flow
 from bridge.examples.a2a_legacy_agent import LegacyA2AAgent
 from bridge.examples.acp_harn_agent import HarnLikeAgent
 from bridge.examples.mcp_legacy_server import LegacyMcpServer
-from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, Flow, dumps
+from bridge.jsonrpc import dumps
+from bridge.pipeline.commands import HOST, PEER, writes
+from bridge.pipeline.factory import make_flow
+from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.rules import RouteSettings
 from bridge.telemetry import ACTIONS, Recorder
 
@@ -167,7 +169,7 @@ class Conversation:
             origin, frame, why = pending.popleft()
             sends = self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame)
             natural = PEER if origin == HOST else HOST
-            delivered = [(s.to, s.data) for s in sends]
+            delivered = [(s.to, s.data) for s in writes(sends)]
             self._show(origin, frame, why, delivered, natural)
             for to, data in delivered:
                 decoded = json.loads(data)

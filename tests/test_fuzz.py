@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from bridge.cli import make_flow
+from bridge.pipeline.factory import make_flow
 from bridge.dialects import a2a as a2a_codecs
 from bridge.dialects import acp as acp_codecs
 from bridge.dialects import mcp as mcp_codecs
 from bridge.model import MODE_VALUES, PROPAGATE_VALUES, ROLE_HINT_VALUES, SOURCE_VALUES, Reminder, ReminderError
-from bridge.pipeline import HOST, PEER
+from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
@@ -535,7 +535,7 @@ def check_prefilter(frame: bytes) -> None:
 def feed(protocol: str, flow: Any, origin: str, frame: bytes) -> int:
     """One frame through ``flow``, checked; returns 1 (the message count)."""
     cleared = flow.passes(frame, origin)
-    sends = flow.from_host(frame) if origin == HOST else flow.from_peer(frame)
+    sends = writes(flow.from_host(frame) if origin == HOST else flow.from_peer(frame))
     check_output(protocol, frame, sends)
     if cleared:  # the pre-filter let it by: never decoded, never touched
         assert len(sends) == 1 and sends[0].data is frame
@@ -577,7 +577,7 @@ def test_every_reminder_shape_through_every_codec_the_prefilter_and_the_pipeline
                 frame = serialize(msg, styles[i % len(styles)])
                 check_prefilter(frame)
                 ran["messages"] += feed(protocol, flow, origin, frame)
-            check_output(protocol, b"", flow.tick(flow.clock() + 3600))  # coalesced reminders released, if any
+            check_output(protocol, b"", writes(flow.wake(flow.clock() + 3600)))  # coalesced reminders released, if any
 
     fuzz()
     ran_at_least("reminder_shapes", ran["messages"])
@@ -600,7 +600,7 @@ def test_random_conversations_pass_untouched_or_become_valid_output(protocol):
             frame = data.draw(serialized(msg))
             check_prefilter(frame)
             ran["messages"] += feed(protocol, flow, origin, frame)
-        check_output(protocol, b"", flow.tick(flow.clock() + 3600))
+        check_output(protocol, b"", writes(flow.wake(flow.clock() + 3600)))
 
     fuzz()
     ran_at_least(f"conversations[{protocol}]", ran["messages"])

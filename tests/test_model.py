@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from bridge.cli import translate
+from bridge.cli.translate import translate
 from bridge.dialects.acp import AcpLegacy, AcpStandard
 from bridge.dialects.mcp import McpLegacy, McpStandard
 from bridge.model import ORIGINAL_KEY, ReminderError, uuid7

@@ -1,4 +1,4 @@
-"""The outbox bridge inside the MCP flow, frame by frame with a hand-driven clock (docs/outbox.md):
+"""The outbox add-on on the MCP flow, frame by frame with a hand-driven clock (docs/outbox.md):
 when polls start in each era, what they carry, what becomes of their answers, restarts, and the
 proxy's own outbox resource."""
 from __future__ import annotations
@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from bridge.cli import make_flow
+from bridge.pipeline.commands import Defer, Wakeup
+from bridge.pipeline.factory import make_flow
+from bridge.pipeline.flow import OWN_ID_PREFIX
+from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard
 from bridge.outbox.events import parse_event, to_reminder
 from bridge.rules import parse_rules_text
@@ -38,6 +41,18 @@ class _Log:
         pass
 
 
+def perform(commands) -> list[tuple[str, dict]]:
+    """What a transport does, without one: blocking work run at once, in order (a transport runs it
+    on its background thread); what goes on a wire, decoded."""
+    out: list[tuple[str, dict]] = []
+    for command in commands:
+        if isinstance(command, Defer):
+            out += perform(command.done(run_blocking(command)))
+        elif not isinstance(command, Wakeup):
+            out.append((command.to, json.loads(command.data)))
+    return out
+
+
 class Link:
     """One MCP connection through the sans-I/O flow, with a hand-driven clock."""
 
@@ -45,21 +60,25 @@ class Link:
         rules = (f'[routes.r]\nprotocol = "mcp"\n{route_extra}\n{table}\n')
         rules = rules.replace("STORE", str(tmp_path / "outbox.sqlite3"))
         self.log = _Log()
-        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], Recorder(route="r", log=self.log))
-        self.flow.outbox.wall = lambda: self.wall
         self.wall = 1_800_000_000.0
         self.now = 100.0
+        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], Recorder(route="r", log=self.log),
+                              clock=lambda: self.now)
+        self.outbox = self.flow.addons[0] if self.flow.addons else None
+        if self.outbox is not None:
+            self.outbox.wall = lambda: self.wall
         self.host_caps = {"reminders": {}} if host_caps is None else host_caps
 
     def host(self, msg) -> list[tuple[str, dict]]:
-        return [(s.to, json.loads(s.data)) for s in self.flow.from_host(json.dumps(msg).encode())]
+        return perform(self.flow.from_host(json.dumps(msg).encode()))
 
     def peer(self, msg) -> list[tuple[str, dict]]:
-        return [(s.to, json.loads(s.data)) for s in self.flow.from_peer(json.dumps(msg).encode())]
+        return perform(self.flow.from_peer(json.dumps(msg).encode()))
 
     def tick(self, seconds: float = 0.25) -> list[tuple[str, dict]]:
+        """Time passes; the flow is woken (a transport would have woken it at its `Wakeup`)."""
         self.now += seconds
-        return [(s.to, json.loads(s.data)) for s in self.flow.tick(self.now)]
+        return perform(self.flow.wake(self.now))
 
     def legacy_handshake(self, server_caps: dict | None = None) -> list[tuple[str, dict]]:
         self.host({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -93,7 +112,7 @@ SERVE = '[routes.r.serve_outbox]\nresource = "bridge://reminders"\nstore = "STOR
 
 def only_poll(out) -> dict:
     [(to, request)] = out
-    assert to == "peer" and request["id"].startswith("reminder-bridge:")
+    assert to == "peer" and request["id"].startswith(OWN_ID_PREFIX)
     return request
 
 
@@ -228,7 +247,7 @@ def test_a_restart_neither_loses_nor_repeats(tmp_path):
     link = Link(tmp_path, PULL)
     link.legacy_handshake()
     first = only_poll(link.tick())
-    link.flow.outbox.store.mark_delivered = lambda rowids: None  # dies between storing and handing over
+    link.outbox.store.mark_delivered = lambda rowids: None  # dies between storing and handing over
     link.answer(first, [event("e1"), event("e2")], cursor="2")
     restarted = Link(tmp_path, PULL)
     restarted.legacy_handshake()
@@ -252,12 +271,12 @@ def test_a_host_without_reminder_support_gets_them_in_the_next_tool_result(tmp_p
     link = Link(tmp_path, PULL, host_caps={})
     link.legacy_handshake()
     assert link.answer(only_poll(link.tick()), [event("e1", title="deploy finished")]) == []
-    pending = link.flow.outbox.store.undelivered("r|acme://n")
+    pending = link.outbox.store.undelivered("r|acme://n")
     assert len(pending) == 1  # queued for the tool result: not delivered yet, so a restart re-queues it
     link.host({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t"}})
     [(_, result)] = link.peer({"jsonrpc": "2.0", "id": 5, "result": {"content": []}})
     assert "deploy finished</system-reminder>" in result["result"]["content"][0]["text"]
-    assert link.flow.outbox.store.undelivered("r|acme://n") == []
+    assert link.outbox.store.undelivered("r|acme://n") == []
 
 
 def test_outbox_traffic_leaves_the_hot_path_alone(tmp_path):
@@ -275,7 +294,7 @@ def test_observe_stage_polls_nothing(tmp_path):
         "STORE", str(tmp_path / "s.sqlite3"))).routes["r"]
     log = _Log()
     flow = make_flow("mcp", rules, Recorder(route="r", log=log))
-    assert flow.outbox is None and log.lines[0]["event"] == "outbox_off"
+    assert flow.addons == () and log.lines[0]["event"] == "outbox_off"
 
 
 # -- the proxy's own outbox --------------------------------------------------------------------
@@ -343,7 +362,7 @@ def test_served_replay_is_bounded_and_gaps_are_told(tmp_path):
     stale = read(link, "bridge://reminders?cursor=0123456789ab.1")  # another store's cursor
     assert stale["truncated"] and [e["eventId"] for e in stale["events"]] == ["old", "new"]
     link.wall += 3601  # past retention: "old" and "new" are pruned at the next tick's housekeeping
-    link.flow.outbox.next_prune = 0
+    link.outbox.next_prune = 0
     link.tick()
     gone = read(link, f"bridge://reminders?cursor={boot}")
     assert gone["truncated"] and gone["events"] == []
@@ -370,4 +389,4 @@ def test_budgets_and_trust_limits_apply_to_reminders_made_from_events(tmp_path):
     assert {r["roleHint"] for r in got} == {"ephemeral_cache"}  # lowered to the route's ceiling
     assert link.flow.recorder.count("rate_limited", "mcp") == 1
     assert sum(link.flow.recorder.budget_rejections.values()) == 1
-    assert link.flow.outbox.store.undelivered("r|acme://n") == []  # decided: never handed over again
+    assert link.outbox.store.undelivered("r|acme://n") == []  # decided: never handed over again

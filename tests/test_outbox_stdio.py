@@ -1,4 +1,4 @@
-"""The outbox bridge with real processes (docs/outbox.md): `mcp`-SDK hosts and servers on both
+"""The outbox add-on with real processes (docs/outbox.md): `mcp`-SDK hosts and servers on both
 sides of `reminder-bridge stdio`, and proxy restarts in the middle.
 
 - Outbox → reminders: an SDK server exposes a NimbleBrain-style outbox over a SQLite table the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bridge.cli import make_flow
+from bridge.pipeline.factory import make_flow
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from bridge.cli import make_flow
-from bridge.pipeline import HOST, PEER
+from bridge.pipeline.factory import make_flow
+from bridge.pipeline.commands import HOST, PEER, Wakeup, writes
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
@@ -29,8 +29,9 @@ def frame(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-def decode(sends):
-    return [(s.to, json.loads(s.data)) for s in sends]
+def decode(commands):
+    """What went on a wire, decoded (timers and deferred work are not wire traffic)."""
+    return [(c.to, json.loads(c.data)) for c in writes(commands)]
 
 
 def flow(protocol: str, rules: str = "", clock: Clock | None = None, **kwargs):
@@ -99,21 +100,25 @@ def test_coalesce_delivers_the_newest_per_key_once_tokens_return():
     clock = Clock()
     f = mcp('[defaults.budget]\nrate = 60\nburst = 1\nover = "coalesce"\n', clock=clock)
     assert len(f.from_peer(frame(legacy_reminder(0, "build")))) == 1  # the burst
-    for n in range(1, 6):  # over budget: only the newest per key is held
+    # the first one held asks for a timer at the moment a token returns (60/min: one a second)
+    assert f.from_peer(frame(legacy_reminder(1, "build"))) == [Wakeup(clock.now + 1.0)]
+    for n in range(2, 6):  # over budget: only the newest per key is held; the timer stands
         assert f.from_peer(frame(legacy_reminder(n, "build"))) == []
     assert f.from_peer(frame(legacy_reminder(6, "lint"))) == []
     assert f.from_peer(frame(legacy_reminder(7))) == []  # no key: held on its own
     assert f.pending_counts()["coalesce"] == 3
-    assert f.tick(clock.now) == []  # no tokens yet
+    assert f.wake(clock.now) == [Wakeup(clock.now + 1.0)]  # woken early: no token yet, ask again
     clock.now += 1.0
-    [first] = decode(f.tick(clock.now))
+    released = f.wake(clock.now)
+    [first] = decode(released)
     assert first[1]["params"]["reminder"]["id"] == "r5"  # newest "build", one token = one reminder
+    assert released[-1] == Wakeup(clock.now + 1.0)  # the next token
     rest = []
     for _ in range(2):  # burst 1: the bucket never holds more than one token
         clock.now += 1.0
-        rest += decode(f.tick(clock.now))
+        rest += decode(f.wake(clock.now))
     assert [m["params"]["reminder"]["id"] for _, m in rest] == ["r6", "r7"]
-    assert f.tick(clock.now + 60) == [] and f.pending_counts()["coalesce"] == 0
+    assert f.wake(clock.now + 60) == [] and f.pending_counts()["coalesce"] == 0  # nothing held: no timer
     assert f.recorder.count("coalesced") == 7
 
 
@@ -285,7 +290,8 @@ def test_enforce_refuses_legacy_host_input_naming_the_standard_method():
     [(to, reply)] = decode(f.from_host(legacy))
     assert to == HOST and reply["id"] == 9
     assert "session/inject_reminder" in reply["error"]["message"]
-    assert reply["error"]["data"] == {"standardMethod": "session/inject_reminder"}
+    assert reply["error"]["code"] == -32602  # the one enforce answer, on every protocol
+    assert reply["error"]["data"] == {"stage": "enforce", "standardMethod": "session/inject_reminder"}
     [(to, _)] = decode(f.from_host(inject(10)))
     assert to == PEER  # the standard method still works
     m = mcp('[defaults]\nstage = "enforce"\n')  # MCP reminders only flow toward the host: as translate
@@ -313,4 +319,4 @@ def test_a_reminder_riding_on_a_request_can_be_refused_without_refusing_the_requ
     refused, out = f.police(send, Reminder(body="two"), "SendMessage", origin=HOST, request=False)
     assert refused is None and out == []  # no error answer: the caller's message is not refused
     refused, out = f.police(send, Reminder(body="three"), "SendMessage", origin=HOST)
-    assert out[0][1]["error"]["message"] == "reminder budget exceeded"  # as a request, it would be
+    assert json.loads(out[0].data)["error"]["message"] == "reminder budget exceeded"  # as a request, it would be

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.cli import translate
+from bridge.cli.translate import translate
 from bridge.prefilter import could_concern
 
 # ----------------------------------------------------------------------------- one frame per dialect

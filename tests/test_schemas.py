@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from bridge.cli import make_flow, translate
+from bridge.cli.translate import translate
+from bridge.pipeline.factory import make_flow
 from bridge.rules import RouteSettings
 
 

@@ -3,6 +3,8 @@ bytes (ids, comments, retry hints), rewritten ones keep their fields; MCP 2026-0
 headers follow a rewritten body."""
 from __future__ import annotations
 
+from bridge.pipeline.commands import Send
+from bridge.pipeline.mcp import McpFlow
 from bridge.transports.http import _mirror_mcp_headers
 from bridge.transports.sse import events, parse_event
 
@@ -34,12 +36,18 @@ def test_multi_line_data_is_joined_and_rewritten_events_keep_their_fields():
 
 
 def test_mirrored_mcp_headers_follow_a_rewritten_body():
+    """The flow says which method and name a message it rewrote carries; the transport keeps the
+    mirrored headers true without parsing the body again."""
+    rewritten = Send("peer", b"{}", method="resources/read", name="file:///a")
     headers = {"Mcp-Method": "tools/call", "Mcp-Name": "old", "Accept": "application/json"}
-    _mirror_mcp_headers(headers, b'{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}')
+    _mirror_mcp_headers(headers, rewritten)
     assert headers == {"Mcp-Method": "resources/read", "Mcp-Name": "file:///a", "Accept": "application/json"}
     untouched = {"Accept": "application/json"}
-    _mirror_mcp_headers(untouched, b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
+    _mirror_mcp_headers(untouched, rewritten)
     assert untouched == {"Accept": "application/json"}  # a 2025-11-25 request has no mirrored headers
+    assert McpFlow().send("peer", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                   "params": {"name": "echo"}}) == Send(
+        "peer", b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}', False, "tools/call", "echo")
 
 
 # -- the splitter: exact at any chunking, linear, bounded --------------------------------------------

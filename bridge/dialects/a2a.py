@@ -91,9 +91,10 @@ class A2AStandard:
         return {"taskId": task_id, "reminder": STANDARD_SHAPE.encode(reminder)}
 
     @staticmethod
-    def inject_result(reminder_id: str, deduped_count: int) -> dict[str, Any]:
-        accepted = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return {"reminderId": reminder_id, "dedupedCount": deduped_count, "acceptedAt": accepted}
+    def inject_result(reminder_id: str, deduped_count: int, accepted_at: float) -> dict[str, Any]:
+        """``accepted_at``: wall-clock seconds (the flow's clock; a codec reads none)."""
+        accepted = datetime.fromtimestamp(accepted_at, timezone.utc).isoformat(timespec="milliseconds")
+        return {"reminderId": reminder_id, "dedupedCount": deduped_count, "acceptedAt": accepted.replace("+00:00", "Z")}
 
     @staticmethod
     def decode_update(result: dict[str, Any]) -> tuple[dict[str, Any], Reminder]:

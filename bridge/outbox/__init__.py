@@ -10,7 +10,7 @@ SEP-3415).  This package bridges them, in both directions, as pure code:
 - `poller`: the cadence state machine of one poll stream (clock injected);
 - `store`: the durable SQLite store (dedupe, cursors, the served outbox);
 - `served`: answering reads of the proxy's own outbox resource;
-- `bridge`: `OutboxBridge`, the part the MCP flow delegates to.
+- `addon`: `OutboxAddOn`, the flow add-on that polls, stores, delivers and serves.
 
 Nothing is imported eagerly here, so `bridge.rules` can use `declaration` without a cycle.
 """

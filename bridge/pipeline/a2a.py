@@ -15,8 +15,11 @@ from bridge.dialects.a2a import (
 )
 from bridge.envelope import render
 from bridge.lifecycle import SessionReminders
+from bridge.jsonrpc import error_response
 from bridge.model import Reminder, ReminderError
-from bridge.pipeline import HOST, PEER, Flow, Outgoing, error_response, invalid_params
+from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.flow import Flow, Handled, invalid_params
+from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_legacy
 from bridge.rules import RouteSettings
 
 TASK_NOT_FOUND = -32001
@@ -30,21 +33,19 @@ class _AfterSend:
 
 
 @dataclass
-class _TaskCheck:
-    """A standard inject toward a legacy/none peer waits for `GetTask` before it is queued."""
-
-    host_id: Any
-    task_id: str
-    reminder: Reminder
-
-
-@dataclass
 class _Stream:
     held: list[Reminder] = field(default_factory=list)
 
 
 class A2AFlow(Flow):
-    """One A2A route (caller = host side, remote agent = peer side)."""
+    """One A2A exchange (caller = host side, remote agent = peer side): a connection, or one
+    HTTP request.
+
+    State table: the two `Side`s and the stage (the flow's own); ``queued``: per task, the
+    reminders waiting for the next message to a legacy or `none` agent (the route's, when the
+    transport gives each request its own flow); ``streams``: per stream, reminders waiting for the
+    next event to a legacy caller.
+    """
 
     protocol = "a2a"
 
@@ -67,7 +68,7 @@ class A2AFlow(Flow):
         return super().passes(data, origin)
 
     # -- caller → agent ------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == INJECT_METHOD:
@@ -76,13 +77,13 @@ class A2AFlow(Flow):
             return self._send(msg, params)
         return None
 
-    def _inject(self, msg: dict[str, Any], params: Any) -> Outgoing | None:
-        peer = self._peer()
+    def _inject(self, msg: dict[str, Any], params: Any) -> Handled:
+        peer = self.peer.dialect
         try:
             task_id, reminder = A2AStandard.decode_inject(params)
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
-            return [(HOST, invalid_params(msg.get("id"), exc))]
+            return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
         pending = None if peer == "standard" else len(self.queued.get(task_id) or ())
         kept, refusal = self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
                                     target=peer, pending=pending)
@@ -94,25 +95,22 @@ class A2AFlow(Flow):
                 return None
             out = copy.deepcopy(msg)  # cleaned by the trust limits: send what was admitted
             out["params"].update(A2AStandard.encode_inject(task_id, kept))
-            return [(PEER, out)]
-        check = {"jsonrpc": "2.0", "id": self.own_id(), "method": "GetTask", "params": {"id": task_id}}
-        self.expect_response(PEER, check, _TaskCheck(msg.get("id"), task_id, kept))
-        return [(PEER, check)]
+            return [self.send(PEER, out)]
+        return [self.call(PEER, "GetTask", {"id": task_id}, lambda answer: self._task_checked(answer, msg, task_id, kept))]
 
-    def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
+    def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
         method = msg["method"]
-        peer = self._peer()
+        peer = self.peer.dialect
         out = copy.deepcopy(msg)
         try:
             carried = A2ALegacy.take_from_params(out["params"])
         except ReminderError as exc:
             self.record("invalid", method, source="legacy", why=exc.loggable)
-            return [(HOST, invalid_params(msg.get("id"), exc))]
-        if carried and self.stage == "enforce":
+            return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
+        if carried and refuses_legacy(self.stage):
             self.record("refused", method, source="legacy", why="legacy reminder metadata refused at stage enforce")
-            return [(HOST, error_response(msg.get("id"), -32602, f"reminders in metadata.harn are refused on this "
-                                          f"route (stage enforce): send {INJECT_METHOD}",
-                                          {"standardMethod": INJECT_METHOD}))]
+            return [self.reply(HOST, msg, enforce_error(msg.get("id"), "reminder metadata (metadata.harn)",
+                                                        INJECT_METHOD))]
         message = out["params"].get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
         queued = self.queued.pop(task_id, None) if task_id else None
@@ -128,18 +126,20 @@ class A2AFlow(Flow):
                 return None
             if carried:
                 A2ALegacy.put_on_params(out["params"], carried)
-            return [(PEER, out)]
-        sends: Outgoing = []
+            return [self.send(PEER, out)]
+        sends: list[Command] = []
         if peer == "standard":
             if task_id:
-                sends += [self._inject_request(task_id, r) for r in carried]
+                sends += [self._inject_call(task_id, r) for r in carried]
             elif carried:
-                self.expect_response(HOST, msg, _AfterSend(carried))
+                self.expect_response(msg, _AfterSend(carried))
+            if carried and keeps_legacy(self.stage):
+                A2ALegacy.put_on_params(out["params"], carried)  # dual: the message keeps its decoration too
         else:
             self._attach(out["params"], (queued.reminders() if queued else []) + carried, peer, method)
         for r in carried:
             self.record("rewritten", method, r, source="legacy", target=peer)
-        return sends + [(PEER, out)]
+        return sends + [self.send(PEER, out)]
 
     def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
                source: str, target: str) -> list[Reminder]:
@@ -177,56 +177,53 @@ class A2AFlow(Flow):
             for r in shown:
                 self.record("dropped", method, r, target="none", why="peer has no reminder support")
 
-    def _inject_request(self, task_id: str, reminder: Reminder) -> tuple[str, dict[str, Any]]:
-        request = {"jsonrpc": "2.0", "id": self.own_id(), "method": INJECT_METHOD,
-                   "params": A2AStandard.encode_inject(task_id, reminder)}
-        self.expect_response(PEER, request, "own")
-        return PEER, request
+    def _inject_call(self, task_id: str, reminder: Reminder) -> Command:
+        """The proxy's own `InjectTaskReminder`; its answer is the proxy's (the caller never asked)."""
+        return self.call(PEER, INJECT_METHOD, A2AStandard.encode_inject(task_id, reminder), lambda answer: [])
 
     # -- agent → caller ------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
-        own = self.response_to(PEER, msg)
-        if own == "own":
-            return []  # the answer to an inject the proxy made up: the caller never asked
-        if isinstance(own, _TaskCheck):
-            return self._task_checked(msg, own)
-        after = self.response_to(HOST, msg)
-        sends: Outgoing = []
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
+        after = self.response_to(msg)
+        sends: list[Command] = []
         if isinstance(after, _AfterSend):
             task_id = _task_id_of(msg.get("result"))
             if task_id:
-                sends = [self._inject_request(task_id, r) for r in after.reminders]
+                sends = [self._inject_call(task_id, r) for r in after.reminders]
         frames = self._event(msg)
         if frames is None:
-            return sends + [(HOST, None)] if sends else None
+            return sends + [self.forward(HOST)] if sends else None
         return sends + frames
 
-    def _task_checked(self, msg: dict[str, Any], check: _TaskCheck) -> Outgoing:
-        if "error" in msg:
-            code = msg["error"].get("code") if isinstance(msg["error"], dict) else None
-            text = f"Task not found: {check.task_id}" if code == TASK_NOT_FOUND else "task check failed"
-            return [(HOST, error_response(check.host_id, code if isinstance(code, int) else TASK_NOT_FOUND, text,
-                                          msg["error"].get("data") if isinstance(msg["error"], dict) else None))]
-        queue = self.queued.setdefault(check.task_id, SessionReminders(self.settings.trust.max_pending_per_session))
-        deduped, _ = queue.add(check.reminder)
-        self.record("queued", INJECT_METHOD, check.reminder, source="standard", target=self._peer())
-        result = A2AStandard.inject_result(check.reminder.id, len(deduped.dropped_ids) if deduped else 0)
-        return [(HOST, {"jsonrpc": "2.0", "id": check.host_id, "result": result})]
+    def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
+                      reminder: Reminder) -> list[Command]:
+        """`GetTask` answered: an unknown task refuses the inject; a known one queues it."""
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            code = error.get("code")
+            text = f"Task not found: {task_id}" if code == TASK_NOT_FOUND else "task check failed"
+            return [self.reply(HOST, request, error_response(request.get("id"), code if isinstance(code, int)
+                                                             else TASK_NOT_FOUND, text, error.get("data")))]
+        queue = self.queued.get(task_id)
+        if queue is None:
+            queue = self.queued[task_id] = SessionReminders(self.settings.trust.max_pending_per_session)
+        deduped, _ = queue.add(reminder)
+        self.record("queued", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect, session=task_id)
+        result = A2AStandard.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0, self.wall())
+        return [self.reply(HOST, request, {"jsonrpc": "2.0", "id": request.get("id"), "result": result})]
 
-    def _event(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _event(self, msg: dict[str, Any]) -> Handled:
         """Stream frames and results: legacy decorations ↔ `reminderUpdate` frames."""
         result = msg.get("result")
         if not isinstance(result, dict):
             return None
-        caller = self._caller()
+        caller = self.host.dialect
         if "reminderUpdate" in result:
             return self._update_frame(msg, caller)
         out = copy.deepcopy(msg)
         try:
             task_id, context_id, found = A2ALegacy.take_from_event(out["result"])
-        except ReminderError as exc:
+        except ReminderError as exc:  # the event goes on as it came; its reminders are reported
             self.record("invalid", "stream", source="legacy", why=exc.loggable)
-            found, task_id, context_id = [], None, None
             return None
         held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
         if not found and not held:
@@ -239,18 +236,21 @@ class A2AFlow(Flow):
                 return None
             if held or found:
                 A2ALegacy.put_on_event(out["result"], held + found)
-            return [(HOST, out)]
-        frames: Outgoing = []
+            return [self.send(HOST, out, answers=True)]
+        frames: list[Command] = []
         for r in found:
             if caller == "standard":
-                frames.append((HOST, {"jsonrpc": "2.0", "id": msg.get("id"),
-                                      "result": A2AStandard.encode_update(task_id, context_id, r)}))
-                self.record("rewritten", "stream", r, source="legacy", target=caller)
+                frames.append(self.send(HOST, {"jsonrpc": "2.0", "id": msg.get("id"),
+                                               "result": A2AStandard.encode_update(task_id, context_id, r)}))
+                self.record("rewritten", "stream", r, source="legacy", target=caller, session=task_id)
             else:
-                self.record("dropped", "stream", r, source="legacy", target="none", why="caller has no reminder support")
-        return frames + [(HOST, out)]
+                self.record("dropped", "stream", r, source="legacy", target="none", session=task_id,
+                            why="caller has no reminder support")
+        if caller == "standard" and keeps_legacy(self.stage) and unchanged:
+            return frames + [self.forward(HOST)]  # dual: the event keeps its decoration too
+        return frames + [self.send(HOST, out, answers=True)]
 
-    def _update_frame(self, msg: dict[str, Any], caller: str) -> Outgoing | None:
+    def _update_frame(self, msg: dict[str, Any], caller: str) -> Handled:
         try:
             update, decoded = A2AStandard.decode_update(msg["result"])
         except ReminderError as exc:
@@ -267,7 +267,7 @@ class A2AFlow(Flow):
             out = copy.deepcopy(msg)
             out["result"] = A2AStandard.encode_update(update.get("taskId"), update.get("contextId"), reminder,
                                                       _reason_of(update))
-            return [(HOST, out)]
+            return [self.send(HOST, out, answers=True)]
         if caller == "legacy":
             self.streams.setdefault(msg.get("id"), _Stream()).held.append(reminder)
             self.record("queued", "stream", reminder, source="standard", target=caller)
@@ -300,10 +300,9 @@ class A2AFlow(Flow):
             self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
                                     protocol=self.protocol,
                                     client=out.get("name") if isinstance(out.get("name"), str) else None)
-            if not self.peer_fixed:
-                self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
-            caller = self._caller() if self.host_dialect != "auto" else "standard"
-            cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c), None)
+            self.peer.learn(next((n for n, c in declared.items() if c is not None), "none"))
+            caller = self.host.dialect
+            cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c), None)
             if caller in CODECS and cap is not None and declared.get(caller) is None:
                 for name, codec in CODECS.items():
                     codec.write_capability(caps, cap if name == caller else None)
@@ -318,12 +317,6 @@ class A2AFlow(Flow):
                         iface["url"] = url
                         changed = True
         return out if changed else None
-
-    def _peer(self) -> str:
-        return "standard" if self.peer_dialect == "auto" else self.peer_dialect
-
-    def _caller(self) -> str:
-        return "standard" if self.host_dialect == "auto" else self.host_dialect
 
 
 def _task_id_of(result: Any) -> str | None:

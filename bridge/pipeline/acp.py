@@ -11,13 +11,15 @@ from bridge.dialects.acp import (
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.lifecycle import Deduped, Expired, SessionReminders
-from bridge.model import Reminder, ReminderError
-from bridge.pipeline import HOST, PEER, Flow, Outgoing, error_response, invalid_params
+from bridge.jsonrpc import error_response
+from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
+from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.flow import Flow, Handled, invalid_params
+from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
 
 INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
 #: What the proxy can honour itself for an agent with no reminder support.
-HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"],
-                   "roleHints": ["system", "developer", "user_block", "ephemeral_cache"]}
+HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"], "roleHints": list(ROLE_HINT_VALUES)}
 
 
 @dataclass
@@ -28,9 +30,15 @@ class _Inject:
 
 
 class AcpFlow(Flow):
-    """One ACP connection (client = host side, agent = peer side)."""
+    """One ACP connection (client = host side, agent = peer side).
+
+    State table: the two `Side`s and the stage (the flow's own), and ``sessions``: per ACP
+    `sessionId`, the reminders the proxy holds for an agent with no support (rendered into
+    prompts) or shadows for a legacy one (to tell a standard client about dedupe and expiry).
+    """
 
     protocol = "acp"
+    assumed = ("none", "standard")  # a client that declared nothing gets no reminder updates
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -39,7 +47,7 @@ class AcpFlow(Flow):
         self.peer_markers = (b"emind",)
 
     # -- client → agent ------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == "initialize":
@@ -51,9 +59,9 @@ class AcpFlow(Flow):
                 name = info.get("name") if isinstance(info, dict) else None
                 self.recorder.handshake("host", declared or "none", protocol=self.protocol,
                                         client=name if isinstance(name, str) else None)
-                if not self.host_fixed and declared is not None:
-                    self.host_dialect = declared
-            self.expect_response(HOST, msg, "initialize")
+                if declared is not None:
+                    self.host.learn(declared)
+            self.expect_response(msg, "initialize")
             return None
         if method in INJECT_METHODS:
             return self._inject(msg, INJECT_METHODS[method])
@@ -61,28 +69,26 @@ class AcpFlow(Flow):
             return self._prompt(msg, params)
         return None
 
-    def _inject(self, msg: dict[str, Any], source: str) -> Outgoing | None:
+    def _inject(self, msg: dict[str, Any], source: str) -> Handled:
         method = msg["method"]
         msg_id = msg.get("id")
         is_request = "id" in msg
-        if self.host_dialect == "auto":
-            self.host_dialect = source  # SPEC §4: else the inject method the client uses
-        if self.stage == "enforce" and source == "legacy":
+        if not self.host.known:
+            self.host.learn(source)  # SPEC §4: else the inject method the client uses
+        if refuses_legacy(self.stage) and source == "legacy":
             self.record("refused", method, source=source, why="legacy inject refused at stage enforce")
             if not is_request:
                 return []
-            return [(HOST, error_response(msg_id, -32601, f"{method} is refused on this route (stage enforce): "
-                                          f"send {AcpStandard.inject_method}",
-                                          {"standardMethod": AcpStandard.inject_method}))]
+            return [self.reply(HOST, msg, enforce_error(msg_id, method, AcpStandard.inject_method))]
         params = msg.get("params")
         codec = CODECS[source]
         try:
             decoded = codec.decode_inject(params)
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=exc.loggable)
-            return [(HOST, invalid_params(msg_id, exc))] if is_request else []
+            return [self.reply(HOST, msg, invalid_params(msg_id, exc))] if is_request else []
         session_id = session_of(params)
-        target = self._agent_dialect()
+        target = self.peer.dialect
         held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
         reminder, refusal = self.police(
             msg, decoded, method, origin=HOST, session=session_id, source=source, target=target,
@@ -94,18 +100,18 @@ class AcpFlow(Flow):
         return self._deliver_inject(msg, source, reminder, session_id, changed=reminder is not decoded)
 
     def _deliver_inject(self, msg: dict[str, Any], source: str, reminder: Reminder, session_id: Any, *,
-                        changed: bool, released: bool = False) -> Outgoing | None:
+                        changed: bool, released: bool = False) -> Handled:
         """An admitted inject, toward the agent in its dialect (``released``: a coalesced one, later)."""
         method = msg["method"]
         msg_id = msg.get("id")
         is_request = "id" in msg
-        target = self._agent_dialect()
+        target = self.peer.dialect
         if target == "none":
             return self._hold(msg, CODECS[source], reminder, session_id)
         if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
             self._shadow(session_id, reminder)
-            return [(PEER, msg)] if released else None
+            return [self.send(PEER, msg)] if released else None
         out = {"jsonrpc": "2.0", "method": CODECS[target].inject_method,
                "params": CODECS[target].encode_inject(session_id, reminder)}
         if is_request:
@@ -113,11 +119,11 @@ class AcpFlow(Flow):
             if target == source:
                 self._shadow(session_id, reminder)
             else:
-                self.expect_response(HOST, msg, _Inject(source, reminder, session_id))
+                self.expect_response(msg, _Inject(source, reminder, session_id))
         else:
             self._shadow(session_id, reminder)
         self.record("rewritten", method, reminder, source=source, target=target)
-        return [(PEER, self.stamp(out))]
+        return [self.send(PEER, self.stamp(out))]
 
     def _pending(self, session_id: Any, reminder: Reminder) -> int:
         """What the session holds that ``reminder`` would not replace (same dedupe key)."""
@@ -128,52 +134,54 @@ class AcpFlow(Flow):
         return sum(1 for h in session.pending if key is None or h.reminder.dedupe_key != key)
 
     def pending_counts(self) -> dict[str, int]:
-        held = sum(len(s) for s in self.sessions.values()) if self._agent_dialect() == "none" else 0
+        held = sum(len(s) for s in self.sessions.values()) if self.peer.dialect == "none" else 0
         return {"coalesce": len(self.held), "hold": held}
 
-    def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Outgoing:
+    def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Handled:
         """Agent `none`: the proxy keeps the reminder and answers the inject itself."""
         method = msg["method"]
-        if self.stage == "observe":  # what `hold` would do, without holding: the inject goes on untouched
-            self.record("queued", method, reminder, source=codec.dialect, target="none")
+        if observes(self.stage):  # what `hold` would do, without holding: the inject goes on untouched
+            self.record("queued", method, reminder, source=codec.dialect, target="none", session=session_id)
             return []
         if self.settings.fallback.acp_agent_none != "hold":
-            self.record("dropped", method, reminder, target="none", why="agent has no reminder support")
+            self.record("dropped", method, reminder, target="none", why="agent has no reminder support",
+                        session=session_id)
             if "id" not in msg:
                 return []
-            return [(HOST, error_response(msg["id"], -32601, "Method not found: the agent does not support "
-                                          "reminders and this route does not hold them", {"method": method}))]
+            return [self.reply(HOST, msg, error_response(msg["id"], -32601, "Method not found: the agent does not "
+                                                         "support reminders and this route does not hold them",
+                                                         {"method": method}))]
         deduped, pushed_out = self._session(session_id).add(reminder)
-        self.record("queued", method, reminder, source=codec.dialect, target="none")
+        self.record("queued", method, reminder, source=codec.dialect, target="none", session=session_id)
         out = self._lifecycle_updates(session_id, deduped, pushed_out)  # before the answer: the client's view is whole
         if "id" in msg:
-            out.append((HOST, {"jsonrpc": "2.0", "id": msg["id"],
-                               "result": codec.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0)}))
+            result = codec.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0)
+            out.append(self.reply(HOST, msg, {"jsonrpc": "2.0", "id": msg["id"], "result": result}))
         return out
 
-    def _prompt(self, msg: dict[str, Any], params: dict[str, Any]) -> Outgoing | None:
+    def _prompt(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
         session = self.sessions.get(_session_key(session_of(params)))
         if session is None or not len(session):
             return None
-        self.expect_response(HOST, msg, ("turn", session_of(params)))
-        if self._agent_dialect() != "none":
+        self.expect_response(msg, ("turn", session_of(params)))
+        if self.peer.dialect != "none":
             return None  # a legacy agent renders by itself; the proxy only counts the turn
         shown = session.to_render()
         if not shown or not isinstance(params.get("prompt"), list):
             return None
         out = copy.deepcopy(msg)
         out["params"]["prompt"].insert(0, {"type": "text", "text": render(shown, self.settings.envelope)})
-        sends: Outgoing = []
+        sends: list[Command] = []
         for reminder in shown:
-            self.record("rendered", "session/prompt", reminder, target="none")
+            self.record("rendered", "session/prompt", reminder, target="none", session=session_of(params))
             emitted = reminder.model_copy(update={"fired_at_turn": session.turn})
             emitted.model_fields_set.add("fired_at_turn")
             sends += self._to_client(session_of(params), emitted, "proxy")
-        return [(PEER, out)] + sends
+        return [self.send(PEER, out)] + sends
 
     # -- agent → client ------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
-        waited = self.response_to(HOST, msg)
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
+        waited = self.response_to(msg)
         if waited == "initialize" or (waited is None and isinstance(get_path(msg, "result", "agentCapabilities"), dict)):
             return self._initialize_result(msg)
         if isinstance(waited, _Inject):
@@ -183,12 +191,12 @@ class AcpFlow(Flow):
         kind = update_kind(msg)
         if kind == EMITTED:
             return self._emitted(msg)
-        if kind in (DEDUPED, EXPIRED) and self._client_dialect() != "standard":
-            self.record("dropped", "session/update", why=f"{kind} has no form for a {self._client_dialect()} client")
+        if kind in (DEDUPED, EXPIRED) and self.host.dialect != "standard":
+            self.record("dropped", "session/update", why=f"{kind} has no form for a {self.host.dialect} client")
             return []
         return None
 
-    def _initialize_result(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _initialize_result(self, msg: dict[str, Any]) -> Handled:
         caps = get_path(msg, "result", "agentCapabilities")
         if not isinstance(caps, dict):
             return None
@@ -196,20 +204,20 @@ class AcpFlow(Flow):
         info = get_path(msg, "result", "agentInfo")
         self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
                                 protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
-        if not self.peer_fixed:
-            self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
-        client = self._client_dialect()
-        cap = declared.get(self.peer_dialect)
-        if cap is None and self.peer_dialect == "none" and self.settings.fallback.acp_agent_none == "hold":
+        self.peer.learn(next((n for n, c in declared.items() if c is not None), "none"))
+        client = self.host.dialect
+        agent = self.peer.dialect
+        cap = declared.get(agent)
+        if cap is None and agent == "none" and self.settings.fallback.acp_agent_none == "hold":
             cap = dict(HELD_CAPABILITY)
         if client not in CODECS or cap is None or declared.get(client) is not None:
             return None
         out = copy.deepcopy(msg)
         CODECS[client].write_capability(out["result"]["agentCapabilities"], cap)
-        self.record("rewritten", "initialize", source=self.peer_dialect, target=client)
-        return [(HOST, out)]
+        self.record("rewritten", "initialize", source=agent, target=client)
+        return [self.send(HOST, out, answers=True)]
 
-    def _inject_result(self, msg: dict[str, Any], sent: _Inject) -> Outgoing | None:
+    def _inject_result(self, msg: dict[str, Any], sent: _Inject) -> Handled:
         client = CODECS[sent.source]
         if "error" in msg:
             error = msg["error"]
@@ -218,7 +226,7 @@ class AcpFlow(Flow):
                 data = out["error"].get("data") or {}
                 data.setdefault("reason", _reason(error))
                 out["error"]["data"] = data
-                return [(HOST, out)]
+                return [self.send(HOST, out, answers=True)]
             return None
         result = msg.get("result")
         reminder_id = result.get("reminderId", sent.reminder.id) if isinstance(result, dict) else sent.reminder.id
@@ -231,21 +239,21 @@ class AcpFlow(Flow):
         out["result"] = {**(result if isinstance(result, dict) else {}), **client.inject_result(reminder_id, count)}
         if sent.source == "legacy":
             out["result"].pop("dedupedCount", None)
-        sends: Outgoing = []
-        if self._client_dialect() == "standard" and self._agent_dialect() == "legacy":
+        sends: list[Command] = []
+        if self.host.dialect == "standard" and self.peer.dialect == "legacy":
             sends = self._lifecycle_updates(sent.session_id, deduped, pushed_out)
-        return sends + [(HOST, out)]
+        return sends + [self.send(HOST, out, answers=True)]
 
-    def _turn_done(self, msg: dict[str, Any], session_id: Any) -> Outgoing | None:
+    def _turn_done(self, msg: dict[str, Any], session_id: Any) -> Handled:
         session = self.sessions.get(_session_key(session_id))
         if session is None or "error" in msg:
             return None
         expired = session.end_turn()
         if not expired:
             return None
-        return self._lifecycle_updates(session_id, None, expired) + [(HOST, None)]
+        return self._lifecycle_updates(session_id, None, expired) + [self.forward(HOST)]
 
-    def _emitted(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _emitted(self, msg: dict[str, Any]) -> Handled:
         update = msg["params"]["update"]
         source = "legacy" if get_path(update, "_meta", "harn", "reminder") is not None else "standard"
         try:
@@ -256,30 +264,31 @@ class AcpFlow(Flow):
         session_id = msg["params"].get("sessionId")
         reminder, refusal = self.police(
             msg, decoded, "session/update", origin=PEER, session=session_id, source=source,
-            target=self._client_dialect(),
+            target=self.host.dialect,
             deliver=lambda r: self._to_client(session_id, r, source, msg, changed=r is not decoded, released=True))
         if reminder is None:
             return refusal
         return self._to_client(session_id, reminder, source, msg, changed=reminder is not decoded)
 
     def _to_client(self, session_id: Any, reminder: Reminder, source: str,
-                   original: dict[str, Any] | None = None, *, changed: bool = False, released: bool = False) -> Outgoing:
-        client = self._client_dialect()
+                   original: dict[str, Any] | None = None, *, changed: bool = False,
+                   released: bool = False) -> list[Command]:
+        client = self.host.dialect
         if client not in CODECS:
             self.record("dropped", "session/update", reminder, source=source, target="none",
-                        why="client has no reminder support")
+                        why="client has no reminder support", session=session_id)
             return []
         if client == source and original is not None and not changed:
-            self.record("passed", "session/update", reminder, source=source, target=client)
-            return [(HOST, original if released else None)]
+            self.record("passed", "session/update", reminder, source=source, target=client, session=session_id)
+            return [self.send(HOST, original) if released else self.forward(HOST)]
         out = CODECS[client].encode_emitted(session_id, reminder)
-        if self.stage == "dual" and original is not None and client == "standard":
+        if keeps_legacy(self.stage) and original is not None and client == "standard":
             harn = get_path(original, "params", "update", "_meta", "harn")
             if harn is not None:
                 out["params"]["update"].setdefault("_meta", {})["harn"] = harn
         self.record("rewritten" if original is not None else "synthesized", "session/update", reminder,
-                    source=source, target=client)
-        return [(HOST, self.stamp(out) if original is not None else out)]
+                    source=source, target=client, session=session_id)
+        return [self.send(HOST, self.stamp(out) if original is not None else out)]
 
     # -- helpers -------------------------------------------------------------------------------
     def on_reconfigure(self, old: Any) -> None:
@@ -296,28 +305,22 @@ class AcpFlow(Flow):
 
     def _shadow(self, session_id: Any, reminder: Reminder) -> tuple[Deduped | None, list[Expired]]:
         """Track what went into a legacy agent so its dedupe and expiry can be told to the client."""
-        if self._agent_dialect() != "legacy" or self._client_dialect() != "standard":
+        if self.peer.dialect != "legacy" or self.host.dialect != "standard":
             return None, []
         return self._session(session_id).add(reminder)
 
-    def _lifecycle_updates(self, session_id: Any, deduped: Deduped | None, expired: list[Expired]) -> Outgoing:
+    def _lifecycle_updates(self, session_id: Any, deduped: Deduped | None, expired: list[Expired]) -> list[Command]:
         """Standard dedupe/expiry updates the proxy makes up (marked synthesized): the agent sends none."""
-        if self._client_dialect() != "standard":
+        if self.host.dialect != "standard":
             return []
-        out: Outgoing = []
+        out: list[Command] = []
         if deduped is not None:
-            out.append((HOST, AcpStandard.encode_deduped(session_id, deduped.reminder_id, deduped.dedupe_key,
-                                                         deduped.dropped_ids, synthesized=True)))
+            out.append(self.send(HOST, AcpStandard.encode_deduped(session_id, deduped.reminder_id, deduped.dedupe_key,
+                                                                  deduped.dropped_ids, synthesized=True)))
         for gone in expired:
-            out.append((HOST, AcpStandard.encode_expired(session_id, gone.reminder_id, gone.phase, gone.at_turn,
-                                                         synthesized=True)))
+            out.append(self.send(HOST, AcpStandard.encode_expired(session_id, gone.reminder_id, gone.phase,
+                                                                  gone.at_turn, synthesized=True)))
         return out
-
-    def _agent_dialect(self) -> str:
-        return "standard" if self.peer_dialect == "auto" else self.peer_dialect
-
-    def _client_dialect(self) -> str:
-        return "none" if self.host_dialect == "auto" else self.host_dialect
 
 
 def _session_key(session_id: Any) -> Any:

@@ -2,143 +2,189 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.dialects.mcp import CODECS, McpLegacy, McpStandard
 from bridge.dialects.paths import get_path, pop_path
 from bridge.envelope import render
+from bridge.jsonrpc import id_key
 from bridge.model import Reminder, ReminderError
-from bridge.outbox.bridge import OutboxBridge
-from bridge.pipeline import HOST, PEER, Flow, Outgoing
+from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.flow import Flow, Handled, held_key
+from bridge.pipeline.negotiation import keeps_legacy
 
 MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
+
+
+@dataclass
+class McpState:
+    """MCP's rows of the flow's state table (the dialects and the stage are the flow's own)."""
+
+    #: LEGACY_ERA (initialize, sessions) or MODERN_ERA (server/discover, a `_meta` envelope on every
+    #: request), once the host showed which; None before
+    era: str | None = None
+    #: the host's handshake (or first modern request) was seen: `auto` has been resolved
+    handshake_seen: bool = False
+    #: what the server's handshake said about reminders; None until seen
+    peer_declared: bool | None = None
+    #: MODERN_ERA requests in flight that opted in to log messages (the legacy channel's carrier)
+    opted_in: set[Any] = field(default_factory=set)
+    #: reminders waiting for the next tools/call result (host `none`, fallback `tool_result`),
+    #: each with what to do once it is handed over
+    tool_results: list[tuple[Reminder, Callable[[], list[Command]] | None]] = field(default_factory=list)
 
 
 class McpFlow(Flow):
-    """One MCP connection.
+    """One MCP connection (stdio) or session (HTTP).
 
-    ``peer_declared`` is what the server's handshake said about reminders; None until seen.
-    The `translate` command, which sees no handshake, passes True (the user named the dialect).
+    ``peer_declared``: what the server's handshake said, when this flow will not see it (a
+    2026-07-28 request over HTTP); the `translate` command passes True (the user named the dialect).
     """
 
     protocol = "mcp"
+    assumed = ("standard", "none")  # nothing learned: the standard message is harmless to unknowing hosts
 
     def __init__(self, *args: Any, peer_declared: bool | None = None, **kwargs: Any):
+        self.state = McpState(peer_declared=peer_declared)
+        self.watchers: dict[Any, tuple[str | None, list[Any]]] = {}  # request id key → (method, add-ons)
         super().__init__(*args, **kwargs)
-        self.peer_declared = peer_declared
-        self.modern = False
-        self.opted_in: set[Any] = set()  # in-flight modern requests that asked for log messages
-        self.pending: list[Reminder] = []  # for the host-`none` tool_result fallback
-        self.handshake_seen = False
         self.peer_markers = (b"emind",)
-        self.outbox = OutboxBridge.for_flow(self)  # outbox polling / serving (bridge/outbox), if configured
         self._watch_host()
+
+    @property
+    def modern(self) -> bool:
+        return self.state.era == MODERN_ERA
 
     def _watch_host(self) -> None:
         """Host frames worth parsing: handshakes until one is seen, log opt-ins when they matter,
-        and tool calls only while tool results may carry reminders."""
+        tool calls while tool results may carry reminders, and what add-ons ask for."""
         markers = [b"emind"]
-        if not self.handshake_seen or self.host_dialect == "auto":
+        if not self.state.handshake_seen or not self.host.fixed:
             markers += [b"initialize", b"discover", b"io.modelcontextprotocol"]
-        if self.host_dialect == "legacy":
+        if self.host.dialect == "legacy":
             markers.append(b"logLevel")
         if self._tool_results_carry_reminders():
             markers.append(b"tools")
-        if self.outbox is not None:
-            markers += self.outbox.host_markers()
+        for addon in self.addons:
+            markers += addon.host_markers()
         self.host_markers = tuple(markers)
 
-    # -- outbox delegation (bridge/outbox/bridge.py) -----------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Outgoing | None:
-        return self._on_host(msg) if self.outbox is None else self.outbox.on_host(msg, self._on_host)
+    def refresh_markers(self) -> None:
+        """An add-on's interests changed."""
+        self._watch_host()
 
-    def on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
-        return self._on_peer(msg) if self.outbox is None else self.outbox.on_peer(msg, self._on_peer)
+    def on_reconfigure(self, old: Any) -> None:
+        self._watch_host()
 
-    def on_tick(self, now: float) -> Outgoing | None:
-        return None if self.outbox is None else self.outbox.on_tick(now)
+    def watch(self, msg: dict[str, Any], addon: Any) -> None:
+        """``addon.on_response`` gets the response to the host's request ``msg``."""
+        key = id_key(msg.get("id"))
+        if key is not None:
+            self.watchers.setdefault(key, (msg.get("method"), []))[1].append(addon)
+            self.awaiting.setdefault(key, "watched")
 
     # -- host → server -------------------------------------------------------------------------
-    def _on_host(self, msg: dict[str, Any]) -> Outgoing | None:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         if method == "initialize":
-            self._learn_host(params.get("capabilities"), params.get("clientInfo"))
-            self.expect_response(HOST, msg, "handshake")
+            self._learn_host(params.get("capabilities"), params.get("clientInfo"), LEGACY_ERA)
+            self.expect_response(msg, "handshake")
         elif method == "server/discover":
-            self.modern = True
-            self._watch_host()
-            self._learn_host(meta.get(CLIENT_CAPS_KEY))
-            self.expect_response(HOST, msg, "handshake")
-        elif MODERN_KEY in meta and not (self.modern and self.handshake_seen):
-            self.modern = True  # 2026-07-28 without a discover probe: every request carries the envelope
-            self._learn_host(meta.get(CLIENT_CAPS_KEY))
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
+            self.expect_response(msg, "handshake")
+        elif MODERN_KEY in meta and not (self.modern and self.state.handshake_seen):
+            # 2026-07-28 without a discover probe: every request carries the envelope
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
         if LOG_LEVEL_KEY in meta and "id" in msg:
-            self.opted_in.add(msg["id"])
-            self.expect_response(HOST, msg, "call")
+            self.state.opted_in.add(id_key(msg["id"]))
+            self.expect_response(msg, "call")
         if method == "tools/call" and self._tool_results_carry_reminders():
-            self.expect_response(HOST, msg, "tool")
+            self.expect_response(msg, "tool")
+        for addon in self.addons:
+            answered = addon.on_host(msg)
+            if answered is not None:  # the add-on answered in the server's place: nothing to wait for
+                key = id_key(msg.get("id"))
+                self.awaiting.pop(key, None)
+                self.state.opted_in.discard(key)
+                return answered
         return None
 
-    def _learn_host(self, caps: Any, client_info: Any = None) -> None:
-        self.handshake_seen = True
+    def _learn_host(self, caps: Any, client_info: Any, era: str) -> None:
+        """The host's handshake: its era, and its reminder dialect (SPEC §3 `auto`)."""
+        self.state.era = era
+        first = not self.state.handshake_seen
+        self.state.handshake_seen = True
+        if caps is None and (self.host.known and not first):
+            self._watch_host()
+            return  # a modern request without capabilities: what was learned stands
         declared = "standard" if McpStandard.host_declares(caps) else "legacy" if McpLegacy.host_declares(caps) \
             else "none"
-        if caps is not None or client_info is not None:
-            name = client_info.get("name") if isinstance(client_info, dict) else None
-            self.recorder.handshake("host", declared, protocol=self.protocol,
-                                    client=name if isinstance(name, str) else None)
-        if self.host_fixed or (self.host_dialect != "auto" and caps is None):
-            self._watch_host()
-            return
-        self.host_dialect = declared
+        name = client_info.get("name") if isinstance(client_info, dict) else None
+        self.recorder.handshake("host", declared, protocol=self.protocol, client=name if isinstance(name, str) else None)
+        self.host.learn(declared)
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
-    def _on_peer(self, msg: dict[str, Any]) -> Outgoing | None:
-        waited = self.response_to(HOST, msg)
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
+        key = id_key(msg.get("id")) if "method" not in msg and "id" in msg else None
+        watched = self.watchers.pop(key, None) if key is not None else None
+        waited = self.response_to(msg)
+        response: dict[str, Any] | None = None  # a rewritten copy of the message, toward the host
+        after: list[Command] = []
         if waited is not None:
-            self.opted_in.discard(msg.get("id"))
-            if waited == "tool" and self.pending:
-                return self._append_to_tool_result(msg)
+            self.state.opted_in.discard(key)
+            if waited == "tool" and self.state.tool_results:
+                response, after = self._append_to_tool_result(msg)
         if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
-            return self._handshake_result(msg)
-        if waited is not None:
-            return None
-        for codec in (McpStandard, McpLegacy):
-            if codec.is_reminder(msg):
-                return self._reminder(msg, codec)
-        return None
+            response = self._handshake_result(msg)
+        elif waited is None:
+            for codec in (McpStandard, McpLegacy):
+                if codec.is_reminder(msg):
+                    return self._reminder(msg, codec)
+        if watched is not None:  # add-ons patch the response after the flow's own rewrite
+            method, addons = watched
+            for addon in addons:
+                patched = addon.on_response(method, response if response is not None else copy.deepcopy(msg))
+                if patched is not None:
+                    response = patched
+        if response is None:
+            return [self.forward(HOST), *after] if after else None
+        return [self.send(HOST, response, answers=True), *after]
 
-    def _handshake_result(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _handshake_result(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """The server's capabilities: learn its dialect, rewrite what the host is told it will get."""
         caps = get_path(msg, "result", "capabilities")
         if not isinstance(caps, dict):
             return None
         declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-        self.peer_declared = any(cap is not None for cap in declared.values())
+        self.state.peer_declared = any(cap is not None for cap in declared.values())
+        spoken = next((n for n, c in declared.items() if c is not None), "none")
         info = get_path(msg, "result", "serverInfo")
-        self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
-                                protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
-        if not self.peer_fixed:
-            self.peer_dialect = next((n for n, c in declared.items() if c is not None), "none")
-        target = self.host_dialect
-        cap = declared.get(self.peer_dialect) or next((c for c in declared.values() if c is not None), None)
+        self.recorder.handshake("peer", spoken, protocol=self.protocol,
+                                client=info.get("name") if isinstance(info, dict) else None)
+        self.peer.learn(spoken)
+        target = self.host.dialect
+        cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c is not None), None)
         if target not in CODECS or cap is None or declared.get(target) == cap:
             return None
         out = copy.deepcopy(msg)
         out_caps = out["result"]["capabilities"]
         for name, codec in CODECS.items():
             codec.write_capability(out_caps, cap if name == target else None)
-        self.record("rewritten", "initialize", source=self.peer_dialect, target=target, why=None)
-        return [(HOST, out)]
+        self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
+        return out
 
-    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Outgoing | None:
+    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
         source = codec.dialect
-        if self.peer_declared is False and self.settings.require_declaration:
+        if self.state.peer_declared is False and self.settings.require_declaration:
             self.record("dropped", method, source=source, why="server declared no reminder capability "
                         "(require_declaration is on)")
             return []
@@ -147,10 +193,10 @@ class McpFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=exc.loggable)
             return []
-        target = self._target()
+        target = self.target()
         held = target != source and target not in CODECS and self._fallback() == "tool_result"
         reminder, refusal = self.police(msg, decoded, method, origin=PEER, source=source, target=target,
-                                        pending=len(self.pending) + len(self.held) if held else None,
+                                        pending=len(self.state.tool_results) + len(self.held) if held else None,
                                         deliver=lambda r: self._deliver(msg, codec, r, changed=r is not decoded,
                                                                         released=True))
         if reminder is None:
@@ -158,55 +204,85 @@ class McpFlow(Flow):
         return self._deliver(msg, codec, reminder, changed=reminder is not decoded)
 
     def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
-                 changed: bool, released: bool = False) -> Outgoing | None:
+                 changed: bool, released: bool = False) -> Handled:
         """The admitted reminder to the host, in its dialect (``released``: a coalesced one, later)."""
         method = msg.get("method")
         source = codec.dialect
-        target = self._target()
-        if self.outbox is not None and (kept := self.outbox.on_reminder(reminder, method, source, target)) is not None:
-            return kept
+        target = self.target()
+        extra: list[Command] = []
+        for addon in self.addons:
+            commands, kept = addon.on_reminder(reminder, method, source, target)
+            extra += commands
+            if kept:
+                return extra
+        delivered = self._to_host(msg, codec, reminder, changed=changed, released=released)
+        if not extra:
+            return delivered
+        return (delivered if delivered is not None else [self.forward(HOST)]) + extra
+
+    def _to_host(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
+                 changed: bool, released: bool) -> Handled:
+        method = msg.get("method")
+        source = codec.dialect
+        target = self.target()
         if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
-            return [(HOST, msg)] if released else None
+            return [self.send(HOST, msg)] if released else None
         if target in CODECS:
             params_meta = get_path(msg, "params", "_meta")
             # copy only the two levels the rewrite changes (`_meta` and `_meta.harn`), not the message
             params_meta = dict(params_meta) if isinstance(params_meta, dict) else None
             if params_meta is not None and isinstance(params_meta.get("harn"), dict):
                 params_meta["harn"] = dict(params_meta["harn"])
-            if source == "legacy" and params_meta is not None and (self.stage != "dual" or target == source):
+            if source == "legacy" and params_meta is not None and (not keeps_legacy(self.stage) or target == source):
                 pop_path(params_meta, "harn", "reminder")
                 params_meta.pop("harn.reminder", None)
             self.record("rewritten", method, reminder, source=source, target=target)
-            return [(HOST, self.stamp(CODECS[target].encode(reminder, params_meta or None)))]
+            return [self.send(HOST, self.stamp(CODECS[target].encode(reminder, params_meta or None)))]
+        return self._fall_back(reminder, method, source)
+
+    def deliver(self, reminder: Reminder, method: str, source: str,
+                handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
+        """A reminder from elsewhere (an add-on: the outbox) to the host, as if the server had
+        pushed it: the policy as for a notification (refused means dropped, or held by `coalesce`),
+        then the host's dialect or its fallback. ``handed()`` runs once the host has it, and gives
+        the commands that follow (the outbox marks the event delivered). None: it waits in the
+        tool-result queue and ``handed`` runs when a tool result takes it."""
+        target = self.target()
+        queued = target not in CODECS and self._fallback() == "tool_result"
+        notification = {"jsonrpc": "2.0", "method": method}
+
+        def push(admitted: Reminder) -> list[Command]:
+            now = self.target()
+            if now in CODECS:
+                self.record("rewritten", method, admitted, source=source, target=now)
+                return [self.send(HOST, self.stamp(CODECS[now].encode(admitted)))] + (handed() if handed else [])
+            return self._fall_back(admitted, method, source, handed) or []
+
+        admitted, refusal = self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
+                                        target=target, request=False,
+                                        pending=len(self.state.tool_results) + len(self.held) if queued else None)
+        if admitted is None:  # the policy said why
+            coalesced = self.held.holds(held_key(reminder))
+            return refusal + (handed() if handed and not coalesced else [])  # held: handed once released
+        if target in CODECS:
+            return push(admitted)
+        return self._fall_back(admitted, method, source, handed)
+
+    def _fall_back(self, reminder: Reminder, method: str | None, source: str,
+                   handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
         if self._fallback() == "tool_result":
-            self.pending.append(reminder)
+            self.state.tool_results.append((reminder, handed))
             self.record("queued", method, reminder, source=source, target="none")
-        else:
-            self.record("dropped", method, reminder, source=source, target="none", why="host has no reminder support")
-        return []
+            self._watch_host()
+            return [] if handed is None else None
+        self.record("dropped", method, reminder, source=source, target="none", why="host has no reminder support")
+        return [] if handed is None else handed()
 
-    def pending_counts(self) -> dict[str, int]:
-        return {"coalesce": len(self.held), "tool_result": len(self.pending)}
-
-    def wants_tick(self) -> bool:
-        return super().wants_tick() or self.outbox is not None
-
-    def abandon(self, why: str) -> None:
-        super().abandon(why)
-        for reminder in self.pending:
-            self.record("dropped", "tools/call", reminder, target="none", why=why)
-        self.pending.clear()
-
-    def on_reconfigure(self, old: Any) -> None:
-        self._watch_host()
-
-    def _target(self) -> str:
+    def target(self) -> str:
         """The host's dialect, except that a modern host may only get a log message it asked for."""
-        target = self.host_dialect
-        if target == "auto":
-            target = "standard"  # nothing learned yet: the standard message is harmless to unknowing hosts
-        if target == "legacy" and self.modern and not self.opted_in:
+        target = self.host.dialect
+        if target == "legacy" and self.modern and not self.state.opted_in:
             return "none"
         return target
 
@@ -215,21 +291,36 @@ class McpFlow(Flow):
         reminders appended to tool results."""
         if self._fallback() != "tool_result":
             return False
-        return self.host_dialect == "none" or (self.host_dialect == "legacy" and self.modern)
+        dialect = self.host.dialect
+        return dialect == "none" or (dialect == "legacy" and self.modern)
 
     def _fallback(self) -> str:
         return self.settings.fallback.mcp_host_none
 
-    def _append_to_tool_result(self, msg: dict[str, Any]) -> Outgoing | None:
+    def _append_to_tool_result(self, msg: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Command]]:
+        """Waiting reminders join the tool result as one text block (its structuredContent untouched)."""
         content = get_path(msg, "result", "content")
         if not isinstance(content, list):
-            return None
+            return None, []
+        queued, self.state.tool_results = self.state.tool_results, []
         out = copy.deepcopy(msg)
-        out["result"]["content"].append({"type": "text", "text": render(self.pending, self.settings.envelope)})
-        for reminder in self.pending:
+        out["result"]["content"].append({"type": "text", "text": render([r for r, _ in queued], self.settings.envelope)})
+        after: list[Command] = []
+        for reminder, handed in queued:
             self.record("rendered", "tools/call", reminder, target="none")
-        self.pending.clear()
-        return [(HOST, out)]
+            if handed is not None:
+                after += handed()
+        self._watch_host()
+        return out, after
+
+    def pending_counts(self) -> dict[str, int]:
+        return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results)}
+
+    def close(self, why: str) -> None:
+        super().close(why)
+        for reminder, _ in self.state.tool_results:
+            self.record("dropped", "tools/call", reminder, target="none", why=why)
+        self.state.tool_results.clear()
 
 
 def _is_handshake_result(msg: dict[str, Any]) -> bool:

@@ -1,9 +1,10 @@
 """Hot reload of a rules file (SPEC §7): notice a change, validate it whole, and only then apply.
 
 The one part of the policy package that touches the file system (a `stat` per poll, a read per
-change).  Transports call `RulesFile.poll()` on a timer and `RulesFile.reload()` on SIGHUP; a
+change).  The commands call `RulesFile.poll()` on a timer and `RulesFile.reload()` on SIGHUP; a
 file that fails validation is refused with the very problems `reminder-bridge check` prints,
-and the caller keeps the rules it has.
+and the caller keeps the rules it has.  `apply_reload` is the one place a result is applied to
+the running routes, reported in the log and counted, for `stdio` and `serve` alike.
 """
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any, Protocol
+
+from bridge.policy import Policy
 from bridge.rules import RouteSettings, RuleProblem, Rules, RulesError, load_rules
 
 #: How often transports look at the file, in seconds.
@@ -21,7 +25,8 @@ POLL = 0.5
 @dataclass(frozen=True)
 class Loaded:
     rules: Rules
-    settings: RouteSettings
+    #: the running routes' new settings, by name (a running route the file no longer has is absent)
+    routes: dict[str, RouteSettings]
 
 
 @dataclass(frozen=True)
@@ -34,13 +39,12 @@ class Refused:
 
 
 class RulesFile:
-    """One rules file and the route a transport serves from it.
+    """One rules file and the routes a proxy serves from it.
 
-    ``select(rules)`` picks that route's settings and raises KeyError (with a message) when the
-    new file no longer has it.
+    ``select(rules)`` gives the running routes' settings in the new file, by name.
     """
 
-    def __init__(self, path: str | Path, select: Callable[[Rules], RouteSettings]):
+    def __init__(self, path: str | Path, select: Callable[[Rules], dict[str, RouteSettings]]):
         self.path = Path(path)
         self.select = select
         self._seen = self._signature()
@@ -67,8 +71,54 @@ class RulesFile:
             rules = load_rules(self.path)
         except RulesError as exc:
             return Refused(exc.problems)
-        try:
-            settings = self.select(rules)
-        except KeyError as exc:
-            return Refused([RuleProblem(str(self.path), None, "routes", str(exc.args[0]))])
-        return Loaded(rules, settings)
+        return Loaded(rules, self.select(rules))
+
+
+class Reloadable(Protocol):
+    """A running route as a reload sees it."""
+
+    name: str
+    recorder: Any
+    policy: Any
+
+    def apply(self, settings: RouteSettings, policy: Any) -> None: ...
+
+
+def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: str, file: str) -> bool:
+    """New rules for the messages to come, route by route: a route the file still has takes them
+    (its connections, learned dialects, held reminders and budget tokens stay); one it no longer
+    has keeps its rules; a file with problems changes nothing. The log says which, and
+    `reminder_bridge_rules_reloads_total{route,result}` counts it."""
+    from bridge.policy import Policy
+
+    log = routes[0].recorder
+    if isinstance(result, Refused):
+        for route in routes:
+            route.recorder.reloads["refused"] += 1
+        log.log("reload_refused", level="error", file=file, trigger=trigger, problems=result.lines,
+                why="the rules file has problems; keeping the previous rules")
+        return False
+    present = [r for r in routes if r.name in result.routes]
+    missing = [r.name for r in routes if r.name not in result.routes]
+    new = sorted(set(result.rules.routes) - {r.name for r in routes}) or None
+    if not present:
+        for route in routes:
+            route.recorder.reloads["refused"] += 1
+        log.log("reload_refused", level="error", file=file, trigger=trigger, missing=missing, new_routes=new,
+                why=f"none of the running routes ({', '.join(missing)}) is in the file; keeping the previous rules "
+                    f"(adding or removing routes needs a restart)")
+        return False
+    for route in present:
+        settings = result.routes[route.name]
+        route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name, state=route.policy.state))
+        route.recorder.reloads["ok"] += 1
+        route.recorder.tracing.capture_bodies = result.rules.telemetry.capture_bodies  # exporter, sampling: at restart
+    for route in routes:
+        if route.name in missing:
+            route.recorder.reloads["refused"] += 1
+    why = "; ".join(part for part in ("routes missing from the file keep their rules" if missing else "",
+                                      "new routes need a restart" if new else "") if part) or None
+    log.log("rules_reloaded", level="warning" if why else "info", file=file, trigger=trigger,
+            applied=[r.name for r in present], kept=missing or None, new_routes=new,
+            stage=result.routes[present[0].name].stage if len(routes) == 1 else None, why=why)
+    return True

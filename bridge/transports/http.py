@@ -27,13 +27,17 @@ import websockets
 from aiohttp import web
 from cachetools import TTLCache
 
-from bridge.pipeline import HOST, PEER, TICK, Flow, Send, dumps, error_response
+from bridge.jsonrpc import classify, dumps, error_response
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send
+from bridge.pipeline.factory import make_flow
+from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
 from bridge.telemetry import Recorder, Tracing, register_collector
 from bridge.transports.forwarding import (
     HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers,
 )
+from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Guard, Holding
 from bridge.transports.sessions import Session, SessionTable
 from bridge.transports.sse import Event, EventTooLarge, events, message_event
@@ -43,6 +47,8 @@ SESSION_HEADER = "mcp-session-id"
 MODERN_VERSION = "2026-07-28"
 #: The answer to a JSON-RPC request the upstream could not give (SPEC §8.3).
 UPSTREAM_ERROR = -32603
+#: How often the session tables drop idle sessions (each session's own timers are its flow's).
+HOUSEKEEPING = 5.0
 
 
 class Refused(Exception):
@@ -92,6 +98,7 @@ class HttpRoute:
     #: what the server's handshake or card said, to seed per-request pipelines
     learned: dict[str, Any] = field(init=False, default_factory=dict)
     rpc_url: str | None = field(init=False, default=None)  # where the host posts JSON-RPC; the proxy's own requests go there too
+    proxy: Any = field(init=False, default=None)  # the HttpProxy serving the route (runs sessions' timers and calls)
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix.rstrip("/")
@@ -114,8 +121,6 @@ class HttpRoute:
         return self.upstream.startswith(("ws://", "wss://"))
 
     def new_flow(self, **kwargs: Any) -> Flow:
-        from bridge.cli import make_flow
-
         if self.protocol == "a2a":
             kwargs.setdefault("tasks", self.tasks)
         return make_flow(self.protocol, self.settings, self.recorder, policy=self.policy,
@@ -149,7 +154,8 @@ class HttpRoute:
             if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
-                return self.open_session(self.new_flow(**self._seeds())), False
+                # a request that is its own session: no outbox (there is no later session to deliver to)
+                return self.open_session(self.new_flow(outbox=False, **self._seeds())), False
             flow = self.new_flow()
             if session_id is not None:
                 flow.assume_host("none")
@@ -160,6 +166,7 @@ class HttpRoute:
 
     def open_session(self, flow: Flow) -> Session:
         session = Session(flow, self.settings.trust.max_pending_per_session)
+        session.driver = self.proxy.driver_for(self, session)
         self.recorder.track(session)  # its waiting frames count in the pending gauge
         return session
 
@@ -174,11 +181,12 @@ class HttpRoute:
 
     def learn(self, flow: Flow) -> None:
         """Remember what a pipeline learned about the server (its handshake, the A2A card)."""
-        declared = getattr(flow, "peer_declared", None)
+        if flow.peer.learned is None:
+            return
+        self.learned = {"peer_dialect": flow.peer.learned}
+        declared = getattr(getattr(flow, "state", None), "peer_declared", None)
         if self.protocol == "mcp" and declared is not None:
-            self.learned = {"peer_declared": declared, "peer_dialect": flow.peer_dialect}
-        elif self.protocol == "a2a" and flow.peer_dialect not in ("auto", None):
-            self.learned = {"peer_dialect": flow.peer_dialect}
+            self.learned["peer_declared"] = declared
 
     def adopt(self, session: Session, request: web.Request, upstream: aiohttp.ClientResponse) -> bool:
         """A new MCP 2025-11-25 pipeline becomes a session once the upstream accepted it: by the id
@@ -233,6 +241,8 @@ class HttpProxy:
     def __init__(self, routes: list[HttpRoute], upstream_timeout: float = 300.0, limits: Limits | None = None,
                  guard: Guard | None = None):
         self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
+        for route in self.routes:
+            route.proxy = self
         self.upstream_timeout = upstream_timeout
         self.limits = limits or Limits()
         #: connections, timeouts and the memory budget; `serve` wraps its listener with it
@@ -243,8 +253,8 @@ class HttpProxy:
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._start)
         self.app.on_cleanup.append(self._stop)
-        self._ticker: asyncio.Task[None] | None = None
-        self._writes: set[asyncio.Task[None]] = set()
+        self._housekeeping: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     async def _start(self, _: web.Application) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
@@ -253,42 +263,40 @@ class HttpProxy:
         self.client = aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                             cookie_jar=aiohttp.DummyCookieJar(),
                                             timeout=aiohttp.ClientTimeout(total=None, connect=10))
-        self._ticker = asyncio.create_task(self._tick_forever())
+        self._housekeeping = asyncio.create_task(self._expire_sessions())
 
     async def _stop(self, _: web.Application) -> None:
-        if self._ticker:
-            self._ticker.cancel()
+        if self._housekeeping:
+            self._housekeeping.cancel()
+        for route in self.routes:
+            for session in list(route.sessions):
+                session.close("the proxy is stopping")
         if self.client:
             await self.client.close()
 
-    # -- timers ----------------------------------------------------------------------------------
-    async def _tick_forever(self) -> None:
-        loop = asyncio.get_running_loop()
+    async def _expire_sessions(self) -> None:
         while True:
-            await asyncio.sleep(TICK)
-            self.tick(loop.time())
+            await asyncio.sleep(HOUSEKEEPING)
+            for route in self.routes:
+                route.sessions.expire()
 
-    def tick(self, now: float) -> None:
-        """Every live pipeline of every route gets its timers (coalesced reminders whose tokens came
-        back, outbox polls): host-bound frames go to the session's open stream or wait for its next
-        answer; peer-bound ones are posted upstream."""
-        for route in self.routes:
-            route.sessions.expire()
-            for session in {id(s): s for s in [*route.sessions, *route.live]}.values():
-                if not session.flow.wants_tick():
-                    continue
-                sends = session.flow.tick(now)
-                host = [s.data for s in sends if s.to == HOST]
-                peer = [s.data for s in sends if s.to == PEER]
-                if host:
-                    self._to_host(session, host)
-                if peer:
-                    self._spawn(self._side_requests(route, session.flow, peer, None))
+    # -- what sessions do on their own -------------------------------------------------------------
+    def driver_for(self, route: HttpRoute, session: Session) -> FlowDriver:
+        """A session's timers and deferred work: what its flow sends on its own (a coalesced reminder
+        released, an outbox poll) goes to the session's host stream, or upstream."""
+
+        def write(command: Command) -> None:
+            if command.to == HOST:  # type: ignore[union-attr]
+                self._to_host(session, [command.data])  # type: ignore[union-attr]
+            else:
+                self._spawn(self._post(route, session, command.data))  # type: ignore[union-attr]
+
+        return FlowDriver(session.flow, write, lambda call: self._spawn(self._call_and_push(route, session, call)))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _to_host(self, session: Session, frames: list[bytes]) -> None:
         stream = next((s for s in session.streams if not s.task_done), None)
@@ -305,6 +313,12 @@ class HttpProxy:
                     return
 
         self._spawn(write())
+
+    async def _call_and_push(self, route: HttpRoute, session: Session, call: Call) -> None:
+        """A call the flow made on its own: what its answer gives the host goes to the session."""
+        host = [c.data for c in await self._calls(route, session, [call], None) if c.to == HOST]  # type: ignore[union-attr]
+        if host:
+            self._to_host(session, host)
 
     def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
         """Connection metrics for the admin port (see `bridge.telemetry.register_collector`)."""
@@ -410,53 +424,70 @@ class HttpProxy:
     # -- JSON-RPC over POST ----------------------------------------------------------------
     async def jsonrpc(self, route: HttpRoute, request: web.Request, body: bytes,
                       holding: Holding) -> web.StreamResponse:
+        """The host's JSON-RPC request through its session's flow: the proxy's own calls go first
+        (SPEC §5: inject, then forward), then the request itself, or the proxy's own answer."""
         route.rpc_url = route.upstream_url(request.path, "")
         session, kept = route.session_for(request)
-        sends = _through(session.flow, body, HOST, request.headers)
-        if len(sends) == 1 and sends[0].to == PEER and sends[0].data is body:
+        session.headers = self._upstream_headers(route, request)
+        commands = _through(session.flow, body, HOST, request.headers)
+        if len(commands) == 1 and type(commands[0]) is Forward:
             return await self.relay(route, request, body, session, kept=kept, holding=holding)  # the common case
-        host_id = _message_id(body)
-        main = None
-        side: list[bytes] = []
-        replies: list[bytes] = []
-        for send in sends:
-            if send.to == HOST:
-                replies.append(send.data)
-            elif main is None and _message_id(send.data) == host_id:
-                main = send.data
-            else:
-                side.append(send.data)
-        if side:  # the proxy's own requests go first (SPEC §5: inject, then forward)
-            replies += await self._side_requests(route, session.flow, side, host_id, request)
+        commands = await session.driver.settle(commands)
+        main: Forward | Send | None = None
+        calls: list[Call] = []
+        host: list[Command] = []
+        for command in commands:
+            kind = type(command)
+            if kind is Call:
+                calls.append(command)  # type: ignore[arg-type]
+            elif command.to == PEER and main is None and kind in (Forward, Send):  # type: ignore[union-attr]
+                main = command  # type: ignore[assignment]
+            elif command.to == HOST:  # type: ignore[union-attr]
+                host.append(command)
+        if calls:
+            host += await self._calls(route, session, calls, request)
         if main is not None:
-            return await self.relay(route, request, main, session, kept=kept, holding=holding, rewritten=True,
+            return await self.relay(route, request, main.data, session, kept=kept, holding=holding,
+                                    rewritten=main if type(main) is Send else None,
                                     trace=session.flow.trace_context())
         route.learn(session.flow)
         if not kept:
-            session.flow.abandon("the request was answered by the proxy; nothing of it outlives the request")
-        return self._reply(replies, host_id, request, session)
+            session.close("the request was answered by the proxy; nothing of it outlives the request")
+        return self._reply(host, request, session)
 
-    async def _side_requests(self, route: HttpRoute, flow: Flow, messages: list[bytes], host_id: Any,
-                             request: web.Request | None = None) -> list[bytes]:
-        """POST the proxy's own requests upstream; what their answers produce for the host's request
-        (e.g. the reply to an inject the proxy checked with `GetTask`) is returned."""
-        replies: list[bytes] = []
-        headers = self._upstream_headers(route, request) if request is not None else \
-            ({"Authorization": route.target.authorization} if route.target.authorization else {})
+    async def _calls(self, route: HttpRoute, session: Session, calls: list[Call],
+                     request: web.Request | None) -> list[Command]:
+        """POST the proxy's own requests upstream and feed every answer back to the flow that asked;
+        returns what the answers give the host (e.g. the reply to an inject checked with `GetTask`).
+        An upstream that cannot answer is told to the flow as a JSON-RPC error for its call."""
+        flow = session.flow
+        headers = dict(session.headers) if session.headers else (
+            {"Authorization": route.target.authorization} if route.target.authorization else {})
         headers["Content-Type"] = "application/json"
-        for message in messages:
+        out: list[Command] = []
+        for call in calls:
+            answers: list[bytes] = []
             try:
-                async for frame in self._exchange(route, message, headers):
-                    for send in _through(flow, frame, PEER):
-                        if send.to == HOST and _message_id(send.data) == host_id:
-                            replies.append(send.data)
-                        elif send.to == PEER:
-                            replies += await self._side_requests(route, flow, [send.data], host_id, request)
+                async for frame in self._exchange(route, call.data, headers):
+                    answers.append(frame)
             except (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge) as exc:
-                route.recorder.log("upstream_error", why=route.shown(_cause(exc)))
-                if host_id is not None:
-                    replies.append(dumps(_upstream_error(route, host_id, exc)))
-        return replies
+                route.recorder.log("upstream_error", why=route.shown(_cause(exc)), during="the proxy's own request")
+                answers = [dumps(_upstream_error(route, call.id, exc))]
+            for frame in answers:
+                for command in await session.driver.settle(_through(flow, frame, PEER)):
+                    if type(command) is Call:
+                        out += await self._calls(route, session, [command], request)  # type: ignore[list-item]
+                    elif command.to == HOST:  # type: ignore[union-attr]
+                        out.append(command)
+        return out
+
+    async def _post(self, route: HttpRoute, session: Session, message: bytes) -> None:
+        """A message the flow sends upstream on its own, answer unread (nothing waits for it)."""
+        try:
+            async for _ in self._exchange(route, message, {**(session.headers or {}), "Content-Type": "application/json"}):
+                pass
+        except (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge) as exc:
+            route.recorder.log("upstream_error", why=route.shown(_cause(exc)), during="the proxy's own message")
 
     async def _exchange(self, route: HttpRoute, message: bytes, headers: dict[str, str]) -> AsyncIterator[bytes]:
         """One JSON-RPC POST upstream (to the endpoint the host last used); yields every message of
@@ -501,18 +532,18 @@ class HttpProxy:
 
     # -- relay: one request upstream, its answer back ---------------------------------------
     async def relay(self, route: HttpRoute, request: web.Request, body: bytes, session: Session | None, *,
-                    kept: bool = True, holding: Holding, rewritten: bool = False,
+                    kept: bool = True, holding: Holding, rewritten: Send | None = None,
                     trace: dict[str, str] | None = None) -> web.StreamResponse:
         assert self.client is not None
-        headers = self._upstream_headers(route, request)
-        if rewritten:
-            _mirror_mcp_headers(headers, body)
+        headers = dict(session.headers) if session is not None and session.headers else \
+            self._upstream_headers(route, request)
+        if rewritten is not None:
+            _mirror_mcp_headers(headers, rewritten)
         if trace:  # the proxy's span is the parent of what the upstream does with a rewritten request
             for name in [k for k in headers if k.lower() in trace]:
                 del headers[name]
             headers.update(trace)
         url = route.upstream_url(request.path, request.query_string)
-        msg_id = _message_id(body) if body else None
         try:
             upstream = await asyncio.wait_for(
                 self.client.request(request.method, url, data=body if body else None, headers=headers,
@@ -520,7 +551,8 @@ class HttpProxy:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
             if session is not None and not kept:
-                session.flow.abandon("the upstream could not be reached")
+                session.close("the upstream could not be reached")
+            msg_id = _request_id(body)
             if msg_id is not None:
                 return web.json_response(_upstream_error(route, msg_id, exc))
             return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream "
@@ -534,9 +566,9 @@ class HttpProxy:
             ctype = upstream.headers.get("content-type", "")
             try:
                 if "text/event-stream" in ctype:
-                    return await self._relay_sse(route, request, upstream, session, msg_id)
+                    return await self._relay_sse(route, request, upstream, session, body)
                 if session is not None and "json" in ctype and upstream.headers.get("content-length") is None:
-                    return await self._relay_json_stream(route, request, upstream, session, msg_id)
+                    return await self._relay_json_stream(route, request, upstream, session, body)
                 if session is not None and "json" in ctype:
                     try:
                         data = await self._read_answer(upstream, holding)
@@ -544,65 +576,82 @@ class HttpProxy:
                         route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
                         busy = isinstance(exc, TooLarge) and exc.status == 503  # the memory budget, not the upstream
                         retry = {"Retry-After": "1"} if busy else None
+                        msg_id = _request_id(body)
                         if msg_id is None:
                             return web.Response(status=503 if busy else 502, headers=retry,
                                                 text=f"reminder-bridge: route {route.name!r}: upstream "
                                                      f"{redact(url)}: {route.shown(_cause(exc))}\n")
                         return web.json_response(_upstream_error(route, msg_id, exc), status=503 if busy else 200,
                                                  headers=retry)
-                    reply = self._json_reply(route, request, session.flow, data, msg_id)
-                    return self._answer(session, request, upstream.status, reply, _response_headers(upstream))
+                    answer, extras = await self._json_answer(route, request, session, data)
+                    return self._answer(session, request, upstream.status, answer, _response_headers(upstream), extras)
                 return await _stream_raw(request, upstream)
             finally:
                 route.live.discard(session)
                 if session is not None:
                     route.learn(session.flow)
                     if not adopted:
-                        session.flow.abandon("the request ended before the held reminders could be delivered "
-                                             "(no session to deliver them to later)")
+                        session.close("the request ended before the held reminders could be delivered "
+                                      "(no session to deliver them to later)")
 
-    def _json_reply(self, route: HttpRoute, request: web.Request, flow: Flow, data: bytes, msg_id: Any) -> bytes:
-        """One JSON body (or one line of a streamed one) through the pipeline: one message out to the
-        host; the proxy's own follow-ups (an inject once the answer names the task) go upstream."""
+    async def _through_peer(self, route: HttpRoute, request: web.Request, session: Session,
+                            data: bytes) -> list[Command]:
+        """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
+        the answer names the task) go upstream on their own; the rest is for the host."""
+        commands = _through(session.flow, data, PEER)
+        if len(commands) == 1 and type(commands[0]) is Forward:
+            return commands
+        host: list[Command] = []
+        for command in await session.driver.settle(commands):
+            if type(command) is Call:
+                self._spawn(self._call_and_push(route, session, command))  # type: ignore[arg-type]
+            elif command.to == PEER:  # type: ignore[union-attr]
+                self._spawn(self._post(route, session, command.data))  # type: ignore[union-attr]
+            else:
+                host.append(command)
+        return host
+
+    async def _json_answer(self, route: HttpRoute, request: web.Request, session: Session,
+                           data: bytes) -> tuple[bytes, list[bytes]]:
+        """A JSON answer through the flow: (the answer, what the flow adds before it)."""
         if not data.strip():
-            return data
-        sends = _through(flow, data, PEER)
-        if len(sends) == 1 and sends[0].data is data:
-            return data
-        peer = [s.data for s in sends if s.to == PEER]
-        if peer:
-            self._spawn(self._side_requests(route, flow, peer, None, request))
-        return _main_reply(sends, data, msg_id)
+            return data, []
+        host = await self._through_peer(route, request, session, data)
+        answer = next((c.data for c in reversed(host) if type(c) is Forward or getattr(c, "answers", False)),  # type: ignore[union-attr]
+                      None)
+        extras = [c.data for c in host if c.data is not answer]  # type: ignore[union-attr]
+        if answer is None:  # the flow kept the answer back (nothing to relay): the extras are all there is
+            return (extras[-1], extras[:-1]) if extras else (b"", [])
+        return answer, extras
 
     def _answer(self, session: Session | None, request: web.Request, status: int, data: bytes,
-                headers: dict[str, str]) -> web.Response:
-        """One JSON answer to the host; frames its session holds go first, as SSE when the host takes it."""
-        if session is not None and session.waiting and "text/event-stream" in request.headers.get("Accept", ""):
-            waiting = session.take_waiting()
+                headers: dict[str, str], extras: list[bytes] | None = None) -> web.Response:
+        """One JSON answer to the host. Frames its session holds, and what the flow added before the
+        answer, go first, as SSE when the host takes it (a JSON body carries one message)."""
+        before = (session.take_waiting() if session is not None and session.waiting else []) + (extras or [])
+        if before and "text/event-stream" in request.headers.get("Accept", ""):
             headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
             headers["Content-Type"] = "text/event-stream"
-            body = b"".join(message_event(frame) for frame in waiting) + (message_event(data) if data.strip() else b"")
+            body = b"".join(message_event(frame) for frame in before) + (message_event(data) if data.strip() else b"")
             return web.Response(status=status, body=body, headers=headers)
+        if before and session is not None:
+            session.hold([f for f in before if f not in (extras or [])])  # the session's own wait for a stream
         return web.Response(status=status, body=data, headers=headers)
 
-    def _reply(self, replies: list[bytes], host_id: Any, request: web.Request,
-               session: Session | None) -> web.StreamResponse:
+    def _reply(self, host: list[Command], request: web.Request, session: Session | None) -> web.StreamResponse:
         """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
-        if not replies:
+        reply = next((c for c in reversed(host) if type(c) is Reply), None)
+        if reply is None and not host:
             return web.Response(status=202)
-        answer = _main_reply([Send(HOST, r) for r in replies], replies[-1], host_id)
+        answer = reply.data if reply is not None else host[-1].data  # type: ignore[union-attr]
+        extras = [c.data for c in host if c.data is not answer]  # type: ignore[union-attr]
         headers = {"Content-Type": "application/json"}
-        try:
-            error = json.loads(answer).get("error") or {}
-            retry = (error.get("data") or {}).get("retryAfterMs") if isinstance(error.get("data"), dict) else None
-        except (ValueError, AttributeError):
-            retry = None
-        if isinstance(retry, (int, float)):
-            headers["Retry-After"] = str(max(1, math.ceil(retry / 1000)))
-        return self._answer(session, request, 200, answer, headers)
+        if reply is not None and reply.retry_after_ms is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(reply.retry_after_ms / 1000)))
+        return self._answer(session, request, 200, answer, headers, extras)
 
     async def _relay_sse(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
-                         session: Session | None, msg_id: Any) -> web.StreamResponse:
+                         session: Session | None, body: bytes) -> web.StreamResponse:
         """Relay an SSE stream event by event, as the upstream sends them: never buffered.
 
         An upstream that goes away mid-stream, or sends an event over `max_event_bytes`, ends the
@@ -622,7 +671,7 @@ class HttpProxy:
         failure: BaseException | None = None
         try:
             async for event in events(upstream.content.iter_any(), self.limits.max_event_bytes):
-                out = self._sse_event(route, request, event, session)
+                out = await self._sse_event(route, request, event, session)
                 if out:
                     await response.write(out)
                     last = event
@@ -639,6 +688,7 @@ class HttpProxy:
         if failure is not None:
             route.recorder.log("upstream_error", why=route.shown(_cause(failure)), url=redact(str(upstream.url)),
                                during="stream")
+            msg_id = _request_id(body)
             if msg_id is not None and not (last is not None and last.data is not None and _answers(last.data, msg_id)):
                 await response.write(message_event(dumps(_upstream_error(route, msg_id, failure))))
             elif isinstance(failure, EventTooLarge):
@@ -646,7 +696,7 @@ class HttpProxy:
         await response.write_eof()
         return response
 
-    def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None) -> bytes:
+    async def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None) -> bytes:
         if event.data is None:
             return event.raw  # keep-alive comments and retry hints pass as they are
         if (b"event", b"endpoint") in event.fields:  # 2024-11-05 HTTP+SSE: where to POST, at the proxy
@@ -657,24 +707,19 @@ class HttpProxy:
             return event.raw if mapped == url else event.with_data(mapped.encode())
         if session is None:
             return event.raw
-        sends = _through(session.flow, event.data, PEER)
-        peer = [s.data for s in sends if s.to == PEER]
-        if peer:  # the proxy's own follow-ups (e.g. an inject once the task is named)
-            self._spawn(self._side_requests(route, session.flow, peer, None, request))
-        host = [s.data for s in sends if s.to == HOST]
-        if len(host) == 1 and host[0] is event.data:
+        host = await self._through_peer(route, request, session, event.data)
+        if len(host) == 1 and type(host[0]) is Forward:
             return event.raw
-        parts = [event.with_data(data, keep_id=i == len(host) - 1) for i, data in enumerate(host)]
-        return b"".join(parts)
+        return b"".join(event.with_data(c.data, keep_id=i == len(host) - 1)  # type: ignore[union-attr]
+                        for i, c in enumerate(host))
 
     async def _relay_json_stream(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
-                                 session: Session, msg_id: Any) -> web.StreamResponse:
+                                 session: Session, body: bytes) -> web.StreamResponse:
         """A JSON answer the upstream streams (no Content-Length), e.g. newline-delimited messages on a
         stream that stays open (a `subscriptions/listen` answered as JSON lines): each line that is a
-        whole message goes through the pipeline and on to the host at once, never held until the
-        upstream closes. A body that is not one message a line (pretty-printed JSON) is read to its end
-        as before, within `max_response_bytes`."""
-        flow = session.flow
+        whole message goes through the pipeline and on to the host at once, never held until the upstream
+        closes. A body that is not one message a line (pretty-printed JSON) is read to its end as before,
+        within `max_response_bytes`."""
         limit = self.limits.max_response_bytes
         response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
         await response.prepare(request)
@@ -686,6 +731,7 @@ class HttpProxy:
             if len(pending) > limit:
                 route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
                                    url=redact(str(upstream.url)))
+                msg_id = _request_id(body)
                 if msg_id is not None:
                     await response.write(dumps(_upstream_error(route, msg_id, TooLarge(
                         f"the upstream's answer is over max_response_bytes = {limit}"))))
@@ -701,12 +747,16 @@ class HttpProxy:
                         break
                 del pending[:end + 1]
                 scanned = 0
-                reply = self._json_reply(route, request, flow, line, _message_id(line))
-                await response.write(reply if reply is line else reply + b"\n")
+                answer, extras = await self._json_answer(route, request, session, line)
+                for extra in extras:
+                    await response.write(extra + b"\n")
+                await response.write(answer if answer is line else answer + b"\n")
             scanned = len(pending)
         if pending:
-            rest = bytes(pending)
-            await response.write(self._json_reply(route, request, flow, rest, msg_id if whole else _message_id(rest)))
+            answer, extras = await self._json_answer(route, request, session, bytes(pending))
+            for extra in extras:
+                await response.write(extra + b"\n")
+            await response.write(answer)
         await response.write_eof()
         return response
 
@@ -766,27 +816,36 @@ class HttpProxy:
             await host.close(code=1011, message=reason.encode()[:120])
             return host
         flow = route.new_flow()
+        outgoing: asyncio.Queue[Command | None] = asyncio.Queue()
 
-        async def deliver(sends: list[Send]) -> None:
-            for send in sends:
-                if send.to == PEER:
-                    await peer.send(send.data.decode())
+        def write(command: Command) -> None:
+            outgoing.put_nowait(command)
+
+        session = route.open_session(flow)
+        session.driver = FlowDriver(flow, write, write)  # the proxy's own calls go to the agent like any frame
+        route.live.add(session)
+
+        async def sender() -> None:
+            while (command := await outgoing.get()) is not None:
+                if command.to == PEER:  # type: ignore[union-attr]
+                    await peer.send(command.data.decode())  # type: ignore[union-attr]
                 else:
-                    await host.send_str(send.data.decode())
+                    await host.send_str(command.data.decode())  # type: ignore[union-attr]
 
         async def host_to_peer() -> None:
             async for msg in host:
                 if msg.type == aiohttp.WSMsgType.TEXT:
-                    await deliver(_through(flow, msg.data.encode(), HOST))
+                    session.driver.perform(_through(flow, msg.data.encode(), HOST))
                 elif msg.type == aiohttp.WSMsgType.BINARY:
                     await peer.send(msg.data)
+            await outgoing.join()
             await peer.close(code=host.close_code or 1000, reason="")
 
         async def peer_to_host() -> None:
             try:
                 async for message in peer:
                     if isinstance(message, str):
-                        await deliver(_through(flow, message.encode(), PEER))
+                        session.driver.perform(_through(flow, message.encode(), PEER))
                     else:
                         await host.send_bytes(message)
             except websockets.ConnectionClosed:
@@ -794,8 +853,7 @@ class HttpProxy:
             code = peer.close_code or 1000
             await host.close(code=code, message=(peer.close_reason or "").encode())
 
-        session = route.open_session(flow)
-        route.live.add(session)
+        writer = asyncio.create_task(_drain(sender, outgoing))
         tasks = [asyncio.create_task(host_to_peer()), asyncio.create_task(peer_to_host())]
         try:
             _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -804,9 +862,27 @@ class HttpProxy:
             await asyncio.gather(*pending, return_exceptions=True)
             await peer.close()
         finally:
+            outgoing.put_nowait(None)
+            writer.cancel()
             route.live.discard(session)
-            flow.abandon("the WebSocket closed")
+            session.close("the WebSocket closed")
         return host
+
+
+async def _drain(sender: Any, queue: asyncio.Queue[Any]) -> None:
+    """Run ``sender`` over ``queue``, marking each item done so `queue.join()` means "all written"."""
+    original_get = queue.get
+
+    async def get() -> Any:
+        item = await original_get()
+        queue.task_done()
+        return item
+
+    queue.get = get  # type: ignore[method-assign]
+    try:
+        await sender()
+    except (ConnectionError, websockets.ConnectionClosed, RuntimeError):
+        pass
 
 
 @dataclass(eq=False)
@@ -818,51 +894,46 @@ class _Stream:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _message_id(data: bytes) -> Any:
-    try:
-        msg = json.loads(data)
-    except (ValueError, RecursionError):
+def _request_id(body: bytes) -> Any:
+    """The id of the JSON-RPC request ``body``, read off its bytes (for error answers only: the
+    flow did not need to parse a request it passed)."""
+    if not body:
         return None
-    return msg.get("id") if isinstance(msg, dict) else None
+    kind, token = classify(body)
+    if kind == "request" and token is not None:
+        return json.loads(token)
+    if kind == "slow" and len(body) <= 1 << 20:
+        try:
+            msg = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        return msg.get("id") if isinstance(msg, dict) and "method" in msg else None
+    return None
+
+
+def _answers(data: bytes, msg_id: Any) -> bool:
+    """Whether ``data`` is the response to the request ``msg_id`` (read off its bytes)."""
+    kind, token = classify(data)
+    return kind == "response" and token is not None and json.loads(token) == msg_id
 
 
 def _response_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:
     return end_to_end(upstream.headers, HOP_BY_HOP)
 
 
-def _mirror_mcp_headers(headers: dict[str, str], body: bytes) -> None:
-    """MCP 2026-07-28 mirrors the method (and tool/resource name) in headers: keep them true."""
+def _mirror_mcp_headers(headers: dict[str, str], sent: Send) -> None:
+    """MCP 2026-07-28 mirrors the method (and tool/resource name) in headers: keep them true to
+    the message the flow rewrote (it says which)."""
     names = {k.lower(): k for k in headers}
-    if "mcp-method" not in names:
-        return
-    try:
-        msg = json.loads(body)
-    except ValueError:
-        return
-    if isinstance(msg, dict) and isinstance(msg.get("method"), str):
-        headers[names["mcp-method"]] = msg["method"]
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        name = params.get("name", params.get("uri"))
-        if "mcp-name" in names and isinstance(name, str):
-            headers[names["mcp-name"]] = name
+    if "mcp-method" in names and sent.method is not None:
+        headers[names["mcp-method"]] = sent.method
+        if "mcp-name" in names and sent.name is not None:
+            headers[names["mcp-name"]] = sent.name
 
 
 def _subprotocols(request: web.Request) -> list[str]:
     value = request.headers.get("Sec-WebSocket-Protocol", "")
     return [p.strip() for p in value.split(",") if p.strip()]
-
-
-def _main_reply(sends: list[Send], original: bytes, msg_id: Any) -> bytes:
-    """A JSON response carries one message: the answer to the request. Pipelines put what they
-    add (e.g. an A2A `reminderUpdate` frame) before the message it came with, so the last match
-    is the answer; the extras have nowhere to go in a JSON body."""
-    host = [s.data for s in sends if s.to == HOST]
-    for data in reversed(host):
-        if data is original or _message_id(data) == msg_id:
-            return data
-    return host[-1] if host else original
-
-
 
 
 async def _stream_raw(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -888,24 +959,8 @@ def _cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Send]:
-    """One frame through the pipeline; if the pipeline fails on it, the frame goes on untouched
-    (logged as pipeline_error) instead of costing the request or the stream it is part of."""
-    try:
-        return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
-    except Exception as exc:
-        flow.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
-                          why="the frame goes on untouched")
-        return [Send(PEER if origin == HOST else HOST, data)]
-
-
-def _answers(data: bytes, msg_id: Any) -> bool:
-    """Whether ``data`` is the response to the request ``msg_id``."""
-    try:
-        msg = json.loads(data)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(msg, dict) and "method" not in msg and msg.get("id") == msg_id
+def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
+    return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:

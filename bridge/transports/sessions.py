@@ -16,7 +16,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from bridge.pipeline import Flow
+from bridge.pipeline.flow import Flow
 
 
 class Session:
@@ -25,6 +25,11 @@ class Session:
     def __init__(self, flow: Flow, limit: int = 64):
         self.flow = flow
         self.protocol = flow.protocol
+        #: runs the flow's timers and deferred work (set by the transport)
+        self.driver: Any = None
+        #: the headers the upstream got with the session's last request: the proxy's own requests
+        #: for the session carry them too (its Mcp-Session-Id, credentials)
+        self.headers: dict[str, str] | None = None
         #: open SSE answers to this session's host, oldest first: a GET stream, or POSTs still streaming
         self.streams: list[Any] = []
         #: host-bound frames made with no stream open, sent ahead of the session's next answer
@@ -45,6 +50,15 @@ class Session:
 
     def pending_counts(self) -> dict[str, int]:
         return {"host": len(self.waiting)}
+
+    def close(self, why: str) -> None:
+        """The session is over: its timers stop; what it still holds is dropped and counted."""
+        if self.driver is not None:
+            self.driver.close()
+        self.flow.close(why)
+        for _ in self.waiting:
+            self.flow.recorder.reminder("dropped", protocol=self.protocol, method=None, why=why)
+        self.waiting.clear()
 
 
 class _Table(TTLCache):
@@ -78,6 +92,7 @@ class SessionTable:
     def _ended(self, reason: str, session: Session) -> None:
         self.ended[reason] += 1
         session.flow.recorder.info("session_ended", reason=reason)
+        session.close(f"the session was {reason}")
 
     def get(self, session_id: str) -> Session | None:
         """The session, its idle time starting again (a use)."""
@@ -90,8 +105,9 @@ class SessionTable:
         self._table[session_id] = session
 
     def close(self, session_id: str) -> None:
-        if self._table.pop(session_id, None) is not None:
-            self.ended["closed"] += 1
+        session = self._table.pop(session_id, None)
+        if session is not None:
+            self._ended("closed", session)
 
     def expire(self) -> None:
         self._table.expire()

@@ -8,7 +8,6 @@ unbuffered and untouched.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
@@ -21,11 +20,14 @@ import subprocess
 import sys
 from typing import Any
 
-from bridge.pipeline import HOST, OWN_ID_PREFIX, PEER, TICK, Flow, Send, dumps, error_response
+from bridge.jsonrpc import dumps, error_response, ids_in
+from bridge.pipeline.commands import HOST, PEER, Defer, Wakeup
+from bridge.pipeline.factory import make_flow
+from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
-from bridge.policy.reload import POLL, Loaded, RulesFile
-from bridge.rules import RouteSettings, Rules, RulesError, load_rules
-from bridge.telemetry import Recorder, Tracing
+from bridge.rules import RouteSettings
+from bridge.telemetry import Recorder
+from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
 MAX_LINE = 64 * 1024 * 1024
@@ -43,6 +45,8 @@ KILL_GRACE = 2.0
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+#: A frame the cheap look cannot settle is decoded only below this size (memory stays flat).
+SLOW_LIMIT = 1024 * 1024
 
 
 def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
@@ -60,78 +64,6 @@ def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
                                 {"limit": limit}))
 
 
-_ID_TOKEN = rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|null)'
-_ID_VALUE = re.compile(_ID_TOKEN)
-_ID_LAST = re.compile(_ID_TOKEN + rb"\s*}\s*$")
-#: `{"jsonrpc":"2.0","id":…,"method"|"result"|"error"`: how most SDKs start a message (one match settles it).
-_CANONICAL = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]*")\s*,\s*"(method|result|error)"')
-_SLOW = ("slow", None)  # the cheap look could not tell: decode this frame
-_NOTHING = ("", None)
-#: A frame the cheap look cannot settle is decoded only below this size (memory stays flat).
-SLOW_LIMIT = 1024 * 1024
-
-
-def _classify(line: bytes) -> tuple[str, bytes | None]:
-    """("request" | "response", id token) of one JSON-RPC frame without decoding it, from where
-    its top-level `"id"` and `"method"` keys sit: the part before the first nested object (the
-    head) holds only top-level keys, and so does the key right before the final `}` (where
-    TypeScript SDKs put the id).  ("", None) for frames with no id; `_SLOW` when unsure.
-    """
-    start = 0
-    while line[start:start + 1] in (b" ", b"\t", b"\r"):
-        start += 1
-    first = line[start:start + 1]
-    if first != b"{":
-        return _SLOW if first == b"[" else _NOTHING  # a batch, or not JSON-RPC
-    inner = line.find(b"{", start + 1)
-    head = len(line) if inner < 0 else inner
-    at = line.find(b'"id"', start, head)
-    if at >= 0:
-        match = _ID_VALUE.match(line, at)
-    else:
-        at = line.rfind(b'"id"', head)
-        if at < 0:
-            return _NOTHING  # a notification
-        match = _ID_LAST.match(line, at)
-        if match is None:  # an id inside params or a result: a notification, unless the head says response
-            responds = line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0
-            return _SLOW if responds else _NOTHING
-    if match is None:
-        return _SLOW
-    if line.find(b'"method"', start, head) >= 0:
-        return "request", match.group(1)
-    if line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0:
-        return "response", match.group(1)
-    return _SLOW
-
-
-def _decode_ids(line: bytes) -> list[tuple[str, Any]]:
-    """The exact answer for frames `_classify` could not settle (batches, unusual key orders)."""
-    if len(line) > SLOW_LIMIT:
-        return []
-    try:
-        msg = json.loads(line)
-    except (ValueError, RecursionError):
-        return []
-    found = []
-    for item in msg if isinstance(msg, list) else [msg]:
-        if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) \
-                and not isinstance(item["id"], bool):
-            if "method" in item:
-                found.append(("request", item["id"]))
-            elif "result" in item or "error" in item:
-                found.append(("response", item["id"]))
-    return found
-
-
-def _plain(token: bytes) -> bytes:
-    """An id token in one spelling per JSON value, the key requests and responses are matched by:
-    digits and escape-free strings are already canonical (and `1` is not `"1"`)."""
-    if token.isdigit() or (token[:1] == b'"' and b"\\" not in token):
-        return token
-    return dumps(json.loads(token))
-
-
 _OWN = b'"' + OWN_ID_PREFIX.encode()
 
 
@@ -139,9 +71,8 @@ class InFlight:
     """Ids of the host's requests the child has not answered yet, so that a child that dies
     leaves none of them waiting (SPEC §8.3): each gets a JSON-RPC error naming the exit.
 
-    Read off the bytes, never decoded: one regex match settles a frame that starts the way most
-    SDKs write one (`{"jsonrpc":"2.0","id":…,"method"`), a few substring searches most others.
-    Only blocks holding `"id"` are looked at (toward the host, only while something is in flight).
+    Read off the bytes, never decoded (`bridge.jsonrpc.ids_in`). Only blocks holding `"id"` are
+    looked at (toward the host, only while something is in flight).
     """
 
     LIMIT = 10_000  # a child that never answers cannot grow this without bound: the oldest half goes
@@ -152,54 +83,24 @@ class InFlight:
     def sent(self, block: bytes) -> None:
         """A block on its way to the child: remember the requests in it (and forget the ones the
         host cancels: MCP servers do not answer those)."""
-        canonical = _CANONICAL.match(block)
-        if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
-            token, kind = canonical.group(1, 2)
-            if kind == b"method" and not token.startswith(_OWN):
-                self.ids[token] = token
-                if len(self.ids) > self.LIMIT:
-                    self._forget_oldest()
-            return
-        if b'"id"' not in block:  # notifications only
-            if self.ids and b"s/cancelled" in block:
-                self._cancelled(block)
-            return
         ids = self.ids
-        pos, size = 0, len(block)
-        while pos < size:  # line by line, without copying the block
-            end = block.find(b"\n", pos)
-            if end < 0:
-                end = size
-            canonical = _CANONICAL.match(block, pos, end)
-            if canonical is not None:
-                token, kind = canonical.group(1, 2)
-                if kind == b"method" and not token.startswith(_OWN):
-                    ids[token] = token
-                    if len(ids) > self.LIMIT:
-                        self._forget_oldest()
-            elif block.find(b'"id"', pos, end) >= 0:
-                line = block[pos:end]
-                kind, token = _classify(line)
-                if kind == "request":
-                    self._add(_plain(token), token)  # type: ignore[arg-type]
-                elif kind == "slow":
-                    for kind, msg_id in _decode_ids(line):
-                        if kind == "request":
-                            self._add(dumps(msg_id), dumps(msg_id))
-            elif ids and block.find(b"s/cancelled", pos, end) >= 0:
-                self._cancelled(block[pos:end])
-            pos = end + 1
+        for kind, key, token in ids_in(block):
+            if kind == "request" and key != b"null" and not key.startswith(_OWN):  # the proxy's own: answered to it
+                ids[key] = token
+                if len(ids) > self.LIMIT:
+                    for old in list(itertools.islice(ids, self.LIMIT // 2)):
+                        del ids[old]
+        if ids and b"s/cancelled" in block:  # after the requests: a cancel follows what it cancels
+            self._cancelled(block)
 
-    def _add(self, key: bytes, token: bytes) -> None:
-        if key == b"null" or key.startswith(_OWN):
-            return  # the proxy's own requests are answered to the proxy
-        self.ids[key] = token
-        if len(self.ids) > self.LIMIT:
-            self._forget_oldest()
-
-    def _forget_oldest(self) -> None:
-        for key in list(itertools.islice(self.ids, self.LIMIT // 2)):
-            del self.ids[key]
+    def answered(self, block: bytes) -> None:
+        """A block on its way to the host: forget the requests it answers."""
+        ids = self.ids
+        if not ids:
+            return
+        for kind, key, _ in ids_in(block):
+            if kind == "response":
+                ids.pop(key, None)
 
     def _cancelled(self, block: bytes) -> None:
         for line in block.split(b"\n"):
@@ -208,40 +109,6 @@ class InFlight:
                     self.ids.pop(dumps(json.loads(line)["params"]["requestId"]), None)
                 except (ValueError, RecursionError, LookupError, TypeError):
                     pass
-
-    def answered(self, block: bytes) -> None:
-        """A block on its way to the host: forget the requests it answers."""
-        ids = self.ids
-        if not ids:
-            return
-        canonical = _CANONICAL.match(block)
-        if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
-            token, kind = canonical.group(1, 2)
-            if kind != b"method":
-                ids.pop(token, None)
-            return
-        if b'"id"' not in block:
-            return
-        pos, size = 0, len(block)
-        while pos < size:  # line by line, without copying the block
-            end = block.find(b"\n", pos)
-            if end < 0:
-                end = size
-            canonical = _CANONICAL.match(block, pos, end)
-            if canonical is not None:
-                token, kind = canonical.group(1, 2)
-                if kind != b"method":
-                    ids.pop(token, None)
-            elif block.find(b'"id"', pos, end) >= 0:
-                line = block[pos:end]
-                kind, token = _classify(line)
-                if kind == "response":
-                    ids.pop(_plain(token), None)  # type: ignore[arg-type]
-                elif kind == "slow":
-                    for kind, msg_id in _decode_ids(line):
-                        if kind == "response":
-                            ids.pop(dumps(msg_id), None)
-            pos = end + 1
 
     def errors(self, command: str, code: int | None) -> list[bytes]:
         """One error per request still waiting, in the order they were sent, then forget them."""
@@ -452,19 +319,19 @@ class StdioProxy:
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
-                 max_line: int = MAX_LINE, policy: Policy | None = None, rules_file: RulesFile | None = None):
+                 max_line: int = MAX_LINE, policy: Policy | None = None):
         self.command = command
         self.settings = settings
         self.policy = policy or Policy(settings, route=recorder.route)
-        #: reloaded on SIGHUP and when it changes (SPEC §7)
-        self.rules_file = rules_file
-        self._watcher: asyncio.TimerHandle | None = None
         self.protocol = protocol
         self.recorder = recorder
+        self.name = recorder.route
+        recorder.status_source = self.status
         self.dialects = {"host_dialect": host_dialect, "peer_dialect": peer_dialect}
         self.max_line = max_line
         self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
+        self.driver: FlowDriver | None = None  # the flow's timers and deferred work
         self.inflight = InFlight()
         self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
         self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
@@ -484,7 +351,6 @@ class StdioProxy:
         self.child_spoke = False
         self._stop_timer: asyncio.TimerHandle | None = None  # SIGTERM, then SIGKILL, for a child outstaying
         self._drain_timer: asyncio.TimerHandle | None = None  # DRAIN_GRACE after SIGTERM
-        self._ticker: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def run(self) -> int:
@@ -501,19 +367,14 @@ class StdioProxy:
         await self._open_host(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
-        # never the default action (which ends the proxy and orphans the child), never forwarded
-        loop.add_signal_handler(signal.SIGHUP, self.reload if self.rules_file is not None else self._reload_skipped,
-                                "SIGHUP")
-        self._ticker = loop.call_later(TICK, self._tick)
-        if self.rules_file is not None:
-            self._watcher = loop.call_later(POLL, self._watch)
         try:
             try:
                 await self._finished
             finally:
-                for timer in (self._ticker, self._watcher, self._stop_timer):
-                    if timer is not None:
-                        timer.cancel()
+                if self._stop_timer is not None:
+                    self._stop_timer.cancel()
+                if self.driver is not None:
+                    self.driver.close()
             code = self.child.get_returncode()
             if code is None:  # the drain grace gave up on a child that did not die of SIGKILL at once
                 code = -signal.SIGKILL
@@ -527,7 +388,7 @@ class StdioProxy:
         finally:
             if self._drain_timer is not None:
                 self._drain_timer.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
         self.child.close()
         self._note("child_exited", level="info", code=code)
@@ -669,49 +530,18 @@ class StdioProxy:
                 and not self._finished.done():
             self._finished.set_result(None)
 
-    def _tick(self) -> None:
-        """Let the pipeline send what it holds or wants on its own, then schedule the next tick."""
-        loop = asyncio.get_running_loop()
+    def status(self) -> dict[str, Any]:
+        """What the admin port's status page shows of this route (see `Recorder.status_source`)."""
+        protocol = self.flow.protocol if self.flow is not None else self.protocol
+        return {"transport": "stdio", "protocol": protocol, "stage": self.settings.stage, "settings": self.settings,
+                "policy": self.policy, "sessions": 1 if self.flow is not None else 0}
+
+    def apply(self, settings: RouteSettings, policy: Policy) -> None:
+        """A reload (`bridge.policy.reload.apply_reload`): new rules for the messages to come; the
+        connection, learned dialects, held reminders and budget tokens stay."""
+        self.settings, self.policy = settings, policy
         if self.flow is not None:
-            for send in self.flow.tick(loop.time()):
-                self._write(send.data + b"\n", to_host=send.to == HOST)
-        self._ticker = loop.call_later(TICK, self._tick)
-
-    # -- reload --------------------------------------------------------------------------------
-    def _watch(self) -> None:
-        """Poll the rules file; a change is reloaded like a SIGHUP."""
-        assert self.rules_file is not None
-        result = self.rules_file.poll()
-        if result is not None:
-            self._apply(result, "file changed")
-        self._watcher = asyncio.get_running_loop().call_later(POLL, self._watch)
-
-    def reload(self, trigger: str = "SIGHUP") -> bool:
-        assert self.rules_file is not None
-        return self._apply(self.rules_file.reload(), trigger)
-
-    def _apply(self, result: Any, trigger: str) -> bool:
-        """New rules for new messages: the connection, learned dialects, held reminders and budget
-        tokens stay.  A file that fails validation changes nothing and is reported as `check` does."""
-        file = str(self.rules_file.path) if self.rules_file else None
-        if not isinstance(result, Loaded):
-            self.recorder.reloads["refused"] += 1
-            self.recorder.log("reload_refused", level="error", file=file, trigger=trigger, problems=result.lines,
-                              why="the rules file has problems; keeping the previous rules")
-            return False
-        self.settings = result.settings
-        self.policy = Policy(result.settings, result.rules.global_budget, route=self.recorder.route,
-                             state=self.policy.state)
-        if self.flow is not None:
-            self.flow.reconfigure(result.settings, self.policy)
-        tracing = self.recorder.tracing  # cheap switches apply now; exporter and sampling on restart
-        tracing.capture_bodies = result.rules.telemetry.capture_bodies
-        self.recorder.reloads["ok"] += 1
-        self.recorder.log("rules_reloaded", level="info", file=file, trigger=trigger, stage=result.settings.stage)
-        return True
-
-    def _reload_skipped(self, trigger: str) -> None:
-        self._note("reload_skipped", trigger=trigger, why="no rules file was given")
+            self.flow.reconfigure(settings, policy)
 
     def _forward_signal(self, sig: int) -> None:
         """SIGINT and SIGTERM go on to the child, whose exit ends the proxy.  SIGTERM also starts
@@ -752,36 +582,41 @@ class StdioProxy:
             if not from_host:
                 self._write(block, to_host=True)
                 return
-            flow = self.flow = self._make_flow(block.split(b"\n", 1)[0])
+            flow = self._start_flow(block.split(b"\n", 1)[0])
         if flow.passes(block, origin):
             self._write(block, to_host=not from_host)
             return
         to_host: list[bytes] = []
         to_peer: list[bytes] = []
+        later: list[Any] = []
         lines = block.split(b"\n")
         newline = lines[-1] == b""
         if newline:
             lines.pop()
         for frame in lines:
-            try:
-                sends = flow.from_host(frame) if from_host else flow.from_peer(frame)
-            except Exception as exc:  # a pipeline bug costs neither the frames around it nor the connection
-                self.recorder.log("pipeline_error", level="error", side=origin, error=f"{type(exc).__name__}: {exc}"[:300],
-                                  why="the frame goes on untouched")
-                sends = [Send(PEER if from_host else HOST, frame)]
-            for send in sends:
-                (to_host if send.to == HOST else to_peer).append(send.data)
+            for command in flow.from_host(frame) if from_host else flow.from_peer(frame):
+                kind = type(command)
+                if kind is Wakeup or kind is Defer:
+                    later.append(command)
+                else:  # Forward, Send, Reply, Call: bytes for one side
+                    (to_host if command.to == HOST else to_peer).append(command.data)  # type: ignore[union-attr]
         end = b"\n" if newline else b""
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
             self._write(b"\n".join(to_host) + end, to_host=True)
+        if later and self.driver is not None:
+            self.driver.perform(later)
 
-    def _make_flow(self, first_frame: bytes) -> Flow:
-        from bridge.cli import make_flow
-
+    def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)
-        return make_flow(protocol, self.settings, self.recorder, policy=self.policy, **self.dialects)
+        flow = self.flow = make_flow(protocol, self.settings, self.recorder, policy=self.policy, **self.dialects)
+
+        def write(command: Any) -> None:  # what the flow sends on its own: a released reminder, an outbox poll
+            self._write(command.data + b"\n", to_host=command.to == HOST)
+
+        self.driver = FlowDriver(flow, write, write)
+        return flow
 
     def _oversize(self, head: bytes, from_host: bool) -> None:
         reply = oversize_reply(head, self.max_line, from_host)
@@ -804,90 +639,3 @@ class StdioProxy:
         view = memoryview(data)  # stdout is a regular file: plain blocking writes
         while view:
             view = view[os.write(1, view):]
-
-
-def add_stdio_parser(sub: Any) -> None:
-    p = sub.add_parser("stdio", help="wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS")
-    p.add_argument("--rules", help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
-    p.add_argument("--route", help="route name in the rules file")
-    p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
-    p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
-    p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
-    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
-                   "(default: the rules file's [admin] listen, if it has an [admin] table)")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                   help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
-                        "limited and why; info logs every decision")
-    p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
-    p.set_defaults(func=_cmd_stdio)
-
-
-def _cmd_stdio(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        sys.stderr.write("reminder-bridge stdio: no command given (usage: reminder-bridge stdio [options] -- CMD ARGS)\n")
-        return 2
-    settings = RouteSettings()
-    route_name = args.route or "default"
-    rules: Rules | None = None
-    rules_file = None
-    if args.rules:
-        try:
-            rules = load_rules(args.rules)
-        except RulesError as exc:
-            sys.stderr.write(f"reminder-bridge: {args.rules} has problems:\n{exc}\n")
-            return 2
-        try:
-            route_name, settings = _select(rules, args.route)
-        except KeyError as exc:
-            sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
-            return 2
-        chosen = route_name if args.route or route_name in rules.routes else None
-        rules_file = RulesFile(args.rules, lambda r: _select(r, chosen)[1])
-    protocol = args.protocol or getattr(settings, "protocol", None)
-    try:
-        tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
-    except RuntimeError as exc:  # the otlp exporter without its optional extra
-        sys.stderr.write(f"reminder-bridge: {exc}\n")
-        return 2
-    recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
-    policy = Policy(settings, rules.global_budget if rules else None, route=route_name)
-    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line,
-                       policy=policy, rules_file=rules_file)
-    admin = args.admin
-    token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
-    if rules is not None:
-        if admin is None and "admin" in rules.model_fields_set:
-            admin = rules.admin.listen
-        token = rules.admin.token or token
-    try:
-        return asyncio.run(_serve(proxy, admin, token))
-    finally:
-        tracing.shutdown()
-
-
-def _select(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
-    """The route a stdio proxy serves: the one named, else the file's only stdio-capable route."""
-    if name is not None:
-        return name, rules.route(name)
-    routes = [(n, r) for n, r in rules.routes.items() if r.protocol in (None, "mcp", "acp")]
-    if len(routes) == 1:
-        return routes[0]
-    if not routes:
-        return "default", rules.defaults
-    raise KeyError(f"the rules file has several routes; name one with --route ({', '.join(rules.routes)})")
-
-
-async def _serve(proxy: StdioProxy, admin: str | None, token: str = "") -> int:
-    runner = None
-    if admin:
-        from bridge.admin import start_admin
-
-        runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
-                                   and proxy.child.get_returncode() is None, token=token)
-    try:
-        return await proxy.run()
-    finally:
-        if runner is not None:
-            await runner.cleanup()

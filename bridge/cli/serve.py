@@ -1,5 +1,6 @@
-"""`reminder-bridge serve` command line: routes from a rules file (or one `--upstream`), limits, hot
-reload, the admin port. Kept apart from the transport so other commands start without aiohttp."""
+"""`reminder-bridge serve`: routes from a rules file (or one `--upstream`), limits, hot reload, the
+admin port, around the HTTP transport (imported only when the command runs, so other commands
+start without aiohttp)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bridge.cli.reloading import watch_rules
 from bridge.policy import Policy
-from bridge.policy.reload import POLL, Loaded, RulesFile
+from bridge.policy.reload import RulesFile
 from bridge.rules import Limits, Rules, RouteSettings, check_origins
 from bridge.telemetry import Tracing
 
@@ -118,65 +120,14 @@ def _cmd_serve(args: Any) -> int:
         if admin is None and "admin" in rules.model_fields_set:
             admin = rules.admin.listen
         token = rules.admin.token or token
-    reloader = Reloader(args.rules, proxy) if args.rules else None
+    names = [route.name for route in proxy.routes]
+    rules_file = RulesFile(args.rules, lambda new: {n: new.routes[n] for n in names if n in new.routes}) \
+        if args.rules else None
     try:
-        return asyncio.run(_run(proxy, host, port, admin, token=token, reloader=reloader))
+        return asyncio.run(_run(proxy, host, port, admin, token=token, rules_file=rules_file,
+                                admin_settings=rules.admin if rules is not None else None))
     finally:
         tracing.shutdown()
-
-
-class Reloader:
-    """Hot reload for `serve` (SPEC §7): on SIGHUP and when the file changes, every route's open
-    pipelines take the new rules for new messages; budgets keep their state; a bad file is refused
-    with the problems `check` prints and the old rules stay. Routes are matched by name: a running
-    route missing from the new file keeps its rules, and adding or removing routes needs a restart.
-    The log line and `reminder_bridge_rules_reloads_total` say, route by route, what happened."""
-
-    def __init__(self, path: str, proxy: HttpProxy):
-        self.proxy = proxy
-        self.file = RulesFile(path, lambda rules: rules.defaults)
-
-    def poll(self) -> None:
-        result = self.file.poll()
-        if result is not None:
-            self.apply(result, "file changed")
-
-    def apply(self, result: Any, trigger: str) -> bool:
-        routes = self.proxy.routes
-        log = routes[0].recorder
-        file = str(self.file.path)
-        if not isinstance(result, Loaded):
-            for route in routes:
-                route.recorder.reloads["refused"] += 1
-            log.log("reload_refused", level="error", file=file, trigger=trigger, problems=result.lines,
-                    why="the rules file has problems; keeping the previous rules")
-            return False
-        present = [r for r in routes if r.name in result.rules.routes]
-        missing = [r.name for r in routes if r.name not in result.rules.routes]
-        new = sorted(set(result.rules.routes) - {r.name for r in routes})
-        if not present:
-            for route in routes:
-                route.recorder.reloads["refused"] += 1
-            log.log("reload_refused", level="error", file=file, trigger=trigger, missing=missing,
-                    new_routes=new or None,
-                    why=f"none of the running routes ({', '.join(missing)}) is in the file; keeping the previous "
-                        f"rules (adding or removing routes needs a restart)")
-            return False
-        for route in present:
-            settings = result.rules.routes[route.name]
-            route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name,
-                                         state=route.policy.state if route.policy else None))
-            route.recorder.reloads["ok"] += 1
-        for route in routes:
-            if route.name in missing:
-                route.recorder.reloads["refused"] += 1
-        why = None
-        if missing or new:
-            why = ("routes missing from the file keep their rules; " if missing else "") + \
-                  ("new routes need a restart" if new else "")
-        log.log("rules_reloaded", level="info" if not why else "warning", file=file, trigger=trigger,
-                applied=[r.name for r in present], kept=missing or None, new_routes=new or None, why=why)
-        return True
 
 
 #: Seconds a SIGTERM waits for requests and streams in flight before cutting them off.
@@ -184,7 +135,8 @@ SHUTDOWN_GRACE = 10.0
 
 
 async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
-               reloader: Reloader | None = None, started: Callable[[int], None] | None = None) -> int:
+               rules_file: RulesFile | None = None, admin_settings: Any = None,
+               started: Callable[[int], None] | None = None) -> int:
     from aiohttp import web
 
     from bridge.admin import AdminError
@@ -201,46 +153,33 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         await runner.cleanup()
         sys.stderr.write(f"reminder-bridge serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         return 2
-    bound = runner.addresses[0][1] if runner.addresses else port
-    sys.stderr.write(json.dumps({"event": "listening", "listen": f"{host}:{bound}",
-                                 "max_connections": proxy.guard.max_connections,
-                                 "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
-                                             "protocol": r.protocol} for r in proxy.routes]}) + "\n")
     admin_runner = None
     if admin:
         from bridge.admin import start_admin
 
         try:
-            admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token)
+            admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token,
+                                             settings=admin_settings)
         except AdminError as exc:
             await runner.cleanup()
             sys.stderr.write(f"reminder-bridge serve: {exc}\n")
             return 2
-    if started:
-        started(bound)
-    watcher = None
-    log = proxy.routes[0].recorder
-    if reloader is not None:
-        loop.add_signal_handler(signal.SIGHUP, lambda: reloader.apply(reloader.file.reload(), "SIGHUP"))
-
-        async def watch() -> None:
-            while True:
-                await asyncio.sleep(POLL)
-                reloader.poll()
-
-        watcher = asyncio.create_task(watch())
-    else:
-        loop.add_signal_handler(signal.SIGHUP, lambda: log.log(
-            "reload_skipped", level="warning", trigger="SIGHUP", why="no rules file was given (--rules); nothing "
-                                                                     "to reload"))
+    # every handler is in place before the `listening` line: whoever waits for it may signal at once
+    stop_watching = watch_rules(rules_file, proxy.routes)
     stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    bound = runner.addresses[0][1] if runner.addresses else port
+    sys.stderr.write(json.dumps({"event": "listening", "listen": f"{host}:{bound}",
+                                 "max_connections": proxy.guard.max_connections,
+                                 "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
+                                             "protocol": r.protocol} for r in proxy.routes]}) + "\n")
+    if started:
+        started(bound)
     try:
         await stop.wait()
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        stop_watching()
         if admin_runner:
             await admin_runner.cleanup()
         await runner.cleanup()

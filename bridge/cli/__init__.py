@@ -1,0 +1,71 @@
+"""Command line: `reminder-bridge translate | check | demo | stdio | serve | status`.
+
+Each command's code is in its own module here (`translate`, `stdio`, `serve`); transports and
+pipelines know nothing of the command line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from bridge.rules import check_files
+
+PROTOCOLS = ("mcp", "acp", "a2a")
+DIALECTS = ("auto", "standard", "legacy", "none")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    problems = check_files(args.files)
+    for problem in problems:
+        print(problem)
+    if not problems:
+        print(f"ok: {len(args.files)} file(s), no problems")
+    return 1 if problems else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from bridge.demo import run_demo
+
+    return run_demo(width=args.width)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reminder-bridge",
+        description="Transparent sidecar that rewrites ambient reminders between legacy (harn) and standard "
+                    "MCP, ACP and A2A messages.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    from bridge.cli.translate import add_translate_parser
+
+    add_translate_parser(sub, PROTOCOLS, DIALECTS)
+
+    p = sub.add_parser("check", help="validate rules files; prints FILE:LINE: KEY: MESSAGE per problem")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("demo", help="a standard host talking to bundled legacy peers through the proxy")
+    p.add_argument("--width", type=int, default=0, help="columns for the side-by-side view (default: terminal)")
+    p.set_defaults(func=_cmd_demo)
+
+    from bridge.cli.serve import add_serve_parser
+    from bridge.cli.stdio import add_stdio_parser
+
+    from bridge.console.cli import add_status_parser
+
+    add_stdio_parser(sub)
+    add_serve_parser(sub)
+    add_status_parser(sub)
+    for command in ("stdio", "serve"):
+        sub.choices[command].add_argument(
+            "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
+            "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "state_dir", None):  # read by bridge/outbox/store.py, so no transport needs to know
+        os.environ["REMINDER_BRIDGE_STATE_DIR"] = os.path.abspath(args.state_dir)
+    return int(args.func(args) or 0)
+

@@ -1,0 +1,121 @@
+"""`reminder-bridge stdio -- COMMAND`: wrap an MCP server or ACP agent that a host launches
+(the transport is `bridge.transports.stdio`; this is its command line, reload and admin port)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from bridge.cli.reloading import watch_rules
+from bridge.policy import Policy
+from bridge.policy.reload import RulesFile
+from bridge.rules import RouteSettings, Rules, RulesError, load_rules
+from bridge.telemetry import Recorder, Tracing
+from bridge.transports.stdio import MAX_LINE, StdioProxy
+
+
+def add_stdio_parser(sub: Any) -> None:
+    p = sub.add_parser("stdio", help="wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS")
+    p.add_argument("--rules", help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
+    p.add_argument("--route", help="route name in the rules file")
+    p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
+    p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
+                   "(default: the rules file's [admin] listen, if it has an [admin] table)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                   help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
+                        "limited and why; info logs every decision")
+    p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
+    p.set_defaults(func=_cmd_stdio)
+
+
+def _cmd_stdio(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        sys.stderr.write("reminder-bridge stdio: no command given (usage: reminder-bridge stdio [options] -- CMD ARGS)\n")
+        return 2
+    settings = RouteSettings()
+    route_name = args.route or "default"
+    rules: Rules | None = None
+    rules_file = None
+    if args.rules:
+        try:
+            rules = load_rules(args.rules)
+        except RulesError as exc:
+            sys.stderr.write(f"reminder-bridge: {args.rules} has problems:\n{exc}\n")
+            return 2
+        try:
+            route_name, settings = select_route(rules, args.route)
+        except KeyError as exc:
+            sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
+            return 2
+        chosen = route_name if args.route or route_name in rules.routes else None
+        rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen))
+    protocol = args.protocol or getattr(settings, "protocol", None)
+    try:
+        tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
+    except RuntimeError as exc:  # the otlp exporter without its optional extra
+        sys.stderr.write(f"reminder-bridge: {exc}\n")
+        return 2
+    recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
+    policy = Policy(settings, rules.global_budget if rules else None, route=route_name)
+    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line,
+                       policy=policy)
+    admin = args.admin
+    token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
+    if rules is not None:
+        if admin is None and "admin" in rules.model_fields_set:
+            admin = rules.admin.listen
+        token = rules.admin.token or token
+    try:
+        return asyncio.run(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None))
+    finally:
+        tracing.shutdown()
+
+
+def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
+    """The route a stdio proxy serves: the one named, else the file's only stdio-capable route."""
+    if name is not None:
+        return name, rules.route(name)
+    routes = [(n, r) for n, r in rules.routes.items() if r.protocol in (None, "mcp", "acp")]
+    if len(routes) == 1:
+        return routes[0]
+    if not routes:
+        return "default", rules.defaults
+    raise KeyError(f"the rules file has several routes; name one with --route ({', '.join(rules.routes)})")
+
+
+def _running(rules: Rules, name: str, chosen: str | None) -> dict[str, RouteSettings]:
+    """The running route's settings in a reloaded file: the route it was started on, or the file's
+    defaults when it was started on them (a file without routes)."""
+    if chosen is None:
+        return {name: rules.defaults} if not rules.routes else {}
+    return {name: rules.routes[chosen]} if chosen in rules.routes else {}
+
+
+async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: RulesFile | None,
+                 admin_settings: Any = None) -> int:
+    from bridge.admin import AdminError
+
+    runner = None
+    if admin:
+        from bridge.admin import start_admin
+
+        try:
+            runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
+                                       and proxy.child.get_returncode() is None, token=token,
+                                       settings=admin_settings)
+        except AdminError as exc:
+            sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
+            return 2
+    stop_watching = watch_rules(rules_file, [proxy])
+    try:
+        return await proxy.run()
+    finally:
+        stop_watching()
+        if runner is not None:
+            await runner.cleanup()

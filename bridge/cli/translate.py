@@ -1,0 +1,53 @@
+"""`reminder-bridge translate`: one stateless conversion, as the shared conversion vectors describe it."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from bridge.jsonrpc import dumps
+from bridge.pipeline.commands import HOST, Send, writes
+from bridge.pipeline.factory import make_flow
+from bridge.policy import Policy
+from bridge.rules import RouteSettings
+from bridge.telemetry import Recorder
+
+
+def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[str, ...]) -> None:
+    p = sub.add_parser("translate", help="convert one message read on stdin; prints {to, message} JSON lines")
+    p.add_argument("--protocol", choices=protocols, required=True)
+    p.add_argument("--toward", choices=("host", "peer"), required=True, help="direction the message travels")
+    p.add_argument("--source", choices=dialects[1:], required=True, help="dialect of the side that sent it")
+    p.add_argument("--target", choices=dialects[1:], required=True, help="dialect of the side it goes to")
+    p.set_defaults(func=_cmd_translate)
+
+
+def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
+              recorder: Recorder | None = None) -> list[Any]:
+    """What the proxy writes for one message: every command that puts bytes on a wire, in order."""
+    host, peer = (target, source) if toward == HOST else (source, target)
+    extra: dict[str, Any] = {"peer_declared": True} if protocol == "mcp" else {}
+    flow = make_flow(protocol, RouteSettings(), recorder, host_dialect=host, peer_dialect=peer,
+                     policy=Policy(enabled=False), **extra)  # a conversion, not a route: no trust limits or budgets
+    frame = data.strip()
+    if protocol == "a2a" and _is_card(frame):
+        rewritten = flow.rewrite_card(json.loads(frame))  # type: ignore[attr-defined]
+        return [Send(HOST, dumps(rewritten) if rewritten is not None else frame)]
+    return writes(flow.from_peer(frame) if toward == HOST else flow.from_host(frame))
+
+
+def _is_card(frame: bytes) -> bool:
+    return b'"jsonrpc"' not in frame and b"supportedInterfaces" in frame
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    data = sys.stdin.buffer.read()
+    out = sys.stdout.buffer
+    for command in translate(args.protocol, args.toward, args.source, args.target, data):
+        message = command.data
+        if b"\n" in message:  # a pretty-printed input that passes unchanged: keep one line per message
+            message = dumps(json.loads(message))
+        out.write(b'{"to":"' + command.to.encode() + b'","message":' + message + b"}\n")
+    out.flush()
+    return 0

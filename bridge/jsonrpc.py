@@ -1,0 +1,147 @@
+"""JSON-RPC 2.0 as every layer needs it: encoding, errors, one key per request id, and a cheap
+look at a frame's id that decodes nothing.
+
+The pipelines parse the frames they must read (once); transports that only need to know which
+requests are in flight (stdio answers them when the child dies) use `ids_in`, which reads ids
+off the bytes: one regex match settles a frame that starts the way most SDKs write one
+(`{"jsonrpc":"2.0","id":…,"method"`), a few substring searches most others, and only frames it
+cannot settle are decoded (below `SLOW_LIMIT`, so memory stays flat).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+#: A frame the cheap look cannot settle is decoded only below this size.
+SLOW_LIMIT = 1024 * 1024
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, UTF-8, non-ASCII kept as is (the way the proxy writes every message)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def error_response(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
+
+
+def id_key(msg_id: Any) -> Any:
+    """A dict key for a JSON-RPC id, or None for one no request can be matched by (null, arrays,
+    objects: such responses pass untouched). 1 and "1" are different ids, and so are 1 and 1.0 on
+    the wire, though Python hashes them alike."""
+    if msg_id is None or isinstance(msg_id, (list, dict)):
+        return None
+    return (type(msg_id).__name__, msg_id)
+
+
+def is_request(msg: dict[str, Any]) -> bool:
+    return "method" in msg and "id" in msg and msg["id"] is not None
+
+
+def is_response(msg: dict[str, Any]) -> bool:
+    return "method" not in msg and "id" in msg
+
+
+# -- the cheap look ------------------------------------------------------------------------------
+_ID_TOKEN = rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|null)'
+_ID_VALUE = re.compile(_ID_TOKEN)
+_ID_LAST = re.compile(_ID_TOKEN + rb"\s*}\s*$")
+#: `{"jsonrpc":"2.0","id":…,"method"|"result"|"error"`: how most SDKs start a message (one match settles it).
+_CANONICAL = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]*")\s*,\s*"(method|result|error)"')
+_KINDS = {b"method": "request", b"result": "response", b"error": "response"}
+_SLOW = ("slow", None)  # the cheap look could not tell: decode this frame
+_NOTHING = ("", None)
+
+
+def classify(line: bytes) -> tuple[str, bytes | None]:
+    """("request" | "response", id token) of one frame without decoding it, from where its
+    top-level `"id"` and `"method"` keys sit: the part before the first nested object (the head)
+    holds only top-level keys, and so does the key right before the final `}` (where TypeScript
+    SDKs put the id). ("", None) for frames with no id; ("slow", None) when unsure.
+    """
+    start = 0
+    while line[start:start + 1] in (b" ", b"\t", b"\r"):
+        start += 1
+    first = line[start:start + 1]
+    if first != b"{":
+        return _SLOW if first == b"[" else _NOTHING  # a batch, or not JSON-RPC
+    inner = line.find(b"{", start + 1)
+    head = len(line) if inner < 0 else inner
+    at = line.find(b'"id"', start, head)
+    if at >= 0:
+        match = _ID_VALUE.match(line, at)
+    else:
+        at = line.rfind(b'"id"', head)
+        if at < 0:
+            return _NOTHING  # a notification
+        match = _ID_LAST.match(line, at)
+        if match is None:  # an id inside params or a result: a notification, unless the head says response
+            responds = line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0
+            return _SLOW if responds else _NOTHING
+    if match is None:
+        return _SLOW
+    if line.find(b'"method"', start, head) >= 0:
+        return "request", match.group(1)
+    if line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0:
+        return "response", match.group(1)
+    return _SLOW
+
+
+def _plain(token: bytes) -> bytes:
+    """An id token in one spelling per JSON value, the key requests and responses are matched by:
+    digits and escape-free strings are already canonical (and `1` is not `"1"`)."""
+    if token.isdigit() or (token[:1] == b'"' and b"\\" not in token):
+        return token
+    return dumps(json.loads(token))
+
+
+def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+    """The exact answer for frames `classify` could not settle (batches, unusual key orders)."""
+    if len(line) > SLOW_LIMIT:
+        return
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        return
+    for item in msg if isinstance(msg, list) else [msg]:
+        if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) and not isinstance(item["id"], bool):
+            token = dumps(item["id"])
+            if "method" in item:
+                yield "request", token, token
+            elif "result" in item or "error" in item:
+                yield "response", token, token
+
+
+def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+    """(kind, key, token) of every request and response in a block of newline-separated frames:
+    ``key`` is the same for a request and its response, ``token`` the id as written. Walks the
+    block in place, without copying it; blocks without `"id"` cost one substring search."""
+    canonical = _CANONICAL.match(block)
+    if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
+        token, kind = canonical.group(1, 2)
+        yield _KINDS[kind], token, token
+        return
+    if b'"id"' not in block:
+        return
+    pos, size = 0, len(block)
+    while pos < size:
+        end = block.find(b"\n", pos)
+        if end < 0:
+            end = size
+        canonical = _CANONICAL.match(block, pos, end)
+        if canonical is not None:
+            token, kind = canonical.group(1, 2)
+            yield _KINDS[kind], token, token
+        elif block.find(b'"id"', pos, end) >= 0:
+            line = block[pos:end]
+            kind, token = classify(line)
+            if kind == "slow":
+                yield from _decoded_ids(line)
+            elif kind and token is not None and token != b"null":
+                yield kind, _plain(token), token
+        pos = end + 1

@@ -1,0 +1,471 @@
+"""`Flow`: the sans-I/O core of one connection (or session) of one route.
+
+A transport feeds it raw frames (one JSON-RPC message, no newline) with `from_host` /
+`from_peer`, and timers with `wake`; the flow answers with typed commands (`commands.py`) and
+the transport performs them. A frame that needs no rewrite comes back as `Forward(dest, frame)`
+with the very same bytes object; only frames the pre-filter lets through are decoded, once.
+
+What every protocol shares lives here: framing and batches, the pre-filter, the proxy's own
+requests (`call`: ids no peer can collide with, answers routed back to the handler that asked),
+wakeups, the stage, the policy (trust limits and budgets, with `coalesce`), and how a decision is
+counted, traced and logged. Add-ons (`addons.py`) hook in at named points; the flow imports none.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from bridge.jsonrpc import dumps, error_response, id_key, is_request
+from bridge.model import Reminder, ReminderError
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
+from bridge.pipeline.negotiation import Side, observes
+from bridge.policy import Held, Policy, Verdict
+from bridge.policy.budget import Coalescer
+from bridge.prefilter import REMINDER_MARKERS, could_concern
+from bridge.rules import RouteSettings
+from bridge.telemetry import TRACE_KEYS, Recorder
+
+#: Prefix of every JSON-RPC id the proxy invents (SPEC §8.6): random per process and made of
+#: letters and digits only (no writer escapes those), so no host or peer collides with it and the
+#: pre-filter finds the answers by it whatever else a frame holds.
+OWN_ID_PREFIX = f"rb{secrets.token_hex(4)}n"
+
+_CONNECTIONS = itertools.count(1)
+_own_ids = itertools.count(1)
+
+Handled = list[Command] | None  # None: forward the frame untouched
+
+
+def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
+    """-32602 naming the field and the rule; the message alone carries it (no `data`, as the vectors pin)."""
+    return error_response(msg_id, -32602, str(exc))
+
+
+class Flow:
+    """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
+    message in; commands out, or None for "forward it untouched")."""
+
+    protocol = "?"
+    #: what a side is assumed to speak while `auto` and its handshake unseen (host, peer)
+    assumed = ("standard", "standard")
+
+    def __init__(self, settings: RouteSettings | None = None, recorder: Recorder | None = None, *,
+                 host_dialect: str | None = None, peer_dialect: str | None = None, policy: Policy | None = None,
+                 clock: Callable[[], float] | None = None, wall: Callable[[], float] | None = None,
+                 connection: str | None = None, addons: tuple[Any, ...] = ()):
+        self.settings = settings or RouteSettings()
+        self.recorder = recorder or Recorder()
+        self.route = self.recorder.route
+        #: trust limits and budgets (SPEC §7); give one over a shared `BudgetState` to share budgets
+        self.policy = policy if policy is not None else Policy(self.settings, route=self.route)
+        #: monotonic seconds (budgets, wakeups) and wall-clock seconds (timestamps on the wire)
+        self.clock = clock or time.monotonic
+        self.wall = wall or time.time
+        #: the session key of a connection that names none (MCP over stdio: one connection, one session)
+        self.connection = connection or f"{self.route}#{next(_CONNECTIONS)}"
+        # -- the state table every protocol shares (protocol flows add their own rows) --
+        self.stage = self.settings.stage
+        self.host = Side(host_dialect or self.settings.host_dialect, assumed=self.assumed[0])
+        self.peer = Side(peer_dialect or self.settings.peer_dialect, assumed=self.assumed[1])
+        self.host_markers: tuple[bytes, ...] = REMINDER_MARKERS
+        self.peer_markers: tuple[bytes, ...] = REMINDER_MARKERS
+        #: over-budget notifications held by `coalesce` until tokens return
+        self.held = Coalescer()
+        #: host requests whose responses this flow must see, by id key
+        self.awaiting: dict[Any, Any] = {}
+        #: the proxy's own requests in flight: own id → the handler of the answer
+        self.calls: dict[str, Callable[[dict[str, Any]], Handled]] = {}
+        self._call_marker = OWN_ID_PREFIX.encode()
+        self._held_wake: float | None = None  # when the first held reminder's bucket has a token again
+        self._asked: float | None = None  # the earliest wakeup the transport holds for us
+        self.addons = tuple(addons)
+        for addon in self.addons:
+            addon.attach(self)
+        # the message being handled, for trace context; only set on the decoded path
+        self._inbound: dict[str, Any] | None = None
+        self._headers: Mapping[str, str] | None = None
+        self._span: Any = None
+        self._start_ns: int | None = None
+        self._attributes: dict[str, Any] | None = None
+        self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
+        self.recorder.track(self)
+
+    # -- framing -------------------------------------------------------------------------------
+    def from_host(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
+        """``headers``: the HTTP request's headers (lower-case names), whose `traceparent` is the
+        parent of the proxy's spans unless the message's `_meta` names one."""
+        return self._handle(frame, HOST, PEER, headers)
+
+    def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
+        return self._handle(frame, PEER, HOST, headers)
+
+    def passes(self, data: bytes, origin: str) -> bool:
+        """True when ``data`` (one frame, or a block of whole lines) can go on untouched, unparsed."""
+        if origin == PEER:
+            if self.awaiting:  # answers to host requests this flow must see
+                return False
+            if self.calls and self._call_marker in data:  # answers to the proxy's own requests
+                return False
+            return not could_concern(data, self.peer_markers)
+        return not could_concern(data, self.host_markers)
+
+    def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
+        if self.passes(frame, origin):
+            return [Forward(dest, frame)]
+        try:
+            return self._decode(frame, origin, dest, headers)
+        except Exception as exc:  # a pipeline bug costs neither the frame, nor the stream, nor the connection
+            self._inbound = None
+            self.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
+                              why="the frame goes on untouched")
+            return [Forward(dest, frame)]
+
+    def _decode(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
+        started = time.perf_counter()
+        self._start_ns = time.time_ns()
+        self._headers = headers
+        self._direction = "toward_host" if dest == HOST else "toward_peer"
+        try:
+            msg = json.loads(frame)
+        except (ValueError, RecursionError):
+            return [Forward(dest, frame)]  # not JSON (or absurdly deep): not ours to judge
+        try:
+            if isinstance(msg, list):
+                out = self._batch(msg, frame, origin, dest)
+            else:
+                handled = self._dispatch(msg, origin)
+                out = [Forward(dest, frame)] if handled is None else \
+                    [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
+        finally:
+            self._headers = None
+        if out and not (len(out) == 1 and type(out[0]) is Forward):
+            self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
+        return self._with_wakeup(out)
+
+    def _dispatch(self, msg: Any, origin: str) -> Handled:
+        if not isinstance(msg, dict):
+            return None
+        self._inbound, self._span, self._attributes = msg, None, None
+        calls = len(self.calls)
+        try:
+            if origin == PEER and "method" not in msg and (answer := self._own_answer(msg)) is not None:
+                return answer
+            out = self.on_host(msg) if origin == HOST else self.on_peer(msg)
+        finally:
+            self._inbound = None
+        if out is not None and observes(self.stage):
+            if len(self.calls) > calls:  # observe sends nothing of its own
+                for own in list(self.calls)[calls:]:
+                    del self.calls[own]
+            return None  # the decisions were counted and logged; the wire is untouched
+        return out
+
+    def _own_answer(self, msg: dict[str, Any]) -> Handled:
+        """The answer to one of the proxy's own requests goes to the handler that asked, never on."""
+        msg_id = msg.get("id")
+        handler = self.calls.pop(msg_id, None) if isinstance(msg_id, str) else None
+        if handler is None:
+            return None
+        return handler(msg) or []
+
+    def _batch(self, batch: list[Any], frame: bytes, origin: str, dest: str) -> list[Command]:
+        """JSON-RPC batches (MCP 2025-03-26): rewrite members, keep the rest of the array as it was."""
+        results = [self._dispatch(item, origin) for item in batch]
+        if all(r is None for r in results):
+            return [Forward(dest, frame)]
+        forward: list[Any] = []
+        back: list[Any] = []
+        others: list[Command] = []
+        for item, result in zip(batch, results):
+            if result is None:
+                forward.append(item)
+                continue
+            for command in result:
+                if type(command) is _Untouched:
+                    (forward if command.to == dest else back).append(item)
+                elif isinstance(command, (Send, Reply)):
+                    (forward if command.to == dest else back).append(json.loads(command.data))
+                else:
+                    others.append(command)
+        out: list[Command] = others
+        if forward:
+            out.append(Send(dest, dumps(forward)))
+        if back:
+            out.append(Reply(origin, dumps(back)))
+        return out
+
+    # -- timers --------------------------------------------------------------------------------
+    def wake(self, now: float) -> list[Command]:
+        """The transport's timer fired (it asked with `Wakeup`): coalesced reminders whose buckets
+        have a token again go out, add-ons poll. Returns the next `Wakeup` when more remain."""
+        self._asked = None
+        out: list[Command] = []
+        if len(self.held) and (self._held_wake is None or now >= self._held_wake):
+            out += self._release(now)
+        for addon in self.addons:
+            out += addon.wake(now)
+        return self._with_wakeup(out)
+
+    def next_wakeup(self) -> float | None:
+        times = [t for t in [self._held_wake if len(self.held) else None,
+                             *(addon.next_wake() for addon in self.addons)] if t is not None]
+        return min(times) if times else None
+
+    def _with_wakeup(self, out: list[Command]) -> list[Command]:
+        """Ask the transport for a timer when the flow now needs one earlier than it has (and do the
+        same after deferred work, whose outcome may change when the flow wants to wake)."""
+        for i, command in enumerate(out):
+            if type(command) is Defer:
+                out[i] = Defer(command.work, self._then(command.done))  # type: ignore[union-attr]
+        at = self.next_wakeup() if (len(self.held) or self.addons) else None
+        if at is not None and (self._asked is None or at < self._asked):
+            self._asked = at
+            out.append(Wakeup(at))
+        return out
+
+    def _then(self, done: Callable[[Any], list[Command]]) -> Callable[[Any], list[Command]]:
+        return lambda result: self._with_wakeup(list(done(result) or []))
+
+    def _release(self, now: float) -> list[Command]:
+        """Coalesced reminders whose buckets have a token again, newest per key, in order."""
+        waits: list[int] = []
+
+        def admit(item: Held) -> bool:
+            exceeded, _ = self.policy.charge(item.reminder, server=self.route, session=item.context[1], now=now)
+            if exceeded is not None:
+                waits.append(exceeded.retry_after_ms)
+            return exceeded is None
+
+        out: list[Command] = []
+        for item in self.held.release(admit):
+            self._inbound, self._span, self._attributes = item.context[0], None, {"reminder.coalesced": True}
+            self._start_ns = time.time_ns()
+            self._direction = item.context[2]
+            try:
+                out += item.deliver(item.reminder) or []
+            finally:
+                self._inbound = None
+        self._held_wake = now + min(waits) / 1000.0 if waits else None
+        return out
+
+    def close(self, why: str) -> None:
+        """The connection ends while the flow still holds reminders: each is dropped and counted."""
+        for item in self.held:
+            self._inbound, self._span, self._attributes = item.context[0], None, None
+            try:
+                self.record("dropped", item.context[0].get("method"), item.reminder, why=why)
+            finally:
+                self._inbound = None
+        self.held = Coalescer()
+        self.calls.clear()
+        for addon in self.addons:
+            addon.close()
+
+    # -- reload --------------------------------------------------------------------------------
+    def reconfigure(self, settings: RouteSettings, policy: Policy | None = None) -> None:
+        """New rules for the messages to come (a reload); the connection and what it learned stay.
+
+        Stage, fallbacks, envelope, trust and budget apply from the next message. A dialect the
+        new rules name replaces the one in use; `auto` keeps what was learned.
+        """
+        old = self.settings
+        self.settings = settings
+        self.stage = settings.stage
+        self.policy = policy if policy is not None else Policy(settings, route=self.route, state=self.policy.state)
+        self.host.configure(settings.host_dialect)
+        self.peer.configure(settings.peer_dialect)
+        self.on_reconfigure(old)
+
+    def on_reconfigure(self, old: RouteSettings) -> None:
+        """Subclasses recompute what depends on settings (e.g. which frames to parse)."""
+
+    def assume_host(self, dialect: str) -> None:
+        """A host whose handshake the proxy never saw (a session it does not hold): assume ``dialect``
+        until a handshake says otherwise, unless the rules name one."""
+        self.host.assumed = dialect
+        self.on_reconfigure(self.settings)
+
+    def pending_counts(self) -> dict[str, int]:
+        """Reminders this connection holds, by queue (the admin port's gauges)."""
+        return {"coalesce": len(self.held)}
+
+    # -- for subclasses ------------------------------------------------------------------------
+    def on_host(self, msg: dict[str, Any]) -> Handled:
+        return None
+
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
+        return None
+
+    def forward(self, to: str) -> Any:
+        """The frame being handled, untouched (`_handle` makes it a `Forward` with its bytes)."""
+        return _UNTOUCHED[to]
+
+    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False) -> Send:
+        method = msg.get("method")
+        params = msg.get("params")
+        name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
+        return Send(to, dumps(msg), answers, method, name if isinstance(name, str) else None)
+
+    def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
+        return Reply(to, dumps(msg), request.get("id"), retry_after_ms)
+
+    def call(self, to: str, method: str, params: Any, on_answer: Callable[[dict[str, Any]], Handled]) -> Call:
+        """The proxy's own request; ``on_answer(response)`` gets its answer and returns commands."""
+        own = f"{OWN_ID_PREFIX}{next(_own_ids)}"
+        self.calls[own] = on_answer
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": own, "method": method}
+        if params is not None:
+            request["params"] = params
+        return Call(to, dumps(request), own)
+
+    def expect_response(self, msg: dict[str, Any], what: Any) -> None:
+        """Remember that the response to the host's request ``msg`` must be seen by this flow."""
+        key = id_key(msg.get("id"))
+        if key is not None:
+            self.awaiting[key] = what
+
+    def response_to(self, msg: dict[str, Any]) -> Any:
+        """What was remembered for the host request this response answers (and forget it)."""
+        if "method" in msg or "id" not in msg:
+            return None
+        key = id_key(msg["id"])
+        return None if key is None else self.awaiting.pop(key, None)
+
+    # -- decisions -----------------------------------------------------------------------------
+    def record(self, action: str, method: str | None, reminder: Reminder | None = None, *,
+               source: str | None = None, target: str | None = None, why: str | None = None,
+               session: Any = None) -> None:
+        """Count, trace and log one decision about a reminder of the message being handled."""
+        attributes, self._attributes = self._attributes, None
+        span = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
+                                      source=source, target=target, why=why, stage=self.stage,
+                                      carrier=self._carrier() if self.recorder.tracing.spans else None,
+                                      attributes=attributes, start_ns=self._start_ns,
+                                      session=self.connection if session is None else session,
+                                      direction=self._direction)
+        if span is not None:
+            self._span = span
+
+    def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
+        the span of the last decision as parent, else the incoming message's own context."""
+        keys = self.recorder.carrier(self._span, self._carrier())
+        params = msg.get("params")
+        if keys and isinstance(params, dict):
+            meta = params.get("_meta")
+            params["_meta"] = {**(meta if isinstance(meta, dict) else {}), **keys}
+        return msg
+
+    def trace_context(self) -> dict[str, str]:
+        """Trace-context headers (`traceparent`, ...) for the request the proxy forwards after the
+        message just handled: for transports whose bodies have no `_meta` slot (A2A over HTTP)."""
+        return self.recorder.carrier(self._span, self._carrier())
+
+    def _carrier(self) -> dict[str, str] | None:
+        """W3C trace context of the message being handled: HTTP headers, overridden by `params._meta`."""
+        carrier: dict[str, str] = {}
+        if self._headers:
+            carrier.update({k: v for k in TRACE_KEYS if isinstance(v := self._headers.get(k), str)})
+        params = self._inbound.get("params") if self._inbound is not None else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict):
+            carrier.update({k: v for k in TRACE_KEYS if isinstance(v := meta.get(k), str)})
+        return carrier or None
+
+    # -- the policy ----------------------------------------------------------------------------
+    def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
+               deliver: Callable[[Reminder], Handled] | None = None, session: Any = None,
+               pending: int | None = None, source: str | None = None, target: str | None = None,
+               request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
+        """The policy, once per decoded reminder, just before it is encoded for the other side.
+
+        Returns ``(reminder, [])`` to go on with (possibly cleaned: control characters stripped,
+        `roleHint` lowered), or ``(None, out)``: the reminder is refused and ``out`` is what to
+        send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
+        (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
+        ``session``: the session it belongs to (default: this connection); ``pending``: how many
+        reminders that session holds when this one would be held too.  ``request=False`` treats a
+        reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
+        notification: refusing it drops the reminder, not the message.
+        """
+        session = self.connection if session is None else session
+        request = is_request(msg) if request is None else request
+        verdict = self.policy.admit(reminder, request=request, server=self.route, session=session,
+                                    now=self.clock(), from_peer=origin == PEER, pending=pending,
+                                    shadow=observes(self.stage))
+        attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()}
+        if verdict.changes:
+            self.recorder.info("reminder_cleaned", protocol=self.protocol, method=method, id=reminder.id,
+                               **{k.lower(): v for k, v in verdict.changes.items()})
+        if verdict.shadowed is not None:
+            self.recorder.budget_rejected(self.protocol, verdict.shadowed.scope, shadow=True)
+            attributes["reminder.budget.shadow_limited"] = True
+            attributes["reminder.budget.scope"] = verdict.shadowed.scope
+        if verdict.ok:
+            self._attributes = attributes or None
+            return verdict.reminder, []
+        self._attributes = attributes
+        return None, self._refused(msg, verdict, method, origin, deliver, session, source, target, request)
+
+    def _refused(self, msg: dict[str, Any], verdict: Verdict, method: str, origin: str,
+                 deliver: Callable[[Reminder], Handled] | None, session: Any, source: str | None,
+                 target: str | None, request: bool) -> list[Command]:
+        reminder = verdict.reminder
+        if verdict.refusal is not None:
+            self.recorder.trust_refused(self.protocol, verdict.refusal.limit)
+            self._attributes = {**(self._attributes or {}), "reminder.trust.limit": verdict.refusal.limit}
+            self.record("refused", method, reminder, source=source, target=target, why=verdict.why, session=session)
+        else:
+            assert verdict.exceeded is not None
+            self.recorder.budget_rejected(self.protocol, verdict.exceeded.scope, shadow=False)
+            self._attributes = {**(self._attributes or {}), "reminder.budget.scope": verdict.exceeded.scope,
+                                "reminder.budget.retry_after_ms": verdict.exceeded.retry_after_ms}
+            if not request and verdict.over == "coalesce" and deliver is not None:
+                return self._coalesce(msg, verdict, method, deliver, session, source, target)
+            self.record("rate_limited", method, reminder, source=source, target=target, why=verdict.why,
+                        session=session)
+        if request:
+            code, message, data = verdict.error()
+            retry = verdict.exceeded.retry_after_ms if verdict.exceeded is not None else None
+            return [self.reply(origin, msg, error_response(msg["id"], code, message, data), retry)]
+        return []
+
+    def _coalesce(self, msg: dict[str, Any], verdict: Verdict, method: str,
+                  deliver: Callable[[Reminder], Handled], session: Any, source: str | None,
+                  target: str | None) -> list[Command]:
+        reminder = verdict.reminder
+        key = held_key(reminder)
+        limit = self.settings.trust.max_pending_per_session
+        if not self.held.holds(key) and len(self.held) >= limit:
+            self.recorder.trust_refused(self.protocol, "max_pending_per_session")
+            self.record("dropped", method, reminder, source=source, target=target, session=session,
+                        why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})")
+            return []
+        replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
+        assert verdict.exceeded is not None
+        wake = self.clock() + verdict.exceeded.retry_after_ms / 1000.0
+        if self._held_wake is None or wake < self._held_wake:
+            self._held_wake = wake
+        self.record("coalesced", method, reminder, source=source, target=target, session=session,
+                    why=f"{verdict.why}; held until tokens return" + (
+                        f", replacing {replaced.reminder.id}" if replaced is not None else ""))
+        return []
+
+
+def held_key(reminder: Reminder) -> str:
+    """What `coalesce` holds a reminder under: its dedupe key (the newest replaces older ones),
+    else its own id (nothing is merged that the sender did not mark as replaceable)."""
+    return f"k:{reminder.dedupe_key}" if reminder.dedupe_key is not None else f"i:{reminder.id}"
+
+
+class _Untouched(NamedTuple):
+    """`Flow.forward(to)`: the frame being handled, before `_handle` puts its bytes in a `Forward`."""
+
+    to: str
+
+
+_UNTOUCHED = {HOST: _Untouched(HOST), PEER: _Untouched(PEER)}
