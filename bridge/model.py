@@ -19,7 +19,9 @@ Mode = Literal["interrupt_immediate", "finish_step", "audit_only"]
 Authority = Literal["contract", "corrective", "advisory"]
 
 PROPAGATE_VALUES: tuple[str, ...] = ("all", "session", "none")
+#: highest authority first: a peer's `roleHint` above its route's ceiling is lowered to it (SPEC §7)
 ROLE_HINT_VALUES: tuple[str, ...] = ("system", "developer", "user_block", "ephemeral_cache")
+ROLE_HINT_RANK: dict[str, int] = {hint: len(ROLE_HINT_VALUES) - i for i, hint in enumerate(ROLE_HINT_VALUES)}
 MODE_VALUES: tuple[str, ...] = ("interrupt_immediate", "finish_step", "audit_only")
 AUTHORITY_VALUES: tuple[str, ...] = ("contract", "corrective", "advisory")
 SOURCE_VALUES: tuple[str, ...] = ("host", "provider", "hook", "bridge", "inherited")

@@ -19,21 +19,19 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from bridge.model import ROLE_HINT_RANK, RoleHint
 from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
     "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget", "Limits", "Outbox",
-    "ROLE_HINT_RANK", "Route", "check_origins", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
+    "Route", "check_origins", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
     "Trust", "check_envelope", "check_files", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
-RoleHint = Literal["system", "developer", "user_block", "ephemeral_cache"]
 
-ROLE_HINT_RANK: dict[str, int] = {"ephemeral_cache": 0, "user_block": 1, "developer": 2, "system": 3}
-"""Higher outranks lower; a reminder above a route's `role_hint_ceiling` is lowered to it."""
 
 DEFAULT_ENVELOPE = '<system-reminder id="{id}" source="{source}">{body}</system-reminder>'
 ENVELOPE_PLACEHOLDERS = ("id", "source", "body", "tags", "dedupe_key")

@@ -6,7 +6,7 @@ from typing import Any
 
 from bridge.dialects.paths import get_path, set_path
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
-from bridge.model import SYNTHESIZED_KEY, Reminder, ReminderError
+from bridge.model import PROPAGATE_VALUES, ROLE_HINT_VALUES, SYNTHESIZED_KEY, Reminder, ReminderError
 
 UPDATE_METHOD = "session/update"
 EMITTED = "reminder_emitted"
@@ -40,8 +40,8 @@ HARN_EMITTED_SHAPE = ReminderShape(
     defaults_for_always={"source": "host"},
 )
 
-FULL_CAPABILITY = {"inject": True, "emit": True, "propagate": ["all", "session", "none"],
-                   "roleHints": ["system", "developer", "user_block", "ephemeral_cache"]}
+FULL_CAPABILITY = {"inject": True, "emit": True, "propagate": list(PROPAGATE_VALUES),
+                   "roleHints": list(ROLE_HINT_VALUES)}
 
 
 def session_of(params: dict[str, Any]) -> Any:

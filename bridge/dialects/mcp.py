@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.dialects.paths import get_path as _get, write_at
+from bridge.dialects.paths import get_path as _get, pop_path, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
 
@@ -39,6 +39,12 @@ class McpStandard:
         if params_meta:
             params["_meta"] = params_meta
         return {"jsonrpc": "2.0", "method": REMINDER_METHOD, "params": params}
+
+    @staticmethod
+    def carried_meta(msg: dict[str, Any], keep_decoration: bool) -> dict[str, Any] | None:
+        """What of the message's `params._meta` a rewrite of it carries on (a copy): all of it."""
+        meta = _get(msg, "params", "_meta")
+        return dict(meta) if isinstance(meta, dict) else None
 
     @staticmethod
     def read_capability(caps: Any) -> dict[str, Any] | None:
@@ -99,6 +105,22 @@ class McpLegacy:
         meta["harn"] = harn
         return {"jsonrpc": "2.0", "method": LOG_METHOD,
                 "params": {"level": "info", "logger": LEGACY_LOGGER, "data": reminder.body, "_meta": meta}}
+
+    @staticmethod
+    def carried_meta(msg: dict[str, Any], keep_decoration: bool) -> dict[str, Any] | None:
+        """What of the message's `params._meta` a rewrite of it carries on: every key but the
+        reminder slot itself, unless ``keep_decoration`` (`dual`). Only the two levels the removal
+        changes (`_meta` and `_meta.harn`) are copied, not the message."""
+        meta = _get(msg, "params", "_meta")
+        if not isinstance(meta, dict):
+            return None
+        meta = dict(meta)
+        if isinstance(meta.get("harn"), dict):
+            meta["harn"] = dict(meta["harn"])
+        if not keep_decoration:
+            pop_path(meta, "harn", "reminder")
+            meta.pop("harn.reminder", None)
+        return meta or None
 
     @staticmethod
     def read_capability(caps: Any) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.dialects.mcp import CODECS, McpLegacy, McpStandard
-from bridge.dialects.paths import get_path, pop_path
+from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
 from bridge.model import Reminder, ReminderError
@@ -229,16 +229,9 @@ class McpFlow(Flow):
             self.record("passed", method, reminder, source=source, target=target)
             return [self.send(HOST, msg)] if released else None
         if target in CODECS:
-            params_meta = get_path(msg, "params", "_meta")
-            # copy only the two levels the rewrite changes (`_meta` and `_meta.harn`), not the message
-            params_meta = dict(params_meta) if isinstance(params_meta, dict) else None
-            if params_meta is not None and isinstance(params_meta.get("harn"), dict):
-                params_meta["harn"] = dict(params_meta["harn"])
-            if source == "legacy" and params_meta is not None and (not keeps_legacy(self.stage) or target == source):
-                pop_path(params_meta, "harn", "reminder")
-                params_meta.pop("harn.reminder", None)
+            params_meta = codec.carried_meta(msg, keep_decoration=keeps_legacy(self.stage) and target != source)
             self.record("rewritten", method, reminder, source=source, target=target)
-            return [self.send(HOST, self.stamp(CODECS[target].encode(reminder, params_meta or None)))]
+            return [self.send(HOST, self.stamp(CODECS[target].encode(reminder, params_meta)))]
         return self._fall_back(reminder, method, source)
 
     def deliver(self, reminder: Reminder, method: str, source: str,

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.model import Reminder
-from bridge.rules import ROLE_HINT_RANK, Trust
+from bridge.model import ROLE_HINT_RANK, Reminder
+from bridge.rules import Trust
 
 #: C0 (U+0000-U+001F) and C1 (U+0080-U+009F) control characters, except \t and \n.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x80-\x9f]")
