@@ -17,6 +17,7 @@ from bridge.envelope import render
 from bridge.lifecycle import SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import Reminder, ReminderError
+from bridge.policy.budget import Coalescer
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_legacy
@@ -37,6 +38,22 @@ class _Stream:
     held: list[Reminder] = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class TaskBook:
+    """What an A2A route keeps per task, whichever request or connection touches the task next:
+    reminders waiting for the next message to the task (`queued`: an inject toward a legacy or
+    `none` agent, or a reminder released by `coalesce`), the reminders held over budget, and the
+    proxy's own calls in flight. HTTP gives each request its own flow; they share the route's book."""
+
+    protocol = "a2a"  # for the pending gauge
+    queued: MutableMapping[str, SessionReminders] = field(default_factory=dict)
+    held: Coalescer = field(default_factory=Coalescer)
+    calls: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+
+    def pending_counts(self) -> dict[str, int]:
+        return {"task": sum(len(q) for q in list(self.queued.values())), "coalesce": len(self.held)}
+
+
 class A2AFlow(Flow):
     """One A2A exchange (caller = host side, remote agent = peer side): a connection, or one
     HTTP request.
@@ -49,14 +66,15 @@ class A2AFlow(Flow):
 
     protocol = "a2a"
 
-    def __init__(self, *args: Any, public_url: str | None = None,
-                 tasks: MutableMapping[str, SessionReminders] | None = None, **kwargs: Any):
-        """``tasks``: the reminders queued per task for legacy/none peers, when they outlive this
-        flow (HTTP gives each request its own flow; the task queues belong to the route)."""
+    def __init__(self, *args: Any, public_url: str | None = None, tasks: TaskBook | None = None, **kwargs: Any):
+        """``tasks``: the route's book, when tasks outlive this flow (see `TaskBook`)."""
         super().__init__(*args, **kwargs)
         self.public_url = public_url
         self.shared_tasks = tasks is not None
-        self.queued: MutableMapping[str, SessionReminders] = tasks if tasks is not None else {}
+        self.book = tasks if tasks is not None else TaskBook()
+        self.queued = self.book.queued
+        self.held = self.book.held
+        self.calls = self.book.calls
         self.streams: dict[Any, _Stream] = {}
         self.host_markers = (b"emind", b"Message", b"message")
         self.peer_markers = (b"emind",)
@@ -116,7 +134,8 @@ class A2AFlow(Flow):
         queued = self.queued.pop(task_id, None) if task_id else None
         if not carried and queued is None:
             return None
-        admitted = self._admit(msg, carried, method, HOST, task_id, "legacy", peer)
+        admitted = self._admit(msg, carried, method, HOST, task_id, "legacy", peer,
+                               deliver=(lambda r: self._queue_for_task(task_id, r, method)) if task_id else None)
         unchanged = len(admitted) == len(carried) and all(a is b for a, b in zip(admitted, carried))
         carried = admitted
         if peer == "legacy" and not queued:
@@ -129,8 +148,8 @@ class A2AFlow(Flow):
             return [self.send(PEER, out)]
         sends: list[Command] = []
         if peer == "standard":
-            if task_id:
-                sends += [self._inject_call(task_id, r) for r in carried]
+            if task_id:  # reminders released for the task since its last message go first
+                sends += [self._inject_call(task_id, r) for r in (queued.reminders() if queued else []) + carried]
             elif carried:
                 self.expect_response(msg, _AfterSend(carried))
             if carried and keeps_legacy(self.stage):
@@ -142,15 +161,26 @@ class A2AFlow(Flow):
         return sends + [self.send(PEER, out)]
 
     def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
-               source: str, target: str) -> list[Reminder]:
-        """Police reminders riding on another message: a refusal drops the reminder, never the message."""
+               source: str, target: str, deliver: Callable[[Reminder], Handled] | None = None) -> list[Reminder]:
+        """Police reminders riding on another message: a refusal drops the reminder, never the message
+        (``deliver``: where one held by `coalesce` goes once its bucket has a token again)."""
         admitted = []
         for reminder in reminders:
             kept, _ = self.police(msg, reminder, method, origin=origin, session=session, source=source,
-                                  target=target, request=False)
+                                  target=target, request=False, deliver=deliver)
             if kept is not None:
                 admitted.append(kept)
         return admitted
+
+    def _queue_for_task(self, task_id: str, reminder: Reminder, method: str) -> list[Command]:
+        """A reminder for the agent released by `coalesce`: it rides on the next message to its task
+        (an inject first for a standard agent, metadata or a text part for the others)."""
+        queue = self.queued.get(task_id)
+        if queue is None:
+            queue = self.queued[task_id] = SessionReminders(self.settings.trust.max_pending_per_session)
+        queue.add(reminder)
+        self.record("queued", method, reminder, source="legacy", target=self.peer.dialect, session=task_id)
+        return []
 
     def _attach(self, params: dict[str, Any], reminders: list[Reminder], peer: str, method: str) -> None:
         """Queued reminders ride on the next message for their task: as metadata for a legacy peer
@@ -277,10 +307,19 @@ class A2AFlow(Flow):
         return []
 
     def pending_counts(self) -> dict[str, int]:
-        counts = {**super().pending_counts(), "stream": sum(len(s.held) for s in self.streams.values())}
-        if not self.shared_tasks:  # shared queues are counted once, by their owner
-            counts["task"] = sum(len(q) for q in self.queued.values())
+        counts = {"stream": sum(len(s.held) for s in self.streams.values())}
+        if not self.shared_tasks:  # a shared book is counted once, by its owner
+            counts.update(self.book.pending_counts())
         return counts
+
+    def close(self, why: str) -> None:
+        """Reminders waiting for a stream that ended are dropped; a shared book stays (its tasks go on)."""
+        for stream in self.streams.values():
+            for reminder in stream.held:
+                self.record("dropped", "stream", reminder, target=self.host.dialect, why=why)
+        self.streams.clear()
+        if not self.shared_tasks:
+            super().close(why)
 
     def on_reconfigure(self, old: RouteSettings) -> None:
         for queue in self.queued.values():

@@ -80,7 +80,6 @@ class Flow:
         #: the proxy's own requests in flight: own id → the handler of the answer
         self.calls: dict[str, Callable[[dict[str, Any]], Handled]] = {}
         self._call_marker = OWN_ID_PREFIX.encode()
-        self._held_wake: float | None = None  # when the first held reminder's bucket has a token again
         self._asked: float | None = None  # the earliest wakeup the transport holds for us
         self.addons = tuple(addons)
         for addon in self.addons:
@@ -204,14 +203,14 @@ class Flow:
         have a token again go out, add-ons poll. Returns the next `Wakeup` when more remain."""
         self._asked = None
         out: list[Command] = []
-        if len(self.held) and (self._held_wake is None or now >= self._held_wake):
+        if len(self.held) and (self.held.wake_at is None or now >= self.held.wake_at):
             out += self._release(now)
         for addon in self.addons:
             out += addon.wake(now)
         return self._with_wakeup(out)
 
     def next_wakeup(self) -> float | None:
-        times = [t for t in [self._held_wake if len(self.held) else None,
+        times = [t for t in [self.held.wake_at if len(self.held) else None,
                              *(addon.next_wake() for addon in self.addons)] if t is not None]
         return min(times) if times else None
 
@@ -249,7 +248,7 @@ class Flow:
                 out += item.deliver(item.reminder) or []
             finally:
                 self._inbound = None
-        self._held_wake = now + min(waits) / 1000.0 if waits else None
+        self.held.wake_at = now + min(waits) / 1000.0 if waits else None
         return out
 
     def close(self, why: str) -> None:
@@ -448,8 +447,8 @@ class Flow:
         replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
         assert verdict.exceeded is not None
         wake = self.clock() + verdict.exceeded.retry_after_ms / 1000.0
-        if self._held_wake is None or wake < self._held_wake:
-            self._held_wake = wake
+        if self.held.wake_at is None or wake < self.held.wake_at:
+            self.held.wake_at = wake
         self.record("coalesced", method, reminder, source=source, target=target, session=session,
                     why=f"{verdict.why}; held until tokens return" + (
                         f", replacing {replaced.reminder.id}" if replaced is not None else ""))

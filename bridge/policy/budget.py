@@ -154,6 +154,8 @@ class Coalescer:
 
     def __init__(self) -> None:
         self._held: OrderedDict[str, Held] = OrderedDict()
+        #: when the first held item's bucket has a token again (monotonic seconds), or None
+        self.wake_at: float | None = None
 
     def hold(self, item: Held) -> Held | None:
         """Hold ``item``; returns the older one it replaces (same key), if any."""

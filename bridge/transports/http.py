@@ -29,6 +29,7 @@ from cachetools import TTLCache
 
 from bridge.jsonrpc import classify, dumps, error_response
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send
+from bridge.pipeline.a2a import TaskBook
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
@@ -91,8 +92,10 @@ class HttpRoute:
     recorder: Recorder = field(init=False)
     target: Upstream = field(init=False)
     sessions: SessionTable = field(init=False)
-    #: A2A reminders queued per task for legacy/none peers (the next message for the task takes them)
-    tasks: TTLCache = field(init=False)
+    #: A2A: what the route keeps per task (queued and held reminders), shared by every request's flow
+    tasks: TaskBook = field(init=False)
+    #: A2A: the session whose timer releases the route's held reminders (requests come and go)
+    keeper: Session | None = field(init=False, default=None)
     #: sessions whose requests are in flight (a per-request pipeline lives only while here)
     live: set[Session] = field(init=False, default_factory=set)
     #: what the server's handshake or card said, to seed per-request pipelines
@@ -107,8 +110,8 @@ class HttpRoute:
             self.policy = Policy(self.settings, route=self.name)
         self.target = Upstream(self.upstream)
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
-        self.tasks = TTLCache(maxsize=self.limits.max_sessions, ttl=self.limits.session_idle_s)
-        self.recorder.track(_TaskQueues(self.tasks))
+        self.tasks = TaskBook(queued=TTLCache(maxsize=self.limits.max_sessions, ttl=self.limits.session_idle_s))
+        self.recorder.track(self.tasks)  # its queues count once in the pending gauge
         self.recorder.status_source = self.status
 
     def status(self) -> dict[str, Any]:
@@ -128,7 +131,8 @@ class HttpRoute:
 
     def flows(self) -> list[Flow]:
         """Every live pipeline of this route (a reload reconfigures them all)."""
-        found = {id(s.flow): s.flow for s in [*self.sessions, *self.live]}
+        keeper = [self.keeper] if self.keeper is not None else []
+        found = {id(s.flow): s.flow for s in [*self.sessions, *self.live, *keeper]}
         return list(found.values())
 
     def apply(self, settings: RouteSettings, policy: Policy) -> None:
@@ -166,9 +170,18 @@ class HttpRoute:
 
     def open_session(self, flow: Flow) -> Session:
         session = Session(flow, self.settings.trust.max_pending_per_session)
-        session.driver = self.proxy.driver_for(self, session)
+        if self.protocol == "a2a":  # what a request holds belongs to its task: the route's keeper wakes for it
+            session.driver, session.shared_driver = self._keeper().driver, True
+        else:
+            session.driver = self.proxy.driver_for(self, session)
         self.recorder.track(session)  # its waiting frames count in the pending gauge
         return session
+
+    def _keeper(self) -> Session:
+        if self.keeper is None:
+            self.keeper = Session(self.new_flow())
+            self.keeper.driver = self.proxy.driver_for(self, self.keeper)
+        return self.keeper
 
     def _seeds(self) -> dict[str, Any]:
         """What the server declared, for a pipeline that will not see the handshake itself."""
@@ -223,18 +236,6 @@ class HttpRoute:
     def shown(self, text: str) -> str:
         """``text`` safe to show a client or a log: the upstream URL's secrets replaced."""
         return self.target.scrub(text)
-
-
-class _TaskQueues:
-    """The pending gauge of a route's A2A task queues, counted once however many requests use them."""
-
-    protocol = "a2a"
-
-    def __init__(self, tasks: TTLCache):
-        self.tasks = tasks
-
-    def pending_counts(self) -> dict[str, int]:
-        return {"task": sum(len(q) for q in list(self.tasks.values()))}
 
 
 class HttpProxy:

@@ -25,8 +25,10 @@ class Session:
     def __init__(self, flow: Flow, limit: int = 64):
         self.flow = flow
         self.protocol = flow.protocol
-        #: runs the flow's timers and deferred work (set by the transport)
+        #: runs the flow's timers and deferred work (set by the transport); ``shared_driver``: it is
+        #: another session's (an A2A request's timers are its route's keeper's), not closed with this one
         self.driver: Any = None
+        self.shared_driver = False
         #: the headers the upstream got with the session's last request: the proxy's own requests
         #: for the session carry them too (its Mcp-Session-Id, credentials)
         self.headers: dict[str, str] | None = None
@@ -53,7 +55,7 @@ class Session:
 
     def close(self, why: str) -> None:
         """The session is over: its timers stop; what it still holds is dropped and counted."""
-        if self.driver is not None:
+        if self.driver is not None and not self.shared_driver:
             self.driver.close()
         self.flow.close(why)
         for _ in self.waiting:
