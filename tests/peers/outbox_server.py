@@ -1,6 +1,6 @@
 """An MCP server built with the official SDK that exposes a NimbleBrain-style notifications outbox.
 
-    python -m tests.peers.outbox_server DB [--events]
+    python -m tests.peers.outbox_server DB [--events] [--http PORT]
 
 The outbox is one resource, read as `acme://notifications{?cursor,maxEvents,maxAgeMs}`, over a
 SQLite file the test writes into (see `write_event`, `trim`): the way a real server keeps an
@@ -165,4 +165,9 @@ def build(path: str, events: bool = False) -> MCPServer:
 
 
 if __name__ == "__main__":
-    build(sys.argv[1], "--events" in sys.argv[2:]).run("stdio")
+    args = sys.argv[2:]
+    app = build(sys.argv[1], "--events" in args)
+    if "--http" in args:  # Streamable HTTP at /mcp on that loopback port
+        app.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
+    else:
+        app.run("stdio")

@@ -18,8 +18,8 @@ from mcp import Client, StdioServerParameters
 
 from tests.peers import outbox_server as server
 from tests.peers.mcp_host import Reminders
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 OUTBOX_SERVER = [sys.executable, "-m", "tests.peers.outbox_server"]
 LEGACY_SERVER = [sys.executable, "-m", "bridge.examples.mcp_legacy_server"]
 
@@ -161,3 +161,61 @@ def test_refused_declarations_stop_the_proxy_with_the_reason(tmp_path):
             '_meta["ai.nimblebrain/host"].notifications.resource uses the ui:// scheme, which hosts resolve themselves'
             ) in run.stderr
     assert f"{rules}:6: routes.acme.serve_outbox.resource: carries a fragment" in run.stderr
+
+
+# -- the same on `serve`: a 2025-11-25 session over Streamable HTTP ---------------------------------
+async def test_an_outbox_on_a_serve_route_delivers_each_event_once_across_a_proxy_restart(tmp_path):
+    """The add-on runs per MCP session on `serve` as it does per connection on stdio: the session's
+    own polls carry its Mcp-Session-Id, events reach the session's stream, and a proxy restart
+    neither loses nor repeats one."""
+    from tests.peers.processes import free_port, proxy
+
+    db = str(tmp_path / "server.db")
+    server.connect(db).close()
+    port = free_port()
+    upstream = subprocess.Popen([*OUTBOX_SERVER, db, "--http", str(port)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=str(ROOT))
+    rules = tmp_path / "serve.toml"
+    rules.write_text(f'[routes.acme]\nprotocol = "mcp"\npath = "/"\nupstream = "http://127.0.0.1:{port}"\n'
+                     '[routes.acme.outbox]\nresource = "acme://notifications"\nstore = "proxy.sqlite3"\n'
+                     'poll_floor_ms = 100\npoll_ceiling_ms = 300\n')
+    try:
+        await until(lambda: _accepts(port), "the upstream to listen")
+        bridge = proxy("--rules", str(rules))
+        first = Reminders()
+        try:
+            async with Client(f"http://127.0.0.1:{bridge.port}/mcp", mode="legacy", extensions=[first]) as client:
+                await until(lambda: server.reads(db), "the bootstrap read")
+                server.write_event(db, event("s1"))
+                server.write_event(db, event("s2"))
+                await until(lambda: len(first.received) == 2, "two reminders")
+                assert [c.text for c in (await client.call_tool("echo", {"text": "hi"})).content] == ["hi"]
+        finally:
+            bridge.stop()
+        server.write_event(db, event("s3"))  # while the proxy is down
+        bridge = proxy("--rules", str(rules))
+        second = Reminders()
+        try:
+            async with Client(f"http://127.0.0.1:{bridge.port}/mcp", mode="legacy", extensions=[second]):
+                await until(lambda: len(second.received) == 1, "the event written during the restart")
+                polled = len(server.reads(db))
+                await until(lambda: len(server.reads(db)) > polled + 1, "two more reads after s3")
+                server.write_event(db, event("s4"))
+                await until(lambda: "s4" in event_ids(second.received), "the last event")
+        finally:
+            bridge.stop()
+        assert event_ids(first.received) == ["s1", "s2"]
+        assert event_ids(second.received) == ["s3", "s4"]
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
+
+
+def _accepts(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False

@@ -16,7 +16,7 @@ from bridge.pipeline.factory import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
-from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, free_port, wait_for_admin
+from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, free_port, wait_for_admin
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
 
 LEGACY_CAPS = {"_meta": {"harn": {"reminders": {"emit": True}}}}

@@ -24,12 +24,12 @@ import aiohttp
 import pytest
 
 from tests.peers.processes import free_port, peer, proxy
+from tests.paths import ROOT
 
 SSE_ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 LEGACY_HOST_CAPS = {"_meta": {"harn": {"reminders": {"emit": True}}}}
 STANDARD_HOST_CAPS = {"reminders": {}}
 TOKEN = "c0nsole-t0ken"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # -- helpers (the browser test uses them too) -----------------------------------------------------
@@ -258,7 +258,7 @@ async def test_bodies_are_sent_only_with_show_bodies():
     lines pass it), over a real socket; the flow is the one `stdio` and `serve` run."""
     from bridge.admin import start_admin
     from bridge.telemetry import Recorder
-    from tests.test_admin import legacy, mcp_flow
+    from tests.integration.test_admin import legacy, mcp_flow
 
     for show in (False, True):
         recorder = Recorder(route=f"bodies-{show}", log=io.StringIO())
@@ -556,7 +556,7 @@ async def test_the_console_works_for_stdio_too(tmp_path):
     """`reminder-bridge stdio` with an [admin] table: its one route, derived from the live pipeline
     when the transport does not describe it (`Recorder.status_source`)."""
     from tests.peers.jsonrpc_pipe import JsonRpcPipe
-    from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, wait_for_admin
+    from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood, wait_for_admin
 
     admin = free_port()
     rules = tmp_path / "rules.toml"

@@ -3,7 +3,9 @@ including the lifecycle updates the ACP SDK client would reject) in front of the
 agent and of an agent built with the official SDK that has no reminder support."""
 from __future__ import annotations
 
+import json
 import sys
+import time
 
 import pytest
 
@@ -188,3 +190,34 @@ def test_standard_client_gets_provider_reminders_it_never_injected(through_proxy
         "body": "Context is 80% full; summarise before reading more files.", "tags": ["token_pressure"],
         "source": "provider",
         "_meta": {"reminder-bridge/original": {"roleHint": "developer", "renderedRole": "user"}}}]
+
+
+COALESCE = '[defaults.budget]\nrate = 60\nburst = 1\nkey = "server"\nover = "coalesce"\n'
+
+
+def test_a_stdio_acp_session_releases_held_injects_when_tokens_return(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(COALESCE)
+    acp = JsonRpcPipe([sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), "--log-level", "info", "--",
+                       sys.executable, "-m", "bridge.examples.acp_harn_agent"])
+
+    def injected() -> list[dict]:  # what the proxy sent the agent, from its decision log
+        lines = [json.loads(line) for line in bytes(acp.stderr).decode().splitlines() if line.startswith("{")]
+        return [line for line in lines if line["event"] == "rewritten" and line.get("method") == "session/inject_reminder"]
+
+    try:
+        acp.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"reminders": {"emit": True}},
+                                   "clientInfo": {"name": "t", "version": "1"}})
+        session = acp.request("session/new", {"cwd": "/tmp", "mcpServers": []})[0]["result"]["sessionId"]
+        started = time.monotonic()
+        for n in range(3):  # notifications: one goes now, two are held by the budget
+            acp.send({"jsonrpc": "2.0", "method": "session/inject_reminder", "params": {
+                "sessionId": session, "body": f"note {n}", "dedupeKey": f"k{n}", "mode": "finish_step"}})
+        deadline = time.monotonic() + 10
+        while len(injected()) < 3:
+            assert time.monotonic() < deadline, injected()
+            time.sleep(0.05)
+        assert time.monotonic() - started >= 1.5  # two tokens at one a second: not before they came back
+        assert acp.request("session/prompt", {"sessionId": session, "prompt": []})[0]["result"]  # the link is fine
+    finally:
+        acp.close()

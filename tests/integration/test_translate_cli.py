@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.paths import ROOT, SHARED as SHARED_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-VECTORS_DIR = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+VECTORS_DIR = SHARED_ROOT / "vectors"
 VECTORS = sorted(VECTORS_DIR.glob("*.json")) if VECTORS_DIR.is_dir() else []
 
 

@@ -13,7 +13,7 @@ import time
 
 from tests.peers.flood_server import log_line, reminder
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
-from tests.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood
+from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood
 
 OBSERVE = '[routes.ci]\nprotocol = "mcp"\nstage = "observe"\n'
 TRANSLATE = '[routes.ci]\nprotocol = "mcp"\nstage = "translate"\n'

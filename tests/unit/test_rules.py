@@ -9,8 +9,8 @@ from bridge.rules import (
     DEFAULT_ENVELOPE, Budget, RouteSettings, RuleProblem, Rules, RulesError, check_files,
     load_rules, locate_keys, parse_rules_text,
 )
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = [ROOT / "rules" / "default.toml", *sorted((ROOT / "rules" / "examples").glob("*.toml"))]
 
 

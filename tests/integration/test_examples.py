@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bridge.examples.a2a_legacy_agent import LegacyA2AAgent
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},

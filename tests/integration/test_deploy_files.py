@@ -16,8 +16,8 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra: pip install -e '.[test]'")
 
 from bridge.state import StateSettings  # noqa: E402
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 IMAGE = "reminder-bridge:0.1.0"
 LISTEN_PORT, ADMIN_PORT = 8080, 9464

@@ -31,6 +31,7 @@ from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
+from tests.paths import SHARED as SHARED_ROOT
 
 pytestmark = pytest.mark.fault
 
@@ -70,7 +71,7 @@ def ran_at_least(name: str, messages: int) -> None:
 
 
 # -- schemas ---------------------------------------------------------------------------------------
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+SHARED = SHARED_ROOT / "schemas"
 #: MCP's proposed ReminderSpec, as in ../shared/schemas/mcp-notifications-reminder.schema.json (used
 #: verbatim from there when present; this copy keeps the fuzz meaningful in a bare clone).
 REMINDER_SPEC = {"type": "object", "required": ["id", "body"], "properties": {

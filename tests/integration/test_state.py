@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bridge.policy.budget import BudgetState, Exceeded, Limit, take
+from tests.paths import ROOT
 from bridge.state import (BucketCharge, FailoverState, MemoryState, RedisState, StateBackend, StateSettings,
                           StateUnavailable, open_state)
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def prefix() -> str:
@@ -181,7 +181,7 @@ async def test_two_connection_pools_share_one_exact_budget(redis_url):
 WORKER = r"""
 import asyncio, json, sys, time
 from bridge.state import BucketCharge, RedisState
-from tests.test_state import _hammer
+from tests.integration.test_state import _hammer
 
 async def main(url, key_prefix, start, duration):
     state = RedisState(url, key_prefix=key_prefix)

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from bridge.demo import run_demo
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def demo_command() -> list[str]:

@@ -28,8 +28,8 @@ from tests.peers.channel_sdk_host import run_sdk_host
 from tests.peers.claude_code_host import (
     DEFAULT_CALLS, channel_attributes, dropped_meta_keys, render_channel, run_host,
 )
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: The SPEC §11 event, as a JSON Schema: string values, identifier keys, nothing else in params
 #: but `content`, `meta` and (trace context) `_meta`.

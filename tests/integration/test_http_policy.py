@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 from tests.peers.processes import peer, proxy
-from tests.test_http_a2a import message, rpc
+from tests.integration.test_http_a2a import message, rpc
 from tests.peers.mcp_host import Reminders
 
 
