@@ -99,11 +99,9 @@ def _running(rules: Rules, name: str, chosen: str | None) -> dict[str, RouteSett
 
 async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: RulesFile | None,
                  admin_settings: Any = None) -> int:
-    from bridge.admin import AdminError
-
     runner = None
-    if admin:
-        from bridge.admin import start_admin
+    if admin:  # aiohttp and prometheus_client are imported only for an admin port
+        from bridge.admin import AdminError, start_admin
 
         try:
             runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None

@@ -40,6 +40,7 @@ from bridge.outbox.served import BadRead, ServedOutbox
 from bridge.outbox.store import Store, default_path
 from bridge.pipeline.addons import AddOn
 from bridge.pipeline.commands import HOST, PEER, Command, Defer
+from bridge.pipeline.negotiation import observes
 
 PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -58,7 +59,7 @@ def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.ti
     serve = getattr(settings, "serve_outbox", None)
     if pull is None and serve is None:
         return None
-    if settings.stage == "observe":
+    if observes(settings.stage):
         recorder.log("outbox_off", why="stage is observe: the proxy sends and answers nothing of its own")
         return None
     resource = None

@@ -108,3 +108,13 @@ def test_host_closing_stdin_shuts_down_cleanly_after_replies():
 
 
 # Backpressure (a host or a child that stops reading) is tested with the other faults in test_fault_stdio.py.
+
+
+def test_a_stdio_proxy_without_an_admin_port_never_loads_the_http_stack():
+    """aiohttp and prometheus_client cost ~13 MiB per sidecar: a host starts many stdio proxies."""
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "bridge", "stdio", "--", sys.executable, "-c", "pass"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "bridge.transports.stdio" in loaded
+    assert not {"aiohttp", "prometheus_client", "opentelemetry.sdk"} & loaded
