@@ -30,6 +30,9 @@ from bridge.telemetry import Recorder
 from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
+#: Largest read from a pipe.  asyncio asks for 256 KiB, which glibc serves by mmap and munmap on every
+#: read (tens of µs per message); a Linux pipe holds 64 KiB, so a smaller read loses nothing.
+PIPE_READ = 64 * 1024
 MAX_LINE = 64 * 1024 * 1024
 #: After SIGTERM (forwarded to the child), how long the proxy waits for the child to exit and its
 #: last output to reach the host.  Then it kills the child and exits, whatever is still blocked: a
@@ -216,6 +219,12 @@ class Framer:
             self.discarding = None
 
 
+def _read_at_most(transport: asyncio.BaseTransport | None, size: int) -> None:
+    """Cap an asyncio read-pipe transport's read size (its `max_size`; sockets have no such knob)."""
+    if transport is not None and hasattr(transport, "max_size"):
+        transport.max_size = size
+
+
 def _is_stream(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
@@ -364,6 +373,7 @@ class StdioProxy:
             return 127 if isinstance(exc, FileNotFoundError) else 126
         self.recorder.info("child_started", pid=self.child.get_pid(), command=self.command[0])
         self._child_stdin = self.child.get_pipe_transport(0)
+        _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
         await self._open_host(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
@@ -402,6 +412,7 @@ class StdioProxy:
         if _is_stream(0) and _pollable(0):
             self._host_reader, _ = await loop.connect_read_pipe(
                 lambda: _Source(self.host_framer.feed, self._host_eof), os.fdopen(0, "rb", 0, closefd=False))
+            _read_at_most(self._host_reader, PIPE_READ)
         else:  # a regular file or /dev/null on stdin: the loop cannot watch those, so read it in a thread
             asyncio.ensure_future(self._read_file(loop))
 
