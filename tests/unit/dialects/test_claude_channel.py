@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import jsonschema
 import pytest
