@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from bridge.model import ROLE_HINT_RANK, RoleHint
+from bridge.model import RoleHint
+from bridge.state.settings import StateSettings
 from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
@@ -305,6 +306,8 @@ class Rules(_Model):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     admin: Admin = Field(default_factory=Admin)
     limits: Limits = Field(default_factory=Limits)
+    #: where budgets, queued reminders and session records live (SPEC §12): this process, or Redis
+    state: StateSettings = Field(default_factory=StateSettings)
 
     @field_validator("version")
     @classmethod

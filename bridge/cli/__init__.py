@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[command].add_argument(
             "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
             "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
+        sub.choices[command].add_argument(
+            "--state", metavar="URL", help="where budgets, queued reminders and session records live, shared with "
+            "every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
+            "default: the rules file's [state] url, else this process (memory)")
     return parser
 
 

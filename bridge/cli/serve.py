@@ -63,7 +63,9 @@ def build_limits(args: Any, rules: Rules | None) -> Limits:
 
 
 def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
-                 limits: Limits | None = None) -> list[HttpRoute]:
+                 limits: Limits | None = None, shared: Any = None) -> list[HttpRoute]:
+    """The routes to serve; ``shared``: the state backend every route's policy and flows use
+    (None: this process's memory)."""
     from bridge.transports.http import HttpRoute
 
     dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
@@ -76,7 +78,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
     if rules is not None:
         routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, settings_of(r), dialects,
-                            Policy(settings_of(r), rules.global_budget, route=name), tracing, log_level, limits)
+                            Policy(settings_of(r), rules.global_budget, route=name, shared=shared), tracing,
+                            log_level, limits)
                   for name, r in rules.routes.items() if r.upstream]
         if not routes:
             raise ValueError(f"{args.rules}: no route has an `upstream` to serve")
@@ -90,8 +93,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
         raise ValueError("ACP has no HTTP transport: give --protocol acp a ws:// or wss:// --upstream, or run the "
                          "agent with `reminder-bridge stdio`")
-    return [HttpRoute("default", args.protocol, "", args.upstream, settings, dialects, None, tracing, log_level,
-                      limits)]
+    return [HttpRoute("default", args.protocol, "", args.upstream, settings, dialects,
+                      Policy(settings, route="default", shared=shared), tracing, log_level, limits)]
 
 
 def _cmd_serve(args: Any) -> int:
@@ -105,10 +108,14 @@ def _cmd_serve(args: Any) -> int:
     except (RulesError, RuntimeError) as exc:
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
+    from bridge.cli.shared_state import open_shared, state_settings
+
     try:
         limits = build_limits(args, rules)
-        routes = build_routes(args, rules, tracing, limits)
-    except ValueError as exc:
+        state = state_settings(getattr(args, "state", None), rules)
+        shared = open_shared(state, lambda event, **fields: proxy.routes[0].recorder.log(event, **fields))
+        routes = build_routes(args, rules, tracing, limits, shared)
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: a Redis URL without the redis client installed
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
     from bridge.transports.http import HttpProxy
@@ -125,7 +132,7 @@ def _cmd_serve(args: Any) -> int:
         if args.rules else None
     try:
         return asyncio.run(_run(proxy, host, port, admin, token=token, rules_file=rules_file,
-                                admin_settings=rules.admin if rules is not None else None))
+                                admin_settings=rules.admin if rules is not None else None, shared=shared))
     finally:
         tracing.shutdown()
 
@@ -136,7 +143,7 @@ SHUTDOWN_GRACE = 10.0
 
 async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
                rules_file: RulesFile | None = None, admin_settings: Any = None,
-               started: Callable[[int], None] | None = None) -> int:
+               started: Callable[[int], None] | None = None, shared: Any = None) -> int:
     from aiohttp import web
 
     from bridge.admin import AdminError
@@ -153,13 +160,16 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         await runner.cleanup()
         sys.stderr.write(f"reminder-bridge serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         return 2
+    if shared is not None:
+        await shared.start()  # Redis away at start-up: logged now, served per on_unavailable, retried
     admin_runner = None
     if admin:
         from bridge.admin import start_admin
 
         try:
             admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token,
-                                             settings=admin_settings)
+                                             settings=admin_settings,
+                                             degraded=shared.degraded_reason if shared is not None else None)
         except AdminError as exc:
             await runner.cleanup()
             sys.stderr.write(f"reminder-bridge serve: {exc}\n")
@@ -183,4 +193,6 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         if admin_runner:
             await admin_runner.cleanup()
         await runner.cleanup()
+        if shared is not None:
+            await shared.close()
     return 0

@@ -62,7 +62,14 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         sys.stderr.write(f"reminder-bridge: {exc}\n")
         return 2
     recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
-    policy = Policy(settings, rules.global_budget if rules else None, route=route_name)
+    from bridge.cli.shared_state import open_shared, state_settings
+
+    try:  # a fleet of sidecars may share one per-server budget
+        shared = open_shared(state_settings(args.state, rules), recorder.log)
+    except (ValueError, RuntimeError) as exc:
+        sys.stderr.write(f"reminder-bridge: {exc}\n")
+        return 2
+    policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
     proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line,
                        policy=policy)
     admin = args.admin
@@ -72,7 +79,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             admin = rules.admin.listen
         token = rules.admin.token or token
     try:
-        return asyncio.run(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None))
+        return asyncio.run(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None,
+                                  shared))
     finally:
         tracing.shutdown()
 
@@ -98,15 +106,18 @@ def _running(rules: Rules, name: str, chosen: str | None) -> dict[str, RouteSett
 
 
 async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: RulesFile | None,
-                 admin_settings: Any = None) -> int:
+                 admin_settings: Any = None, shared: Any = None) -> int:
     runner = None
+    if shared is not None:
+        await shared.start()
     if admin:  # aiohttp and prometheus_client are imported only for an admin port
         from bridge.admin import AdminError, start_admin
 
         try:
             runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
                                        and proxy.child.get_returncode() is None, token=token,
-                                       settings=admin_settings)
+                                       settings=admin_settings,
+                                       degraded=shared.degraded_reason if shared is not None else None)
         except AdminError as exc:
             sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
             return 2
@@ -117,3 +128,5 @@ async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: R
         stop_watching()
         if runner is not None:
             await runner.cleanup()
+        if shared is not None:
+            await shared.close()

@@ -452,17 +452,17 @@ class OutboxAddOn(AddOn):
         self.reading = True
         store, source = self.store, self.source
 
-        def rows(found: Any) -> list[Command]:
+        async def rows(found: Any) -> list[Command]:
             self.reading = False
             if isinstance(found, BaseException):
                 self.stored = True  # try again next wake
                 self.flow.recorder.log("outbox_store_error", why=str(found))
                 return []
-            return self._hand_over(found)
+            return await self._hand_over(found)
 
         return [Defer(lambda: store.undelivered(source), rows)]
 
-    def _hand_over(self, rows: list[tuple[int, str, str, str]]) -> list[Command]:
+    async def _hand_over(self, rows: list[tuple[int, str, str, str]]) -> list[Command]:
         out: list[Command] = []
         gone: list[int] = []
         method = "events/poll" if self.server_events and self.era == "modern" else "resources/read"
@@ -478,7 +478,7 @@ class OutboxAddOn(AddOn):
                 gone.append(rowid)
                 continue
             self.waiting.add(rowid)
-            handed = self.flow.deliver(reminder, method, "outbox", lambda rowid=rowid: self._handed(rowid))
+            handed = await self.flow.deliver(reminder, method, "outbox", lambda rowid=rowid: self._handed(rowid))
             if handed is not None:
                 out += handed
         if gone:

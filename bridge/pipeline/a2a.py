@@ -6,7 +6,7 @@ request are attached to the next message for that task on another.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,6 @@ from bridge.dialects.a2a import (
     CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard,
 )
 from bridge.envelope import render
-from bridge.lifecycle import SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import Reminder, ReminderError
 from bridge.policy.budget import Coalescer
@@ -22,6 +21,8 @@ from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_legacy
 from bridge.rules import RouteSettings
+from bridge.state.base import StateUnavailable
+from bridge.state.queues import ReminderQueues
 
 TASK_NOT_FOUND = -32001
 
@@ -38,20 +39,25 @@ class _Stream:
     held: list[Reminder] = field(default_factory=list)
 
 
+def _task_queues() -> ReminderQueues:
+    return ReminderQueues("a2a:task", limit=64, idle_s=3600.0, max_keys=10_000)
+
+
 @dataclass(eq=False)
 class TaskBook:
     """What an A2A route keeps per task, whichever request or connection touches the task next:
     reminders waiting for the next message to the task (`queued`: an inject toward a legacy or
-    `none` agent, or a reminder released by `coalesce`), the reminders held over budget, and the
-    proxy's own calls in flight. HTTP gives each request its own flow; they share the route's book."""
+    `none` agent, or a reminder released by `coalesce`; in shared state when there is one, so any
+    replica attaches them), the reminders held over budget, and the proxy's own calls in flight.
+    HTTP gives each request its own flow; they share the route's book."""
 
     protocol = "a2a"  # for the pending gauge
-    queued: MutableMapping[str, SessionReminders] = field(default_factory=dict)
+    queued: ReminderQueues = field(default_factory=_task_queues)
     held: Coalescer = field(default_factory=Coalescer)
     calls: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
 
     def pending_counts(self) -> dict[str, int]:
-        return {"task": sum(len(q) for q in list(self.queued.values())), "coalesce": len(self.held)}
+        return {"task": self.queued.held(), "coalesce": len(self.held)}
 
 
 class A2AFlow(Flow):
@@ -73,6 +79,7 @@ class A2AFlow(Flow):
         self.shared_tasks = tasks is not None
         self.book = tasks if tasks is not None else TaskBook()
         self.queued = self.book.queued
+        self.queued.limit = self.settings.trust.max_pending_per_session
         self.held = self.book.held
         self.calls = self.book.calls
         self.streams: dict[Any, _Stream] = {}
@@ -86,25 +93,28 @@ class A2AFlow(Flow):
         return super().passes(data, origin)
 
     # -- caller → agent ------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Handled:
+    async def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == INJECT_METHOD:
-            return self._inject(msg, params)
+            return await self._inject(msg, params)
         if method in SEND_METHODS and isinstance(params, dict):
-            return self._send(msg, params)
+            return await self._send(msg, params)
         return None
 
-    def _inject(self, msg: dict[str, Any], params: Any) -> Handled:
+    async def _inject(self, msg: dict[str, Any], params: Any) -> Handled:
         peer = self.peer.dialect
         try:
             task_id, reminder = A2AStandard.decode_inject(params)
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
             return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
-        pending = None if peer == "standard" else len(self.queued.get(task_id) or ())
-        kept, refusal = self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
-                                    target=peer, pending=pending)
+        try:
+            pending = None if peer == "standard" else await self.queued.count(task_id)
+        except StateUnavailable as exc:
+            return self.state_refused(msg, reminder, INJECT_METHOD, exc)
+        kept, refusal = await self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
+                                          target=peer, pending=pending)
         if kept is None:
             return refusal
         if peer == "standard":
@@ -114,9 +124,10 @@ class A2AFlow(Flow):
             out = copy.deepcopy(msg)  # cleaned by the trust limits: send what was admitted
             out["params"].update(A2AStandard.encode_inject(task_id, kept))
             return [self.send(PEER, out)]
-        return [self.call(PEER, "GetTask", {"id": task_id}, lambda answer: self._task_checked(answer, msg, task_id, kept))]
+        return [self.call(PEER, "GetTask", {"id": task_id},
+                          lambda answer: self._task_checked(answer, msg, task_id, kept))]
 
-    def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
+    async def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
         method = msg["method"]
         peer = self.peer.dialect
         out = copy.deepcopy(msg)
@@ -131,10 +142,13 @@ class A2AFlow(Flow):
                                                         INJECT_METHOD))]
         message = out["params"].get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
-        queued = self.queued.pop(task_id, None) if task_id else None
-        if not carried and queued is None:
+        try:
+            queued = await self.queued.take(task_id) if task_id else []
+        except StateUnavailable:  # closed, and Redis away: the message goes on; its queue waits there
+            queued = []
+        if not carried and not queued:
             return None
-        admitted = self._admit(msg, carried, method, HOST, task_id, "legacy", peer,
+        admitted = await self._admit(msg, carried, method, HOST, task_id, "legacy", peer,
                                deliver=(lambda r: self._queue_for_task(task_id, r, method)) if task_id else None)
         unchanged = len(admitted) == len(carried) and all(a is b for a, b in zip(admitted, carried))
         carried = admitted
@@ -149,36 +163,38 @@ class A2AFlow(Flow):
         sends: list[Command] = []
         if peer == "standard":
             if task_id:  # reminders released for the task since its last message go first
-                sends += [self._inject_call(task_id, r) for r in (queued.reminders() if queued else []) + carried]
+                sends += [self._inject_call(task_id, r) for r in queued + carried]
             elif carried:
                 self.expect_response(msg, _AfterSend(carried))
             if carried and keeps_legacy(self.stage):
                 A2ALegacy.put_on_params(out["params"], carried)  # dual: the message keeps its decoration too
         else:
-            self._attach(out["params"], (queued.reminders() if queued else []) + carried, peer, method)
+            self._attach(out["params"], queued + carried, peer, method)
         for r in carried:
             self.record("rewritten", method, r, source="legacy", target=peer)
         return sends + [self.send(PEER, out)]
 
-    def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
+    async def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
                source: str, target: str, deliver: Callable[[Reminder], Handled] | None = None) -> list[Reminder]:
         """Police reminders riding on another message: a refusal drops the reminder, never the message
         (``deliver``: where one held by `coalesce` goes once its bucket has a token again)."""
         admitted = []
         for reminder in reminders:
-            kept, _ = self.police(msg, reminder, method, origin=origin, session=session, source=source,
+            kept, _ = await self.police(msg, reminder, method, origin=origin, session=session, source=source,
                                   target=target, request=False, deliver=deliver)
             if kept is not None:
                 admitted.append(kept)
         return admitted
 
-    def _queue_for_task(self, task_id: str, reminder: Reminder, method: str) -> list[Command]:
+    async def _queue_for_task(self, task_id: str, reminder: Reminder, method: str) -> list[Command]:
         """A reminder for the agent released by `coalesce`: it rides on the next message to its task
         (an inject first for a standard agent, metadata or a text part for the others)."""
-        queue = self.queued.get(task_id)
-        if queue is None:
-            queue = self.queued[task_id] = SessionReminders(self.settings.trust.max_pending_per_session)
-        queue.add(reminder)
+        try:
+            await self.queued.add(task_id, reminder)
+        except StateUnavailable as exc:
+            self.record("dropped", method, reminder, source="legacy", target=self.peer.dialect, session=task_id,
+                        why=f"{exc.message}: the released reminder could not be queued for its task")
+            return []
         self.record("queued", method, reminder, source="legacy", target=self.peer.dialect, session=task_id)
         return []
 
@@ -212,20 +228,20 @@ class A2AFlow(Flow):
         return self.call(PEER, INJECT_METHOD, A2AStandard.encode_inject(task_id, reminder), lambda answer: [])
 
     # -- agent → caller ------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Handled:
+    async def on_peer(self, msg: dict[str, Any]) -> Handled:
         after = self.response_to(msg)
         sends: list[Command] = []
         if isinstance(after, _AfterSend):
             task_id = _task_id_of(msg.get("result"))
             if task_id:
                 sends = [self._inject_call(task_id, r) for r in after.reminders]
-        frames = self._event(msg)
+        frames = await self._event(msg)
         if frames is None:
             return sends + [self.forward(HOST)] if sends else None
         return sends + frames
 
-    def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
-                      reminder: Reminder) -> list[Command]:
+    async def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
+                            reminder: Reminder) -> list[Command]:
         """`GetTask` answered: an unknown task refuses the inject; a known one queues it."""
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
@@ -233,22 +249,22 @@ class A2AFlow(Flow):
             text = f"Task not found: {task_id}" if code == TASK_NOT_FOUND else "task check failed"
             return [self.reply(HOST, request, error_response(request.get("id"), code if isinstance(code, int)
                                                              else TASK_NOT_FOUND, text, error.get("data")))]
-        queue = self.queued.get(task_id)
-        if queue is None:
-            queue = self.queued[task_id] = SessionReminders(self.settings.trust.max_pending_per_session)
-        deduped, _ = queue.add(reminder)
+        try:
+            replaced, _ = await self.queued.add(task_id, reminder)
+        except StateUnavailable as exc:
+            return self.state_refused(request, reminder, INJECT_METHOD, exc)
         self.record("queued", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect, session=task_id)
-        result = A2AStandard.inject_result(reminder.id, len(deduped.dropped_ids) if deduped else 0, self.wall())
+        result = A2AStandard.inject_result(reminder.id, len(replaced), self.wall())
         return [self.reply(HOST, request, {"jsonrpc": "2.0", "id": request.get("id"), "result": result})]
 
-    def _event(self, msg: dict[str, Any]) -> Handled:
+    async def _event(self, msg: dict[str, Any]) -> Handled:
         """Stream frames and results: legacy decorations ↔ `reminderUpdate` frames."""
         result = msg.get("result")
         if not isinstance(result, dict):
             return None
         caller = self.host.dialect
         if "reminderUpdate" in result:
-            return self._update_frame(msg, caller)
+            return await self._update_frame(msg, caller)
         out = copy.deepcopy(msg)
         try:
             task_id, context_id, found = A2ALegacy.take_from_event(out["result"])
@@ -258,7 +274,7 @@ class A2AFlow(Flow):
         held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
         if not found and not held:
             return None
-        admitted = self._admit(msg, found, "stream", PEER, task_id, "legacy", caller)
+        admitted = await self._admit(msg, found, "stream", PEER, task_id, "legacy", caller)
         unchanged = len(admitted) == len(found) and all(a is b for a, b in zip(admitted, found))
         found = admitted
         if caller == "legacy":
@@ -280,13 +296,13 @@ class A2AFlow(Flow):
             return frames + [self.forward(HOST)]  # dual: the event keeps its decoration too
         return frames + [self.send(HOST, out, answers=True)]
 
-    def _update_frame(self, msg: dict[str, Any], caller: str) -> Handled:
+    async def _update_frame(self, msg: dict[str, Any], caller: str) -> Handled:
         try:
             update, decoded = A2AStandard.decode_update(msg["result"])
         except ReminderError as exc:
             self.record("invalid", "stream", source="standard", why=exc.loggable)
             return []
-        reminder, _ = self.police(msg, decoded, "stream", origin=PEER, session=update.get("taskId"),
+        reminder, _ = await self.police(msg, decoded, "stream", origin=PEER, session=update.get("taskId"),
                                   source="standard", target=caller, request=False)
         if reminder is None:
             return []
@@ -322,8 +338,7 @@ class A2AFlow(Flow):
             super().close(why)
 
     def on_reconfigure(self, old: RouteSettings) -> None:
-        for queue in self.queued.values():
-            queue.limit = self.settings.trust.max_pending_per_session
+        self.queued.limit = self.settings.trust.max_pending_per_session
 
     # -- agent card ----------------------------------------------------------------------------
     def rewrite_card(self, card: dict[str, Any], url_for: Callable[[str], str] | None = None) -> dict[str, Any] | None:

@@ -47,7 +47,7 @@ class AcpFlow(Flow):
         self.peer_markers = (b"emind",)
 
     # -- client → agent ------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Handled:
+    async def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == "initialize":
@@ -64,12 +64,12 @@ class AcpFlow(Flow):
             self.expect_response(msg, "initialize")
             return None
         if method in INJECT_METHODS:
-            return self._inject(msg, INJECT_METHODS[method])
+            return await self._inject(msg, INJECT_METHODS[method])
         if method == "session/prompt" and isinstance(params, dict):
             return self._prompt(msg, params)
         return None
 
-    def _inject(self, msg: dict[str, Any], source: str) -> Handled:
+    async def _inject(self, msg: dict[str, Any], source: str) -> Handled:
         method = msg["method"]
         msg_id = msg.get("id")
         is_request = "id" in msg
@@ -90,7 +90,7 @@ class AcpFlow(Flow):
         session_id = session_of(params)
         target = self.peer.dialect
         held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
-        reminder, refusal = self.police(
+        reminder, refusal = await self.police(
             msg, decoded, method, origin=HOST, session=session_id, source=source, target=target,
             pending=self._pending(session_id, decoded) if held else None,
             deliver=lambda r: self._deliver_inject(msg, source, r, session_id, changed=r is not decoded,
@@ -180,7 +180,7 @@ class AcpFlow(Flow):
         return [self.send(PEER, out)] + sends
 
     # -- agent → client ------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Handled:
+    async def on_peer(self, msg: dict[str, Any]) -> Handled:
         waited = self.response_to(msg)
         if waited == "initialize" or (waited is None and isinstance(get_path(msg, "result", "agentCapabilities"), dict)):
             return self._initialize_result(msg)
@@ -190,7 +190,7 @@ class AcpFlow(Flow):
             return self._turn_done(msg, waited[1])
         kind = update_kind(msg)
         if kind == EMITTED:
-            return self._emitted(msg)
+            return await self._emitted(msg)
         if kind in (DEDUPED, EXPIRED) and self.host.dialect != "standard":
             self.record("dropped", "session/update", why=f"{kind} has no form for a {self.host.dialect} client")
             return []
@@ -253,7 +253,7 @@ class AcpFlow(Flow):
             return None
         return self._lifecycle_updates(session_id, None, expired) + [self.forward(HOST)]
 
-    def _emitted(self, msg: dict[str, Any]) -> Handled:
+    async def _emitted(self, msg: dict[str, Any]) -> Handled:
         update = msg["params"]["update"]
         source = "legacy" if get_path(update, "_meta", "harn", "reminder") is not None else "standard"
         try:
@@ -262,7 +262,7 @@ class AcpFlow(Flow):
             self.record("invalid", "session/update", source=source, why=exc.loggable)
             return []
         session_id = msg["params"].get("sessionId")
-        reminder, refusal = self.police(
+        reminder, refusal = await self.police(
             msg, decoded, "session/update", origin=PEER, session=session_id, source=source,
             target=self.host.dialect,
             deliver=lambda r: self._to_client(session_id, r, source, msg, changed=r is not decoded, released=True))

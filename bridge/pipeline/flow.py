@@ -12,21 +12,24 @@ counted, traced and logged. Add-ons (`addons.py`) hook in at named points; the f
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, NamedTuple
 
 from bridge.jsonrpc import dumps, error_response, id_key, is_request
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
 from bridge.pipeline.negotiation import Side, observes
-from bridge.policy import Held, Policy, Verdict
+from bridge.pipeline.resumable import Resumable, run_now
+from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
+from bridge.state.base import StateUnavailable
 from bridge.telemetry import TRACE_KEYS, Recorder
 
 #: Prefix of every JSON-RPC id the proxy invents (SPEC §8.6): random per process and made of
@@ -38,6 +41,8 @@ _CONNECTIONS = itertools.count(1)
 _own_ids = itertools.count(1)
 
 Handled = list[Command] | None  # None: forward the frame untouched
+#: What feeding a flow gives: the commands, or (only while it waits on shared state) an awaitable of them
+Outcome = list[Command] | Awaitable[list[Command]]
 
 
 def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
@@ -91,16 +96,27 @@ class Flow:
         self._start_ns: int | None = None
         self._attributes: dict[str, Any] | None = None
         self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
+        #: while a frame waits on shared state: done when the last work queued behind it is done
+        self._tail: asyncio.Future[None] | None = None
         self.recorder.track(self)
 
     # -- framing -------------------------------------------------------------------------------
-    def from_host(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
-        """``headers``: the HTTP request's headers (lower-case names), whose `traceparent` is the
-        parent of the proxy's spans unless the message's `_meta` names one."""
+    def from_host(self, frame: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
+        """The commands for one frame from the host.  ``headers``: the HTTP request's headers
+        (lower-case names), whose `traceparent` is the parent of the proxy's spans unless the
+        message's `_meta` names one.
+
+        A list, except while the flow waits on shared state (Redis): then an awaitable of the list.
+        Frames are handled one at a time, in the order they were given, whatever waits."""
         return self._handle(frame, HOST, PEER, headers)
 
-    def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
+    def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
         return self._handle(frame, PEER, HOST, headers)
+
+    @property
+    def busy(self) -> bool:
+        """A frame is waiting on shared state: what comes next queues behind it (order is kept)."""
+        return self._tail is not None
 
     def passes(self, data: bytes, origin: str) -> bool:
         """True when ``data`` (one frame, or a block of whole lines) can go on untouched, unparsed."""
@@ -112,18 +128,52 @@ class Flow:
             return not could_concern(data, self.peer_markers)
         return not could_concern(data, self.host_markers)
 
-    def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
-        if self.passes(frame, origin):
+    def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> Outcome:
+        if self._tail is None and self.passes(frame, origin):
+            return [Forward(dest, frame)]
+        return self._run(self._handle_async(frame, origin, dest, headers))
+
+    async def _handle_async(self, frame: bytes, origin: str, dest: str,
+                            headers: Mapping[str, str] | None) -> list[Command]:
+        if self.passes(frame, origin):  # asked again: a frame that waited in line meets a newer state
             return [Forward(dest, frame)]
         try:
-            return self._decode(frame, origin, dest, headers)
+            return await self._decode(frame, origin, dest, headers)
         except Exception as exc:  # a pipeline bug costs neither the frame, nor the stream, nor the connection
             self._inbound = None
             self.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
                               why="the frame goes on untouched")
             return [Forward(dest, frame)]
 
-    def _decode(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
+    def _run(self, work: Coroutine[Any, Any, list[Command]]) -> Outcome:
+        """``work``'s commands now, when nothing waits and it does not have to; else in line."""
+        if self._tail is None:
+            outcome = run_now(work)
+            if not isinstance(outcome, Resumable):
+                return outcome
+            return self._in_line(outcome, None)
+        return self._in_line(work, self._tail)
+
+    def _in_line(self, work: Awaitable[list[Command]], previous: asyncio.Future[None] | None) -> Awaitable[list[Command]]:
+        """``work`` as a task that starts once ``previous`` is done; the flow's message context
+        (`_inbound`, the span) belongs to one frame at a time, so frames never interleave."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._tail = done
+
+        async def in_turn() -> list[Command]:
+            try:
+                if previous is not None:
+                    await previous
+                return await work
+            finally:
+                done.set_result(None)
+                if self._tail is done:
+                    self._tail = None
+
+        return loop.create_task(in_turn())
+
+    async def _decode(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
         started = time.perf_counter()
         self._start_ns = time.time_ns()
         self._headers = headers
@@ -134,9 +184,9 @@ class Flow:
             return [Forward(dest, frame)]  # not JSON (or absurdly deep): not ours to judge
         try:
             if isinstance(msg, list):
-                out = self._batch(msg, frame, origin, dest)
+                out = await self._batch(msg, frame, origin, dest)
             else:
-                handled = self._dispatch(msg, origin)
+                handled = await self._dispatch(msg, origin)
                 out = [Forward(dest, frame)] if handled is None else \
                     [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
         finally:
@@ -145,15 +195,15 @@ class Flow:
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
 
-    def _dispatch(self, msg: Any, origin: str) -> Handled:
+    async def _dispatch(self, msg: Any, origin: str) -> Handled:
         if not isinstance(msg, dict):
             return None
         self._inbound, self._span, self._attributes = msg, None, None
         calls = len(self.calls)
         try:
-            if origin == PEER and "method" not in msg and (answer := self._own_answer(msg)) is not None:
+            if origin == PEER and "method" not in msg and (answer := await self._own_answer(msg)) is not None:
                 return answer
-            out = self.on_host(msg) if origin == HOST else self.on_peer(msg)
+            out = await (self.on_host(msg) if origin == HOST else self.on_peer(msg))
         finally:
             self._inbound = None
         if out is not None and observes(self.stage):
@@ -163,17 +213,21 @@ class Flow:
             return None  # the decisions were counted and logged; the wire is untouched
         return out
 
-    def _own_answer(self, msg: dict[str, Any]) -> Handled:
-        """The answer to one of the proxy's own requests goes to the handler that asked, never on."""
+    async def _own_answer(self, msg: dict[str, Any]) -> Handled:
+        """The answer to one of the proxy's own requests goes to the handler that asked, never on
+        (a handler is a function or a coroutine function)."""
         msg_id = msg.get("id")
         handler = self.calls.pop(msg_id, None) if isinstance(msg_id, str) else None
         if handler is None:
             return None
-        return handler(msg) or []
+        answer = handler(msg)
+        if asyncio.iscoroutine(answer):
+            answer = await answer
+        return answer or []
 
-    def _batch(self, batch: list[Any], frame: bytes, origin: str, dest: str) -> list[Command]:
+    async def _batch(self, batch: list[Any], frame: bytes, origin: str, dest: str) -> list[Command]:
         """JSON-RPC batches (MCP 2025-03-26): rewrite members, keep the rest of the array as it was."""
-        results = [self._dispatch(item, origin) for item in batch]
+        results = [await self._dispatch(item, origin) for item in batch]
         if all(r is None for r in results):
             return [Forward(dest, frame)]
         forward: list[Any] = []
@@ -198,13 +252,16 @@ class Flow:
         return out
 
     # -- timers --------------------------------------------------------------------------------
-    def wake(self, now: float) -> list[Command]:
+    def wake(self, now: float) -> Outcome:
         """The transport's timer fired (it asked with `Wakeup`): coalesced reminders whose buckets
         have a token again go out, add-ons poll. Returns the next `Wakeup` when more remain."""
+        return self._run(self._wake(now))
+
+    async def _wake(self, now: float) -> list[Command]:
         self._asked = None
         out: list[Command] = []
         if len(self.held) and (self.held.wake_at is None or now >= self.held.wake_at):
-            out += self._release(now)
+            out += await self._release(now)
         for addon in self.addons:
             out += addon.wake(now)
         return self._with_wakeup(out)
@@ -226,26 +283,38 @@ class Flow:
             out.append(Wakeup(at))
         return out
 
-    def _then(self, done: Callable[[Any], list[Command]]) -> Callable[[Any], list[Command]]:
-        return lambda result: self._with_wakeup(list(done(result) or []))
+    def _then(self, done: Callable[[Any], Any]) -> Callable[[Any], Outcome]:
+        """What follows deferred work, in line with the frames (``done`` may be a coroutine function)."""
+        return lambda result: self._run(self._after_deferred(done, result))
 
-    def _release(self, now: float) -> list[Command]:
+    async def _after_deferred(self, done: Callable[[Any], Any], result: Any) -> list[Command]:
+        out = done(result)
+        if asyncio.iscoroutine(out):
+            out = await out
+        return self._with_wakeup(list(out or []))
+
+    async def _release(self, now: float) -> list[Command]:
         """Coalesced reminders whose buckets have a token again, newest per key, in order."""
         waits: list[int] = []
-
-        def admit(item: Held) -> bool:
-            exceeded, _ = self.policy.charge(item.reminder, server=self.route, session=item.context[1], now=now)
-            if exceeded is not None:
+        admitted: set[int] = set()
+        for item in list(self.held):
+            exceeded = await self.policy.charge_held(item.reminder, server=self.route, session=item.context[1],
+                                                     now=now)
+            if exceeded is None:
+                admitted.add(id(item))
+            else:
                 waits.append(exceeded.retry_after_ms)
-            return exceeded is None
 
         out: list[Command] = []
-        for item in self.held.release(admit):
+        for item in self.held.release(lambda item: id(item) in admitted):
             self._inbound, self._span, self._attributes = item.context[0], None, {"reminder.coalesced": True}
             self._start_ns = time.time_ns()
             self._direction = item.context[2]
             try:
-                out += item.deliver(item.reminder) or []
+                delivered = item.deliver(item.reminder)
+                if asyncio.iscoroutine(delivered):  # e.g. into a queue in shared state
+                    delivered = await delivered
+                out += delivered or []
             finally:
                 self._inbound = None
         self.held.wake_at = now + min(waits) / 1000.0 if waits else None
@@ -292,11 +361,19 @@ class Flow:
         """Reminders this connection holds, by queue (the admin port's gauges)."""
         return {"coalesce": len(self.held)}
 
-    # -- for subclasses ------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Handled:
+    def negotiated(self) -> dict[str, Any] | None:
+        """What another replica needs to go on with this session (its handshake's outcome), as a
+        JSON record; None when there is nothing to share (SPEC §12)."""
         return None
 
-    def on_peer(self, msg: dict[str, Any]) -> Handled:
+    def restore(self, record: dict[str, Any]) -> None:
+        """Go on with a session from its `negotiated` record."""
+
+    # -- for subclasses ------------------------------------------------------------------------
+    async def on_host(self, msg: dict[str, Any]) -> Handled:
+        return None
+
+    async def on_peer(self, msg: dict[str, Any]) -> Handled:
         return None
 
     def forward(self, to: str) -> Any:
@@ -376,7 +453,7 @@ class Flow:
         return carrier or None
 
     # -- the policy ----------------------------------------------------------------------------
-    def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
+    async def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
                deliver: Callable[[Reminder], Handled] | None = None, session: Any = None,
                pending: int | None = None, source: str | None = None, target: str | None = None,
                request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
@@ -393,9 +470,11 @@ class Flow:
         """
         session = self.connection if session is None else session
         request = is_request(msg) if request is None else request
-        verdict = self.policy.admit(reminder, request=request, server=self.route, session=session,
-                                    now=self.clock(), from_peer=origin == PEER, pending=pending,
-                                    shadow=observes(self.stage))
+        admit = self.policy.admit if self.policy.shared is None else self.policy.admit_shared
+        verdict = admit(reminder, request=request, server=self.route, session=session, now=self.clock(),
+                        from_peer=origin == PEER, pending=pending, shadow=observes(self.stage))
+        if self.policy.shared is not None:  # fleet-wide budgets: charged on the Redis server
+            verdict = await verdict
         attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()}
         if verdict.changes:
             self.recorder.info("reminder_cleaned", protocol=self.protocol, method=method, id=reminder.id,
@@ -410,6 +489,14 @@ class Flow:
         self._attributes = attributes
         return None, self._refused(msg, verdict, method, origin, deliver, session, source, target, request)
 
+    def state_refused(self, msg: dict[str, Any], reminder: Reminder, method: str,
+                      exc: StateUnavailable) -> list[Command]:
+        """A reminder request whose queue lives in shared state that is away (`closed`): the
+        structured error with ``scope = "state"`` (SPEC §12), and the decision counted."""
+        self.record("refused", method, reminder, why=f"{STATE_MESSAGE} (on_unavailable = closed): {exc.cause}")
+        return [self.reply(HOST, msg, error_response(msg.get("id"), BUDGET_CODE, STATE_MESSAGE, exc.data()),
+                           STATE_RETRY_MS)]
+
     def _refused(self, msg: dict[str, Any], verdict: Verdict, method: str, origin: str,
                  deliver: Callable[[Reminder], Handled] | None, session: Any, source: str | None,
                  target: str | None, request: bool) -> list[Command]:
@@ -418,6 +505,11 @@ class Flow:
             self.recorder.trust_refused(self.protocol, verdict.refusal.limit)
             self._attributes = {**(self._attributes or {}), "reminder.trust.limit": verdict.refusal.limit}
             self.record("refused", method, reminder, source=source, target=target, why=verdict.why, session=session)
+        elif verdict.unavailable is not None:  # shared state down, `closed`: requests refused, the rest per `over`
+            if not request and verdict.over == "coalesce" and deliver is not None:
+                return self._coalesce(msg, verdict, method, deliver, session, source, target)
+            self.record("refused" if request else "dropped", method, reminder, source=source, target=target,
+                        why=verdict.why, session=session)
         else:
             assert verdict.exceeded is not None
             self.recorder.budget_rejected(self.protocol, verdict.exceeded.scope, shadow=False)
@@ -429,8 +521,7 @@ class Flow:
                         session=session)
         if request:
             code, message, data = verdict.error()
-            retry = verdict.exceeded.retry_after_ms if verdict.exceeded is not None else None
-            return [self.reply(origin, msg, error_response(msg["id"], code, message, data), retry)]
+            return [self.reply(origin, msg, error_response(msg["id"], code, message, data), verdict.retry_after_ms)]
         return []
 
     def _coalesce(self, msg: dict[str, Any], verdict: Verdict, method: str,
@@ -445,8 +536,8 @@ class Flow:
                         why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})")
             return []
         replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
-        assert verdict.exceeded is not None
-        wake = self.clock() + verdict.exceeded.retry_after_ms / 1000.0
+        assert verdict.retry_after_ms is not None
+        wake = self.clock() + verdict.retry_after_ms / 1000.0
         if self.held.wake_at is None or wake < self.held.wake_at:
             self.held.wake_at = wake
         self.record("coalesced", method, reminder, source=source, target=target, session=session,

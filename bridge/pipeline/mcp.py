@@ -13,7 +13,7 @@ from bridge.jsonrpc import id_key
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, held_key
-from bridge.pipeline.negotiation import keeps_legacy
+from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 
 MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -56,6 +56,25 @@ class McpFlow(Flow):
         self.peer_markers = (b"emind",)
         self._watch_host()
 
+    def negotiated(self) -> dict[str, Any] | None:
+        """What the handshake settled, as a JSON record another replica can `restore` (SPEC §12);
+        None before the handshake."""
+        if not self.state.handshake_seen:
+            return None
+        return {"era": self.state.era, "host": self.host.learned, "peer": self.peer.learned,
+                "peer_declared": self.state.peer_declared}
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Continue a session whose handshake another replica saw: its dialects and era, as learned."""
+        self.state.era = record.get("era") if record.get("era") in (LEGACY_ERA, MODERN_ERA) else None
+        self.state.handshake_seen = True
+        if isinstance(record.get("peer_declared"), bool):
+            self.state.peer_declared = record["peer_declared"]
+        for side, learned in ((self.host, record.get("host")), (self.peer, record.get("peer"))):
+            if isinstance(learned, str) and learned in SPOKEN + ("none",):
+                side.learn(learned)
+        self._watch_host()
+
     @property
     def modern(self) -> bool:
         return self.state.era == MODERN_ERA
@@ -89,7 +108,7 @@ class McpFlow(Flow):
             self.awaiting.setdefault(key, "watched")
 
     # -- host → server -------------------------------------------------------------------------
-    def on_host(self, msg: dict[str, Any]) -> Handled:
+    async def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -132,7 +151,7 @@ class McpFlow(Flow):
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
-    def on_peer(self, msg: dict[str, Any]) -> Handled:
+    async def on_peer(self, msg: dict[str, Any]) -> Handled:
         key = id_key(msg.get("id")) if "method" not in msg and "id" in msg else None
         watched = self.watchers.pop(key, None) if key is not None else None
         waited = self.response_to(msg)
@@ -147,7 +166,7 @@ class McpFlow(Flow):
         elif waited is None:
             for codec in (McpStandard, McpLegacy):
                 if codec.is_reminder(msg):
-                    return self._reminder(msg, codec)
+                    return await self._reminder(msg, codec)
         if watched is not None:  # add-ons patch the response after the flow's own rewrite
             method, addons = watched
             for addon in addons:
@@ -181,7 +200,7 @@ class McpFlow(Flow):
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
 
-    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
+    async def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
         source = codec.dialect
         if self.state.peer_declared is False and self.settings.require_declaration:
@@ -195,7 +214,7 @@ class McpFlow(Flow):
             return []
         target = self.target()
         held = target != source and target not in CODECS and self._fallback() == "tool_result"
-        reminder, refusal = self.police(msg, decoded, method, origin=PEER, source=source, target=target,
+        reminder, refusal = await self.police(msg, decoded, method, origin=PEER, source=source, target=target,
                                         pending=len(self.state.tool_results) + len(self.held) if held else None,
                                         deliver=lambda r: self._deliver(msg, codec, r, changed=r is not decoded,
                                                                         released=True))
@@ -234,7 +253,7 @@ class McpFlow(Flow):
             return [self.send(HOST, self.stamp(CODECS[target].encode(reminder, params_meta)))]
         return self._fall_back(reminder, method, source)
 
-    def deliver(self, reminder: Reminder, method: str, source: str,
+    async def deliver(self, reminder: Reminder, method: str, source: str,
                 handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
         """A reminder from elsewhere (an add-on: the outbox) to the host, as if the server had
         pushed it: the policy as for a notification (refused means dropped, or held by `coalesce`),
@@ -252,7 +271,7 @@ class McpFlow(Flow):
                 return [self.send(HOST, self.stamp(CODECS[now].encode(admitted)))] + (handed() if handed else [])
             return self._fall_back(admitted, method, source, handed) or []
 
-        admitted, refusal = self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
+        admitted, refusal = await self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
                                         target=target, request=False,
                                         pending=len(self.state.tool_results) + len(self.held) if queued else None)
         if admitted is None:  # the policy said why

@@ -7,7 +7,9 @@ file's global ceiling); flows ask it once per decoded reminder::
 
 and turn a refusal into a JSON-RPC error (requests) or a drop / coalesce (notifications).  The
 budget buckets live in a `BudgetState` that outlives the `Policy`, so a rules reload builds a
-new `Policy` over the same state and surviving keys keep their tokens.
+new `Policy` over the same state and surviving keys keep their tokens.  With shared state
+(``shared``: a Redis-backed `StateBackend`, SPEC §12) the buckets live there instead, fleet-wide, and
+flows call `admit_shared`.
 """
 from __future__ import annotations
 
@@ -18,13 +20,18 @@ from bridge.model import Reminder
 from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit, take
 from bridge.policy.trust import TrustRefusal, pending_refusal, screen
 from bridge.rules import GlobalBudget, RouteSettings
+from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
 
-__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
+__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
            "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
 
 #: A request over budget (SPEC §7).
 BUDGET_CODE = -32000
 BUDGET_MESSAGE = "reminder budget exceeded"
+#: A reminder request while shared state is down and `on_unavailable = "closed"` (SPEC §12).
+STATE_MESSAGE = "reminder state unavailable"
+#: How soon a notification held while shared state is down is tried again.
+STATE_RETRY_MS = 1000
 #: A request refused by a trust limit: content limits are invalid params, a full session is a server limit.
 TRUST_CODES = {"max_pending_per_session": -32000}
 TRUST_CODE = -32602
@@ -50,13 +57,23 @@ class Verdict:
     exceeded: Exceeded | None = None
     shadowed: Exceeded | None = None
     over: str = "drop"
+    #: shared state is down and `on_unavailable = "closed"`: nothing could be charged
+    unavailable: StateUnavailable | None = None
 
     @property
     def ok(self) -> bool:
-        return self.refusal is None and self.exceeded is None
+        return self.refusal is None and self.exceeded is None and self.unavailable is None
+
+    @property
+    def retry_after_ms(self) -> int | None:
+        if self.unavailable is not None:
+            return STATE_RETRY_MS
+        return self.exceeded.retry_after_ms if self.exceeded is not None else None
 
     def error(self) -> tuple[int, str, dict[str, Any]]:
         """(code, message, data) of the JSON-RPC error a refused request gets."""
+        if self.unavailable is not None:
+            return BUDGET_CODE, STATE_MESSAGE, self.unavailable.data()
         if self.exceeded is not None:
             return BUDGET_CODE, BUDGET_MESSAGE, self.exceeded.data()
         assert self.refusal is not None
@@ -66,6 +83,8 @@ class Verdict:
     def why(self) -> str | None:
         if self.refusal is not None:
             return self.refusal.message
+        if self.unavailable is not None:
+            return f"{STATE_MESSAGE} (on_unavailable = closed): {self.unavailable.cause or self.unavailable.message}"
         limited = self.exceeded or self.shadowed
         if limited is not None:
             shadow = " (shadow: only counted)" if self.shadowed is not None else ""
@@ -75,10 +94,12 @@ class Verdict:
 
 
 class Policy:
-    """One route's trust limits and budget, over a (shared, reload-surviving) `BudgetState`."""
+    """One route's trust limits and budget, over a (reload-surviving) `BudgetState`, or over
+    ``shared`` state when the rules name one."""
 
     def __init__(self, settings: RouteSettings | None = None, global_budget: GlobalBudget | None = None, *,
-                 route: str = "default", state: BudgetState | None = None, enabled: bool = True):
+                 route: str = "default", state: BudgetState | None = None, enabled: bool = True,
+                 shared: StateBackend | None = None):
         #: False: admit everything untouched (the `translate` command converts; it does not police)
         self.enabled = enabled
         self.settings = settings or RouteSettings()
@@ -87,6 +108,8 @@ class Policy:
         self.global_budget = global_budget
         self.route = route
         self.state = state if state is not None else SHARED_STATE
+        #: fleet-wide budgets (Redis); None: this process's `state`
+        self.shared = shared
         self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
         self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
 
@@ -102,6 +125,26 @@ class Policy:
         too (None when it is delivered at once).  ``shadow``: count a budget refusal but admit
         (the `observe` stage passes True).  ``request`` only matters to the caller's reaction.
         """
+        verdict = self._screen(reminder, from_peer, pending)
+        if verdict.ok and self.enabled:
+            self._charged(verdict, self.charge(verdict.reminder, server=server, session=session, now=now), shadow)
+        return verdict
+
+    async def admit_shared(self, reminder: Reminder, *, request: bool, server: str, session: Any, now: float,
+                           from_peer: bool = True, pending: int | None = None, shadow: bool = False) -> Verdict:
+        """`admit` with the budget charged on the shared state; `closed` and down: ``unavailable``."""
+        verdict = self._screen(reminder, from_peer, pending)
+        if verdict.ok and self.enabled:
+            try:
+                charged = await self.charge_shared(verdict.reminder, server=server, session=session)
+            except StateUnavailable as exc:
+                verdict.unavailable = exc
+                return verdict
+            self._charged(verdict, charged, shadow)
+        return verdict
+
+    def _screen(self, reminder: Reminder, from_peer: bool, pending: int | None) -> Verdict:
+        """The trust limits: a verdict that is refused, or cleaned and ready to be charged."""
         if not self.enabled:
             return Verdict(reminder)
         screened = screen(reminder, self.trust, from_peer=from_peer)
@@ -110,12 +153,34 @@ class Policy:
         verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
         if pending is not None and (refusal := pending_refusal(self.trust, pending)) is not None:
             verdict.refusal = refusal
-            return verdict
-        exceeded, shadowed = self.charge(verdict.reminder, server=server, session=session, now=now)
+        return verdict
+
+    @staticmethod
+    def _charged(verdict: Verdict, charged: tuple[Exceeded | None, Exceeded | None], shadow: bool) -> None:
+        exceeded, shadowed = charged
         if exceeded is not None and shadow:
             exceeded, shadowed = None, exceeded
         verdict.exceeded, verdict.shadowed = exceeded, shadowed
-        return verdict
+
+    async def charge_held(self, reminder: Reminder, *, server: str, session: Any, now: float) -> Exceeded | None:
+        """Charge for a coalesced reminder about to be released: None, or why it must wait longer
+        (shared state down counts as a wait of `STATE_RETRY_MS`)."""
+        if self.shared is None:
+            return self.charge(reminder, server=server, session=session, now=now)[0]
+        try:
+            return (await self.charge_shared(reminder, server=server, session=session))[0]
+        except StateUnavailable:
+            return Exceeded("state", 0, 0, STATE_RETRY_MS, 0.0)
+
+    def _keys(self, reminder: Reminder, server: str, session: Any) -> tuple[str, list[str]]:
+        """The kind of the route's own buckets and the keys this reminder pays into."""
+        assert self.budget is not None
+        kind = self.budget.key
+        if kind == "server":
+            return kind, [str(server)]
+        if kind == "session":
+            return kind, [str(session)]
+        return kind, list(reminder.tags) or [UNTAGGED]
 
     def charge(self, reminder: Reminder, *, server: str, session: Any,
                now: float) -> tuple[Exceeded | None, Exceeded | None]:
@@ -128,14 +193,8 @@ class Policy:
         if not self.budgeted or not self.enabled:
             return None, None
         own: list[tuple[str, str, Limit]] = []
-        if self._limit is not None and self.budget is not None:
-            kind = self.budget.key
-            if kind == "server":
-                keys = [str(server)]
-            elif kind == "session":
-                keys = [str(session)]
-            else:
-                keys = list(reminder.tags) or [UNTAGGED]
+        if self._limit is not None:
+            kind, keys = self._keys(reminder, server, session)
             own = [(kind, key, Limit(f"{kind}:{key}", self._limit.rate, self._limit.burst)) for key in keys]
         ceiling = [(GLOBAL, GLOBAL, self._global)] if self._global is not None else []
         max_keys = self.budget.max_keys if self.budget is not None else 1
@@ -145,6 +204,25 @@ class Policy:
                 return real, None
             return None, take(self.state, self.route, own, max_keys, now)
         return take(self.state, self.route, own + ceiling, max_keys, now), None
+
+    async def charge_shared(self, reminder: Reminder, *, server: str,
+                            session: Any) -> tuple[Exceeded | None, Exceeded | None]:
+        """`charge` on the shared state: every bucket in one atomic step on the Redis server, with its
+        clock (so the fleet-wide rate is exact).  Raises `StateUnavailable` (closed, and down)."""
+        assert self.shared is not None
+        if not self.budgeted or not self.enabled:
+            return None, None
+        own: list[BucketCharge] = []
+        if self._limit is not None:
+            kind, keys = self._keys(reminder, server, session)
+            own = [BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst, f"{kind}:{key}")
+                   for key in keys]
+        ceiling = [BucketCharge(GLOBAL, self._global.rate, self._global.burst, GLOBAL)] if self._global else []
+        if self.budget is not None and self.budget.shadow:
+            if ceiling and (real := await self.shared.charge(ceiling)) is not None:
+                return real, None
+            return None, await self.shared.charge(own) if own else None
+        return await self.shared.charge(own + ceiling), None
 
     def gauges(self, now: float, most: int = 16) -> list[dict[str, Any]]:
         """Every budget bucket of this route as a gauge (the admin console): tokens left at ``now``

@@ -89,8 +89,6 @@ def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: st
     (its connections, learned dialects, held reminders and budget tokens stay); one it no longer
     has keeps its rules; a file with problems changes nothing. The log says which, and
     `reminder_bridge_rules_reloads_total{route,result}` counts it."""
-    from bridge.policy import Policy
-
     log = routes[0].recorder
     if isinstance(result, Refused):
         for route in routes:
@@ -110,7 +108,8 @@ def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: st
         return False
     for route in present:
         settings = result.routes[route.name]
-        route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name, state=route.policy.state))
+        route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name, state=route.policy.state,
+                                     shared=route.policy.shared))  # [state] itself changes at a restart
         route.recorder.reloads["ok"] += 1
         route.recorder.tracing.capture_bodies = result.rules.telemetry.capture_bodies  # exporter, sampling: at restart
     for route in routes:

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.state.base import BucketCharge, StateUnavailable
 from bridge.state.memory import MemoryState
-from bridge.state.redis_backend import RedisState, redacted
+from bridge.state.redis_backend import RedisState
+from bridge.urls import redact
 
 if TYPE_CHECKING:
     from bridge.policy.budget import Exceeded
@@ -86,6 +87,29 @@ class FailoverState:
                 "outages": self.outages, "fallback_ops": self.fallback_ops, "refused_ops": self.refused_ops,
                 "script_reloads": self.primary.script_reloads}
 
+    def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+        """Metrics for the admin port (`bridge.telemetry.register_collector`)."""
+        labels = {"backend": "redis", "on_unavailable": self.on_unavailable}
+        return [
+            ("reminder_bridge_state_degraded", "gauge",
+             "1 while the shared state (Redis) is unavailable and this replica serves per on_unavailable.",
+             [("", labels, 1.0 if self.degraded else 0.0)]),
+            ("reminder_bridge_state_outages_total", "counter", "Times the shared state became unavailable.",
+             [("", labels, float(self.outages))]),
+            ("reminder_bridge_state_unavailable_ops_total", "counter",
+             "State operations Redis could not serve, by what this replica did instead (memory: open; refused: "
+             "closed).",
+             [("", {**labels, "served_by": "memory"}, float(self.fallback_ops)),
+              ("", {**labels, "served_by": "refused"}, float(self.refused_ops))]),
+        ]
+
+    def degraded_reason(self) -> str | None:
+        """For /readyz: why this replica is degraded (still ready: ordinary traffic flows), or None."""
+        if not self.degraded:
+            return None
+        serving = "per-replica memory" if self.on_unavailable == "open" else "refusing reminder requests"
+        return f"shared state unavailable ({redact(self.primary.url)}), serving {serving}"
+
     # -- outage bookkeeping ----------------------------------------------------------------------------
 
     def _outage(self, exc: BaseException) -> None:
@@ -95,7 +119,7 @@ class FailoverState:
         self.outages += 1
         self._since = time.monotonic()
         self._ops_at_outage = self.fallback_ops + self.refused_ops
-        self.log("state_unavailable", backend="redis", url=redacted(self.primary.url),
+        self.log("state_unavailable", backend="redis", url=redact(self.primary.url),
                  on_unavailable=self.on_unavailable, error=f"{type(exc).__name__}: {exc}"[:300],
                  serving="per-replica memory" if self.on_unavailable == "open" else "refusals (scope=state)")
         if self._probe is None or self._probe.done():
@@ -114,7 +138,7 @@ class FailoverState:
                 delay = min(delay * 2, self.probe_max_s)
                 continue
             self.degraded = False
-            self.log("state_recovered", backend="redis", url=redacted(self.primary.url),
+            self.log("state_recovered", backend="redis", url=redact(self.primary.url),
                      down_ms=round((time.monotonic() - self._since) * 1000),
                      ops_while_down=self.fallback_ops + self.refused_ops - self._ops_at_outage)
             return

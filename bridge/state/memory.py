@@ -184,6 +184,10 @@ class MemoryState:
         queue = self._queues.get(key)
         return 0 if queue is None else len(queue.items)
 
+    def queued(self) -> int:
+        """Items in every queue (the pending gauge)."""
+        return sum(len(queue.items) for queue in list(self._queues.values()))
+
     # -- claims and records ----------------------------------------------------------------------------
 
     def claim_once_now(self, key: str, ttl_s: float) -> bool:

@@ -147,16 +147,6 @@ class _Script:
 _CHARGE, _LEVELS, _PUSH, _TAKE = (_Script(s) for s in (CHARGE, LEVELS, QUEUE_PUSH, QUEUE_TAKE))
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    auth, _, host = rest.partition("@")
-    user = auth.split(":", 1)[0]
-    return f"{scheme}://{user + ':' if user else ''}***@{host}"
-
-
 class RedisState:
     """Shared state in one Redis database, every key under ``key_prefix``.
 

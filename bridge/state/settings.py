@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bridge.urls import redact
+
 MEMORY = "memory"
 SCHEMES = ("redis", "rediss", "unix")
 URL_HELP = ('must be "memory", redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS) or '
@@ -26,7 +28,8 @@ def check_state_url(url: str | None) -> str | None:
     """``url`` if it names a backend we can open, else ValueError saying what is expected."""
     if url is None or url == MEMORY or url == MEMORY + "://":
         return None if url is None else MEMORY
-    shown = url if len(url) <= 80 else url[:77] + "..."
+    shown = redact(url)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     try:
         parts = urlsplit(url)
         port = parts.port  # ValueError when not a number in 0-65535

@@ -3,7 +3,9 @@
 `FlowDriver` keeps one timer per flow (the earliest `Wakeup` it asked for; `Flow.wake` asks for
 the next one), and runs `Defer` work on one background thread, in order, so SQLite never blocks
 the event loop and writes stay serialized. Writes (`Forward`, `Send`, `Reply`) and the proxy's
-own requests (`Call`) go to the transport's ``write`` and ``call``.
+own requests (`Call`) go to the transport's ``write`` and ``call``.  What a flow gives is a list
+of commands, or, while it waits on shared state, an awaitable of one (`Flow.from_host`): both are
+accepted everywhere, and the flow keeps their order.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bridge.pipeline.commands import Call, Command, Defer, Wakeup
+from bridge.pipeline.flow import Outcome
 
 #: One thread for blocking work (the outbox's SQLite store): in order, never on the event loop.
 BLOCKING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-bridge-blocking")
@@ -37,7 +40,10 @@ class FlowDriver:
         self._at: float | None = None
         self._closed = False
 
-    def perform(self, commands: list[Command]) -> None:
+    def perform(self, commands: Outcome) -> None:
+        if type(commands) is not list:
+            asyncio.ensure_future(self._perform_later(commands))
+            return
         for command in commands:
             kind = type(command)
             if kind is Wakeup:
@@ -48,6 +54,14 @@ class FlowDriver:
                 self.call(command)  # type: ignore[arg-type]
             else:
                 self.write(command)
+
+    async def _perform_later(self, commands: Outcome) -> None:
+        try:
+            done = await commands  # type: ignore[misc]
+        except asyncio.CancelledError:
+            return
+        if not self._closed:
+            self.perform(done)
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
@@ -67,9 +81,11 @@ class FlowDriver:
         future = asyncio.get_running_loop().run_in_executor(BLOCKING, run_blocking, defer)
         future.add_done_callback(lambda done: None if self._closed else self.perform(defer.done(done.result())))
 
-    async def settle(self, commands: list[Command]) -> list[Command]:
+    async def settle(self, commands: Outcome) -> list[Command]:
         """``commands`` with every `Defer` run (off the loop) and replaced by what it gave, and every
         `Wakeup` scheduled: for transports that must know all of a request's answer before replying."""
+        if type(commands) is not list:
+            commands = await commands  # type: ignore[misc]
         out: list[Command] = []
         loop = asyncio.get_running_loop()
         for command in commands:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from bridge.rules import LOOPBACK_ORIGINS
+from bridge.urls import SECRET, redact
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -21,7 +22,6 @@ NOT_UPSTREAM = HOP_BY_HOP | {"host", "accept-encoding"}
 #: The WebSocket handshake is the proxy's own on each side.
 WEBSOCKET_HANDSHAKE = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
                                  "sec-websocket-protocol", "sec-websocket-accept"})
-SECRET = "***"
 
 
 def connection_named(headers: Mapping[str, str]) -> frozenset[str]:
@@ -135,18 +135,3 @@ class Upstream:
             if secret in text:
                 text = text.replace(secret, SECRET)
         return text
-
-
-def redact(url: str) -> str:
-    """``url`` with its userinfo and every query value replaced by `***`."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return SECRET
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = SECRET + "@" + netloc.rpartition("@")[2]
-    query = "&".join(f"{name}={SECRET}" if value or "=" in raw else name
-                     for raw in parts.query.split("&") if raw
-                     for name, _, value in [raw.partition("=")])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -25,15 +25,16 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 import websockets
 from aiohttp import web
-from cachetools import TTLCache
 
 from bridge.jsonrpc import classify, dumps, error_response
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send
 from bridge.pipeline.a2a import TaskBook
 from bridge.pipeline.factory import make_flow
-from bridge.pipeline.flow import Flow
+from bridge.pipeline.flow import Flow, Outcome
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
+from bridge.state import StateUnavailable
+from bridge.state.queues import ReminderQueues
 from bridge.telemetry import Recorder, Tracing, register_collector
 from bridge.transports.forwarding import (
     HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers,
@@ -110,9 +111,16 @@ class HttpRoute:
             self.policy = Policy(self.settings, route=self.name)
         self.target = Upstream(self.upstream)
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
-        self.tasks = TaskBook(queued=TTLCache(maxsize=self.limits.max_sessions, ttl=self.limits.session_idle_s))
+        self.tasks = TaskBook(queued=ReminderQueues(f"{self.name}:task", limit=self.settings.trust.max_pending_per_session,
+                                                    idle_s=self.limits.session_idle_s,
+                                                    max_keys=self.limits.max_sessions, state=self.shared))
         self.recorder.track(self.tasks)  # its queues count once in the pending gauge
         self.recorder.status_source = self.status
+
+    @property
+    def shared(self) -> Any:
+        """The fleet's shared state (Redis), or None: this process only."""
+        return self.policy.shared if self.policy is not None else None
 
     def status(self) -> dict[str, Any]:
         """What the admin port's status page shows of this route (see `Recorder.status_source`)."""
@@ -143,17 +151,19 @@ class HttpRoute:
     def allows(self, origin: str | None) -> bool:
         return origin_allowed(origin, self.settings.allowed_origins)
 
-    def session_for(self, request: web.Request) -> tuple[Session, bool]:
+    async def session_for(self, request: web.Request) -> tuple[Session, bool]:
         """The pipeline for this request, and whether it is one the route holds (else it is new, and
         lives for this request unless the upstream's answer makes it a session, see `adopt`).
 
         An MCP session id the proxy does not hold (made up, evicted, expired, or from before a
         restart) gets fresh state of its own, with the host's dialect unknown: `none` unless the
-        rules name one (SPEC §10), never another session's pipeline.
+        rules name one (SPEC §10), never another session's pipeline.  With shared state, a session
+        another replica negotiated goes on here with what its handshake settled.
         """
         if self.protocol == "mcp":
             session_id = request.headers.get(SESSION_HEADER)
             if session_id is not None and (held := self.sessions.get(session_id)) is not None:
+                self.remember(held, refresh=True)
                 return held, True
             if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
@@ -162,7 +172,15 @@ class HttpRoute:
                 return self.open_session(self.new_flow(outbox=False, **self._seeds())), False
             flow = self.new_flow()
             if session_id is not None:
-                flow.assume_host("none")
+                record = await self._record(session_id)
+                if record is None:
+                    flow.assume_host("none")
+                else:
+                    flow.restore(record)
+                    session = self.open_session(flow)
+                    session.id, session.recorded, session.recorded_at = session_id, record, flow.clock()
+                    self.sessions.put(session_id, session)
+                    return session, True
             return self.open_session(flow), False
         if self.protocol == "a2a":
             return self.open_session(self.new_flow(**self._seeds())), False
@@ -201,6 +219,40 @@ class HttpRoute:
         if self.protocol == "mcp" and declared is not None:
             self.learned["peer_declared"] = declared
 
+    def _record_key(self, session_id: str) -> str:
+        """Session ids are credentials of a sort: Redis sees a digest, never the id."""
+        return f"{self.name}:mcp-session:{hashlib.sha256(session_id.encode()).hexdigest()[:32]}"
+
+    async def _record(self, session_id: str) -> dict[str, Any] | None:
+        """Another replica's record of this session, its idle time restarted; None when there is no
+        shared state, no record, or the state is away (the session then starts afresh)."""
+        if self.shared is None:
+            return None
+        try:
+            return await self.shared.get_record(self._record_key(session_id), ttl_s=self.limits.session_idle_s)
+        except StateUnavailable:
+            return None
+
+    def remember(self, session: Session, refresh: bool = False) -> None:
+        """Write what the session's handshake settled to shared state, for the other replicas: once
+        it changes, and again (``refresh``) before a quarter of its idle time has gone, so a session
+        busy on one replica stays known to the rest.  Never awaited by a request."""
+        if self.shared is None or session.id is None or self.proxy is None:
+            return
+        record = session.flow.negotiated()
+        now = session.flow.clock()
+        if record is None or (record == session.recorded and
+                              (not refresh or now - session.recorded_at < self.limits.session_idle_s / 4)):
+            return
+        session.recorded, session.recorded_at = record, now
+        self.proxy._spawn(self._put_record(session.id, record))
+
+    async def _put_record(self, session_id: str, record: dict[str, Any]) -> None:
+        try:
+            await self.shared.put_record(self._record_key(session_id), record, self.limits.session_idle_s)
+        except StateUnavailable:
+            pass  # closed and away: the session goes on here; another replica starts it afresh
+
     def adopt(self, session: Session, request: web.Request, upstream: aiohttp.ClientResponse) -> bool:
         """A new MCP 2025-11-25 pipeline becomes a session once the upstream accepted it: by the id
         its answer names, else the one the host sent. An id the upstream refused takes no room."""
@@ -210,6 +262,7 @@ class HttpRoute:
             return False
         session_id = upstream.headers.get(SESSION_HEADER) or request.headers.get(SESSION_HEADER)
         if session_id:
+            session.id = session_id
             self.sessions.put(session_id, session)
         return bool(session_id)
 
@@ -378,7 +431,7 @@ class HttpProxy:
         if request.method == "POST" and "json" in request.headers.get("content-type", ""):
             return await self.jsonrpc(route, request, body, holding)
         # a GET may open a stream of server messages (MCP 2025-11-25, HTTP+SSE): it shares the session's pipeline
-        session, kept = route.session_for(request) if request.method == "GET" else (None, False)
+        session, kept = await route.session_for(request) if request.method == "GET" else (None, False)
         response = await self.relay(route, request, body, session, kept=kept, holding=holding)
         if request.method == "DELETE" and SESSION_HEADER in {k.lower() for k in request.headers}:
             route.sessions.close(request.headers[SESSION_HEADER])
@@ -428,9 +481,9 @@ class HttpProxy:
         """The host's JSON-RPC request through its session's flow: the proxy's own calls go first
         (SPEC §5: inject, then forward), then the request itself, or the proxy's own answer."""
         route.rpc_url = route.upstream_url(request.path, "")
-        session, kept = route.session_for(request)
+        session, kept = await route.session_for(request)
         session.headers = self._upstream_headers(route, request)
-        commands = _through(session.flow, body, HOST, request.headers)
+        commands = await _settled(session.flow, body, HOST, request.headers)
         if len(commands) == 1 and type(commands[0]) is Forward:
             return await self.relay(route, request, body, session, kept=kept, holding=holding)  # the common case
         commands = await session.driver.settle(commands)
@@ -591,6 +644,7 @@ class HttpProxy:
                 route.live.discard(session)
                 if session is not None:
                     route.learn(session.flow)
+                    route.remember(session)
                     if not adopted:
                         session.close("the request ended before the held reminders could be delivered "
                                       "(no session to deliver them to later)")
@@ -599,7 +653,7 @@ class HttpProxy:
                             data: bytes) -> list[Command]:
         """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
         the answer names the task) go upstream on their own; the rest is for the host."""
-        commands = _through(session.flow, data, PEER)
+        commands = await _settled(session.flow, data, PEER)
         if len(commands) == 1 and type(commands[0]) is Forward:
             return commands
         host: list[Command] = []
@@ -960,8 +1014,14 @@ def _cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
+def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> Outcome:
     return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
+
+
+async def _settled(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
+    """`_through`, awaited when the flow waits on shared state."""
+    outcome = _through(flow, data, origin, headers)
+    return outcome if type(outcome) is list else await outcome  # type: ignore[misc]
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:

@@ -38,6 +38,10 @@ class Session:
         self.waiting: list[bytes] = []
         self.limit = limit
         self.dropped = 0
+        #: the Mcp-Session-Id it is held under, and the record last written for it to shared state
+        self.id: str | None = None
+        self.recorded: dict[str, Any] | None = None
+        self.recorded_at = 0.0
 
     def hold(self, frames: list[bytes]) -> None:
         """Keep frames for the next answer; the oldest go beyond the session's pending limit."""

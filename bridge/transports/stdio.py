@@ -9,6 +9,7 @@ unbuffered and untouched.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -21,7 +22,7 @@ import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Defer, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Defer, Forward, Wakeup
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
@@ -45,6 +46,8 @@ DRAIN_GRACE = 3.0
 STOP_GRACE = 2.0
 #: ... and how long after that SIGTERM it gets SIGKILL.
 KILL_GRACE = 2.0
+#: Frames waiting behind one that waits on shared state: above this many, both sides stop being read.
+BACKLOG_HIGH = 1024
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
@@ -342,6 +345,10 @@ class StdioProxy:
         self.flow: Flow | None = None
         self.driver: FlowDriver | None = None  # the flow's timers and deferred work
         self.inflight = InFlight()
+        #: while a frame waits on shared state (Redis), every later frame waits behind it, in order:
+        #: (frame, from the host, ends with a newline, what the flow gave if it already did)
+        self._backlog: collections.deque[tuple[bytes, bool, bool, Any]] | None = None
+        self._backlog_full = False
         self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
         self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
         self.child: asyncio.SubprocessTransport | None = None
@@ -569,7 +576,7 @@ class StdioProxy:
 
     def resume_host(self) -> None:
         self._host_paused.clear()
-        if self._host_reader is not None:
+        if self._host_reader is not None and not self._backlog_full:
             self._host_reader.resume_reading()
 
     def pause_child(self) -> None:
@@ -581,8 +588,23 @@ class StdioProxy:
 
     def resume_child(self) -> None:
         self._child_paused = False
-        if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None:
+        if self.child is not None and (stdout := self.child.get_pipe_transport(1)) is not None \
+                and not self._backlog_full:
             stdout.resume_reading()
+
+    def _hold_sources(self, held: bool) -> None:
+        """Stop (or restart) reading both sides while the backlog behind shared state is long."""
+        self._backlog_full = held
+        child_out = self.child.get_pipe_transport(1) if self.child is not None else None
+        if held:
+            for source in (self._host_reader, child_out):
+                if source is not None:
+                    source.pause_reading()
+            return
+        if self._host_reader is not None and not self._host_paused.is_set():
+            self._host_reader.resume_reading()
+        if child_out is not None and not self._child_paused:
+            child_out.resume_reading()
 
     # -- routing -------------------------------------------------------------------------------
     def _route(self, block: bytes, from_host: bool) -> None:
@@ -594,7 +616,7 @@ class StdioProxy:
                 self._write(block, to_host=True)
                 return
             flow = self._start_flow(block.split(b"\n", 1)[0])
-        if flow.passes(block, origin):
+        if self._backlog is None and flow.passes(block, origin):
             self._write(block, to_host=not from_host)
             return
         to_host: list[bytes] = []
@@ -604,20 +626,65 @@ class StdioProxy:
         newline = lines[-1] == b""
         if newline:
             lines.pop()
-        for frame in lines:
-            for command in flow.from_host(frame) if from_host else flow.from_peer(frame):
-                kind = type(command)
-                if kind is Wakeup or kind is Defer:
-                    later.append(command)
-                else:  # Forward, Send, Reply, Call: bytes for one side
-                    (to_host if command.to == HOST else to_peer).append(command.data)  # type: ignore[union-attr]
         end = b"\n" if newline else b""
+        for i, frame in enumerate(lines):
+            last = i == len(lines) - 1
+            if self._backlog is not None:
+                self._backlog.append((frame, from_host, newline or not last, None))
+                continue
+            outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
+            if type(outcome) is not list:  # it waits on shared state: this and what follows go in line
+                self._backlog = collections.deque([(frame, from_host, newline or not last, outcome)])
+                asyncio.ensure_future(self._drain_backlog(flow))
+                continue
+            self._sort(outcome, to_host, to_peer, later)
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
             self._write(b"\n".join(to_host) + end, to_host=True)
         if later and self.driver is not None:
             self.driver.perform(later)
+        if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
+            self._hold_sources(True)
+
+    @staticmethod
+    def _sort(commands: list[Any], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
+        for command in commands:
+            kind = type(command)
+            if kind is Wakeup or kind is Defer:
+                later.append(command)
+            else:  # Forward, Send, Reply, Call: bytes for one side
+                (to_host if command.to == HOST else to_peer).append(command.data)
+
+    async def _drain_backlog(self, flow: Flow) -> None:
+        """Frames that arrived behind one waiting on shared state, handled and written in order."""
+        backlog = self._backlog
+        assert backlog is not None
+        while backlog:
+            frame, from_host, newline, outcome = backlog.popleft()
+            if outcome is None:
+                outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
+            if type(outcome) is not list:
+                try:
+                    outcome = await outcome
+                except asyncio.CancelledError:
+                    outcome = [Forward(PEER if from_host else HOST, frame)]
+            to_host: list[bytes] = []
+            to_peer: list[bytes] = []
+            later: list[Any] = []
+            self._sort(outcome, to_host, to_peer, later)
+            end = b"\n" if newline else b""
+            for data in to_peer:
+                self._write(data + end, to_host=False)
+            for data in to_host:
+                self._write(data + end, to_host=True)
+            if later and self.driver is not None:
+                self.driver.perform(later)
+            if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
+                self._hold_sources(False)
+        self._backlog = None
+        if self._backlog_full:
+            self._hold_sources(False)
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)

@@ -1,7 +1,6 @@
 """Rules files (SPEC §7): shipped files load, and every problem names file, line, key and fix."""
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -175,7 +174,7 @@ def test_unknown_key():
 def test_unknown_key_in_sub_table_and_top_level():
     ps = problems('colour = "red"\n[routes.fs]\nprotocol = "mcp"\n[routes.fs.trust]\nmax_tag = 3\n')
     assert [(p.line, p.key) for p in ps] == [(1, "colour"), (5, "routes.fs.trust.max_tag")]
-    assert "allowed: admin, defaults, global_budget, limits, routes, telemetry, version" in ps[0].message
+    assert "allowed: admin, defaults, global_budget, limits, routes, state, telemetry, version" in ps[0].message
     assert 'did you mean "max_tags"?' in ps[1].message
 
 
@@ -401,3 +400,14 @@ def test_serve_limits_and_origins_are_checked_with_their_lines():
     assert rules.limits.max_event_bytes == 1000 and rules.limits.max_sessions == 10_000
     assert rules.routes["web"].allowed_origins == ["https://app.example:8443", "loopback"]
     assert parse_rules_text("").routes == {} and parse_rules_text("").defaults.allowed_origins == ["loopback"]
+
+
+def test_state_table_is_checked_and_never_shows_its_password():
+    rules = parse_rules_text('[state]\nurl = "redis://:pw@redis:6379/0"\nkey_prefix = "fleet-a:"\n'
+                             'on_unavailable = "closed"\n')
+    assert (rules.state.url, rules.state.key_prefix, rules.state.on_unavailable) == \
+        ("redis://:pw@redis:6379/0", "fleet-a:", "closed")
+    assert rules.state.shared and not parse_rules_text("").state.shared
+    ps = problems('[state]\nurl = "http://admin:hunter2@redis/0"\non_unavailable = "maybe"\n')
+    assert [(p.line, p.key) for p in ps] == [(2, "state.url"), (3, "state.on_unavailable")]
+    assert "unknown scheme 'http'" in ps[0].message and "hunter2" not in ps[0].message

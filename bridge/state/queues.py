@@ -1,0 +1,42 @@
+"""Reminders waiting for the next message that can carry them, per key (an A2A task).
+
+Through the state interface, so the same code serves one process (`MemoryState`, where nothing
+awaited ever suspends) and a fleet (Redis: a reminder queued through one replica rides on the
+message another replica forwards).  A newer reminder with the same `dedupeKey` replaces an older
+one, fleet-wide; the oldest go beyond the per-key limit; a queue expires ``idle_s`` after its last push.
+"""
+from __future__ import annotations
+
+from bridge.model import Reminder, dump_json, load_json
+from bridge.state.base import StateBackend
+from bridge.state.memory import MemoryState
+
+
+class ReminderQueues:
+    """``name``: the namespace of the keys (a route and what is queued, e.g. ``"agents:task"``)."""
+
+    def __init__(self, name: str, *, limit: int, idle_s: float, max_keys: int, state: StateBackend | None = None):
+        self.name = name
+        self.limit = limit
+        self.idle_s = idle_s
+        #: shared (Redis) when given, else this process's own bounded tables
+        self.state: StateBackend = state if state is not None else MemoryState(max_keys=max_keys)
+
+    def _key(self, key: str) -> str:
+        return f"{self.name}:{key}"
+
+    async def add(self, key: str, reminder: Reminder) -> tuple[list[str], list[str]]:
+        """Queue ``reminder``: (ids it replaced by dedupe key, ids pushed out by the limit)."""
+        return await self.state.queue_push(self._key(key), reminder.id, dump_json(reminder),
+                                           dedupe_key=reminder.dedupe_key, limit=self.limit, ttl_s=self.idle_s)
+
+    async def take(self, key: str) -> list[Reminder]:
+        """Every reminder queued for ``key``, oldest first, and the queue emptied (in one step)."""
+        return [load_json(item) for item in await self.state.queue_take(self._key(key))]
+
+    async def count(self, key: str) -> int:
+        return await self.state.queue_len(self._key(key))
+
+    def held(self) -> int:
+        """Reminders this process holds (the pending gauge); a shared queue's are Redis's to count."""
+        return self.state.queued() if isinstance(self.state, MemoryState) else 0
