@@ -14,7 +14,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bridge ./bridge
 COPY rules ./rules
-RUN pip install --no-cache-dir . && rm -rf build *.egg-info
+# the redis extra: a fleet shares budgets and queues through `--state redis://…` (docs/deploy.md)
+RUN pip install --no-cache-dir '.[redis]' && rm -rf build *.egg-info
 
 USER bridge
 ENTRYPOINT ["reminder-bridge"]

@@ -33,7 +33,7 @@ from prometheus_client.metrics_core import Metric
 
 from bridge.console import STATIC
 from bridge.console.feed import Feed
-from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window
+from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
@@ -355,7 +355,9 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
                 window = parse_window(request.query["window"])
             except ValueError as exc:
                 return web.json_response({"error": str(exc)}, status=400, headers=PAGE_HEADERS)
-        data = build_status(routes(), feed, window_s=window)
+        shown = routes()
+        await refresh_shared_levels(shown)
+        data = build_status(shown, feed, window_s=window)
         data["auth"] = bool(token)
         return web.Response(text=json.dumps(data, default=str), content_type="application/json",
                             headers=PAGE_HEADERS)

@@ -168,6 +168,14 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
     }
 
 
+async def refresh_shared_levels(recorders: Iterable[Any]) -> None:
+    """Budget gauges on shared state are read from Redis, once per page load, before drawing."""
+    for recorder in recorders:
+        policy = _source(recorder).get("policy")
+        if policy is not None and getattr(policy, "shared", None) is not None:
+            await policy.refresh_levels()
+
+
 def build_status(recorders: Iterable[Any], feed: Feed | None, *, window_s: float = DEFAULT_WINDOW_S,
                  now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now

@@ -24,7 +24,7 @@ from bridge.jsonrpc import dumps, error_response, id_key, is_request
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
 from bridge.pipeline.negotiation import Side, observes
-from bridge.pipeline.resumable import Resumable, run_now
+from bridge.pipeline.at_once import run_now
 from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
@@ -106,8 +106,8 @@ class Flow:
         (lower-case names), whose `traceparent` is the parent of the proxy's spans unless the
         message's `_meta` names one.
 
-        A list, except while the flow waits on shared state (Redis): then an awaitable of the list.
-        Frames are handled one at a time, in the order they were given, whatever waits."""
+        A list; on shared state (Redis), an awaitable of the list for a frame the flow decodes, or
+        for any frame while one waits.  Frames are handled one at a time, in the order given."""
         return self._handle(frame, HOST, PEER, headers)
 
     def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
@@ -146,15 +146,14 @@ class Flow:
             return [Forward(dest, frame)]
 
     def _run(self, work: Coroutine[Any, Any, list[Command]]) -> Outcome:
-        """``work``'s commands now, when nothing waits and it does not have to; else in line."""
-        if self._tail is None:
-            outcome = run_now(work)
-            if not isinstance(outcome, Resumable):
-                return outcome
-            return self._in_line(outcome, None)
+        """``work``'s commands now on in-process state (nothing there suspends); on shared state, a
+        task (the Redis client's timeouts need one) in line behind the frames before it."""
+        if self.policy.shared is None:
+            return run_now(work)
         return self._in_line(work, self._tail)
 
-    def _in_line(self, work: Awaitable[list[Command]], previous: asyncio.Future[None] | None) -> Awaitable[list[Command]]:
+    def _in_line(self, work: Coroutine[Any, Any, list[Command]],
+                 previous: asyncio.Future[None] | None) -> Awaitable[list[Command]]:
         """``work`` as a task that starts once ``previous`` is done; the flow's message context
         (`_inbound`, the span) belongs to one frame at a time, so frames never interleave."""
         loop = asyncio.get_running_loop()

@@ -13,6 +13,7 @@ flows call `admit_shared`.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ TRUST_CODE = -32602
 #: The process's budget buckets, shared by every route and connection unless a caller brings its own.
 SHARED_STATE = BudgetState()
 UNTAGGED = "(untagged)"
+#: With shared state, how many recently charged keys the console's gauges follow.
+RECENT_KEYS = 16
 
 
 @dataclass
@@ -110,6 +113,10 @@ class Policy:
         self.state = state if state is not None else SHARED_STATE
         #: fleet-wide budgets (Redis); None: this process's `state`
         self.shared = shared
+        #: with shared state: the own-bucket keys charged lately (for the gauges), and what Redis
+        #: last said each bucket held (`refresh_levels`)
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._levels: dict[str, float] = {}
         self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
         self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
 
@@ -215,36 +222,57 @@ class Policy:
         own: list[BucketCharge] = []
         if self._limit is not None:
             kind, keys = self._keys(reminder, server, session)
-            own = [BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst, f"{kind}:{key}")
-                   for key in keys]
-        ceiling = [BucketCharge(GLOBAL, self._global.rate, self._global.burst, GLOBAL)] if self._global else []
+            own = [self._bucket(kind, key) for key in keys]
+            for key in keys:
+                self._recent[key] = None
+                self._recent.move_to_end(key)
+                if len(self._recent) > RECENT_KEYS:
+                    self._recent.popitem(last=False)
+        ceiling = [self._ceiling()] if self._global else []
         if self.budget is not None and self.budget.shadow:
             if ceiling and (real := await self.shared.charge(ceiling)) is not None:
                 return real, None
             return None, await self.shared.charge(own) if own else None
         return await self.shared.charge(own + ceiling), None
 
+    def _bucket(self, kind: str, key: str) -> BucketCharge:
+        assert self._limit is not None
+        return BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst, f"{kind}:{key}")
+
+    def _ceiling(self) -> BucketCharge:
+        assert self._global is not None
+        return BucketCharge(GLOBAL, self._global.rate, self._global.burst, GLOBAL)
+
+    async def refresh_levels(self) -> None:
+        """Read from shared state what the buckets shown by `gauges` hold now, fleet-wide (the
+        console calls this before it draws; no-op on this process's own state)."""
+        if self.shared is None or not self.budgeted:
+            return
+        charges = [self._bucket(self.budget.key, key) for key in self._recent] if self._limit and self.budget else []
+        if self._global is not None:
+            charges.append(self._ceiling())
+        try:
+            levels = await self.shared.levels(charges)
+        except StateUnavailable:
+            return
+        self._levels = {charge.key: level for charge, level in zip(charges, levels)}
+
     def gauges(self, now: float, most: int = 16) -> list[dict[str, Any]]:
         """Every budget bucket of this route as a gauge (the admin console): tokens left at ``now``
         (the clock `admit` is given: monotonic seconds) and the limit, read without charging or
         refilling anything.  Per-key buckets are listed emptiest first, at most ``most`` of them
         (``keys`` says how many there are); a configured budget no reminder has paid into yet is
-        one full gauge (``key`` None).  The global ceiling, when there is one, comes last."""
+        one full gauge (``key`` None).  The global ceiling, when there is one, comes last.  With
+        shared state: the keys this replica charged lately, as `refresh_levels` last read them."""
         out: list[dict[str, Any]] = []
-
-        def level(tokens: float, at: float, rate: float, burst: int) -> float:
-            return min(float(burst), tokens + max(0.0, now - at) * rate / 60.0)
-
         budget = self.budget
         if budget is not None and self._limit is not None:
             kind = budget.key
-            table = self.state._keyed.get((self.route, kind))
-            found: list[tuple[str, float]] = []
-            if table is not None:
-                for key in list(table.cache):  # a snapshot: nothing expires or moves while reading
-                    bucket = table.cache.get(key)
-                    if bucket is not None:
-                        found.append((str(key), level(bucket.tokens, bucket.at, budget.rate, budget.burst)))
+            if self.shared is None:
+                found = self.state.levels(self.route, kind, now, budget.rate / 60.0, budget.burst)
+            else:
+                found = [(key, self._levels.get(self._bucket(kind, key).key, float(budget.burst)))
+                         for key in self._recent]
             found.sort(key=lambda item: item[1])
             base = {"kind": kind, "limit": budget.burst, "rate": budget.rate, "shadow": budget.shadow,
                     "keys": len(found)}
@@ -254,9 +282,11 @@ class Policy:
                 out.append({**base, "scope": f"{kind}:{key}", "key": key, "tokens": round(tokens, 3)})
         if self.global_budget is not None:
             ceiling = self.global_budget
-            bucket = self.state._global
-            tokens = float(ceiling.burst) if bucket is None else level(bucket.tokens, bucket.at, ceiling.rate,
-                                                                        ceiling.burst)
+            if self.shared is None:
+                held = self.state.levels(self.route, GLOBAL, now, ceiling.rate / 60.0, ceiling.burst)
+                tokens = held[0][1] if held else float(ceiling.burst)
+            else:
+                tokens = self._levels.get(GLOBAL, float(ceiling.burst))
             out.append({"kind": GLOBAL, "scope": GLOBAL, "key": None, "tokens": round(tokens, 3),
                         "limit": ceiling.burst, "rate": ceiling.rate, "shadow": False, "keys": 1})
         return out

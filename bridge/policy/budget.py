@@ -105,6 +105,24 @@ class BudgetState:
         table.cache[key] = bucket  # (re)insert: refreshes its time-to-live
         return bucket
 
+    def levels(self, route: str, kind: str, now: float, per_second: float, burst: int) -> list[tuple[str, float]]:
+        """(key, tokens at ``now``) of every bucket of (``route``, ``kind``), read without refilling;
+        ``kind`` GLOBAL: the ceiling's, when it was ever charged."""
+        def level(bucket: Bucket) -> float:
+            return min(float(burst), bucket.tokens + max(0.0, now - bucket.at) * per_second)
+
+        if kind == GLOBAL:
+            return [(GLOBAL, level(self._global))] if self._global is not None else []
+        table = self._keyed.get((route, kind))
+        if table is None:
+            return []
+        found = []
+        for key in list(table.cache):  # a snapshot: nothing expires or moves while reading
+            bucket = table.cache.get(key)
+            if bucket is not None:
+                found.append((str(key), level(bucket)))
+        return found
+
     def keys_held(self, route: str | None = None) -> int:
         """How many per-key buckets are held (for tests and the admin port)."""
         return sum(len(t.cache) for (r, _), t in self._keyed.items() if route in (None, r))

@@ -7,7 +7,7 @@
     await state.close()
 
 `memory` (the default) keeps everything in this process; a Redis URL shares budgets, A2A task queues,
-coalesced reminders, dedupe claims and MCP session records with every replica using the same Redis
+and MCP session records with every replica using the same Redis
 and ``key_prefix``, and falls back per ``on_unavailable`` when Redis is away.  The redis client is
 imported only when a Redis URL is opened (no module here imports it at load time), so the memory default needs no extra dependency.
 """

@@ -1,12 +1,12 @@
-"""The state interface the flows use (SPEC §12): budgets, queued/held reminders, dedupe claims and
-per-session records, behind one protocol with a memory and a Redis backend.
+"""The state interface the flows use (SPEC §12): budgets, queued reminders and per-session
+records, behind one protocol with a memory and a Redis backend.
 
 Why a protocol and not a base class: the memory backend is also called synchronously on the hot path
 (`*_now` twins), the Redis one only asynchronously, and `FailoverState` wraps one in the other; all
 the flows need is the async surface below.
 
 Keys given to a backend are *logical* (``"route:server:fs"``); each backend adds its own namespace
-per kind (buckets, queues, claims, records), so a bucket and a record may share a logical key.
+per kind (buckets, queues, records), so a bucket and a record may share a logical key.
 """
 from __future__ import annotations
 
@@ -133,9 +133,6 @@ class StateBackend(Protocol):
 
     async def queue_len(self, key: str) -> int:
         ...
-
-    async def claim_once(self, key: str, ttl_s: float) -> bool:
-        """True only for the first claim of ``key`` until it expires (fleet-wide dedupe; SET NX)."""
 
     async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         """Store a JSON-serialisable record (e.g. an MCP session's negotiated dialects) for ``ttl_s``."""

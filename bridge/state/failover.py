@@ -13,8 +13,8 @@ While degraded, ``on_unavailable`` says what reminders get:
 - ``closed``: `StateUnavailable` at once, counted in ``refused_ops``; flows answer reminder requests
   with -32000 ``scope = "state"`` and hold or drop reminder notifications.
 
-Records and claims are also written through to memory while Redis is up, so an outage does not
-forget the sessions and dedupe keys this replica has seen; queue takes and record reads after an
+Records are also written through to memory while Redis is up, so an outage does not forget the
+sessions this replica has seen; queue takes and record reads after an
 outage also collect what was written to memory meanwhile, so nothing queued during it is stranded.
 """
 from __future__ import annotations
@@ -206,14 +206,6 @@ class FailoverState:
             return result + self.fallback.queue_len_now(key)
         self._down()
         return self.fallback.queue_len_now(key)
-
-    async def claim_once(self, key: str, ttl_s: float) -> bool:
-        ok, result = await self._primary("claim_once", key, ttl_s)
-        local = self.fallback.claim_once_now(key, ttl_s)  # written through: remembered during an outage
-        if ok:  # not first here if this replica claimed it while Redis was away (and so Redis never saw it)
-            return result and local
-        self._down()
-        return local
 
     async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         self.fallback.put_record_now(key, record, ttl_s)  # written through: readable during an outage

@@ -2,7 +2,7 @@
 
 What runs when no `[state] url` is configured, and what `FailoverState` serves from (per replica)
 while Redis is unreachable in `open` mode.  Each kind of state lives in a `cachetools` TTL cache
-whose entries expire on their own (a bucket: after the time it takes to fill; a queue, a claim, a
+whose entries expire on their own (a bucket: after the time it takes to fill; a queue, a
 record: ``ttl_s`` after it was written) and whose size is capped, so a flood of distinct keys
 evicts the least recently used instead of growing without end.  A bucket evicted early is treated as
 full when it comes back: the budget loosens for that key, memory does not grow.
@@ -70,7 +70,7 @@ def _ttu(_key: Any, value: Any, now: float) -> float:
 
 
 class MemoryState:
-    """Bounded in-process state. ``max_keys``: the most queues, claims and records (each), and buckets
+    """Bounded in-process state. ``max_keys``: the most queues and records (each), and buckets
     per distinct fill time (rate and burst)."""
 
     name = "memory"
@@ -83,7 +83,6 @@ class MemoryState:
         self._buckets: dict[float, TTLCache] = {}
         self._now = clock()  # the bucket tables' timer: read the clock once per charge, not per lookup
         self._queues: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
-        self._claims: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
         self._records: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
 
     # -- budgets ---------------------------------------------------------------------------------------
@@ -188,13 +187,7 @@ class MemoryState:
         """Items in every queue (the pending gauge)."""
         return sum(len(queue.items) for queue in list(self._queues.values()))
 
-    # -- claims and records ----------------------------------------------------------------------------
-
-    def claim_once_now(self, key: str, ttl_s: float) -> bool:
-        if key in self._claims:
-            return False
-        self._claims[key] = _Entry(True, ttl_s)
-        return True
+    # -- records ---------------------------------------------------------------------------------------
 
     def put_record_now(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         # stored as JSON, as in Redis: the same values come back, and never the caller's own object
@@ -227,9 +220,6 @@ class MemoryState:
     async def queue_len(self, key: str) -> int:
         return self.queue_len_now(key)
 
-    async def claim_once(self, key: str, ttl_s: float) -> bool:
-        return self.claim_once_now(key, ttl_s)
-
     async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         self.put_record_now(key, record, ttl_s)
 
@@ -246,5 +236,5 @@ class MemoryState:
             self._now = now
         for table in self._buckets.values():
             table.expire()
-        return {"buckets": sum(len(t) for t in self._buckets.values()), "queues": len(self._queues), "claims": len(self._claims),
+        return {"buckets": sum(len(t) for t in self._buckets.values()), "queues": len(self._queues),
                 "records": len(self._records)}

@@ -9,7 +9,7 @@ bucket at the same instant are serialised by Redis and the fleet-wide rate is ex
 Scripts run with EVALSHA (the SHA is computed locally); a NOSCRIPT reply (Redis restarted or
 `SCRIPT FLUSH`) falls back to EVAL, which also caches the script again.  Every key written has a TTL:
 a bucket's is the time an empty bucket takes to fill (at least 1 s), since by then it is full and
-"absent" means "full"; a queue, a claim and a record expire ``ttl_s`` after their last write.
+"absent" means "full"; a queue and a record expire ``ttl_s`` after their last write.
 
 Standalone Redis only (or a primary with replicas behind Sentinel-style failover): a reminder's
 buckets are arbitrary keys, which Redis Cluster could not update in one script.
@@ -183,9 +183,6 @@ class RedisState:
     def queue_keys(self, key: str) -> tuple[str, str]:
         return f"{self.key_prefix}q:{key}", f"{self.key_prefix}qm:{key}"
 
-    def claim_key(self, key: str) -> str:
-        return f"{self.key_prefix}c:{key}"
-
     def record_key(self, key: str) -> str:
         return f"{self.key_prefix}r:{key}"
 
@@ -235,9 +232,6 @@ class RedisState:
 
     async def queue_len(self, key: str) -> int:
         return int(await self.redis.llen(self.queue_keys(key)[0]))
-
-    async def claim_once(self, key: str, ttl_s: float) -> bool:
-        return bool(await self.redis.set(self.claim_key(key), "1", nx=True, px=ttl_ms(ttl_s)))
 
     async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         await self.redis.set(self.record_key(key), json.dumps(record, separators=(",", ":")), px=ttl_ms(ttl_s))

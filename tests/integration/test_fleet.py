@@ -6,6 +6,7 @@ redis-server, a key prefix of its own) and alternates between them.
 """
 from __future__ import annotations
 
+import math
 import time
 import uuid
 
@@ -14,6 +15,9 @@ import pytest
 
 from tests.fault.test_serve import body, eventually, faulty, initialize, messages, metrics, post, sample
 from tests.integration.test_http_a2a import agent_stats, message, rpc
+from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST as STDIO_HOST, flood
+from tests.peers.flood_server import log_line
+from tests.peers.jsonrpc_pipe import JsonRpcPipe
 from tests.peers.processes import Running, free_port, peer, proxy
 
 STANDARD_HOST = {"reminders": {}}
@@ -70,7 +74,7 @@ async def test_a_budget_is_one_budget_across_replicas_and_the_session_follows_th
     proxy would (burst plus what refilled meanwhile, within one token); and a session initialised
     on replica 1 gets standard reminders on replica 2, which never saw its handshake."""
     one, two = fleet(tmp_path, mcp_route(upstream, '[routes.mcp.budget]\nrate = 60\nburst = 10\nkey = "server"\n'),
-                     redis_url)
+                     redis_url, admin=True)
     try:
         session = await open_session(one.port)
         started = time.monotonic()
@@ -85,6 +89,10 @@ async def test_a_budget_is_one_budget_across_replicas_and_the_session_follows_th
         refilled = int(time.monotonic() - started)  # one token a second
         assert 10 + refilled - 1 <= delivered <= 10 + refilled + 1, (delivered, refilled)
         assert delivered < 24  # without a shared budget each replica would have let 10+ through
+        async with aiohttp.ClientSession() as http:  # each replica's console shows the fleet's bucket
+            async with http.get(f"http://127.0.0.1:{admin_port(one)}/api/status") as r:
+                [gauge] = (await r.json())["routes"][0]["budgets"]
+        assert gauge["scope"] == "server:mcp" and gauge["tokens"] < 3 and gauge["limit"] == 10
     finally:
         stop(one, two)
 
@@ -207,3 +215,31 @@ async def test_closed_mode_drops_reminder_notifications_per_over_and_keeps_the_a
         assert sample(scraped, "reminder_bridge_state_unavailable_ops_total", served_by="refused") >= 3
     finally:
         stop(one, two)
+
+
+def test_stdio_sidecars_share_one_budget_and_keep_every_other_frame_in_order(tmp_path, redis_url):
+    """Two sidecars (`stdio --state`) around two copies of a flooding server: one bucket between
+    them; every ordinary log line still arrives, byte for byte and in order, although each
+    reminder waits on Redis and the frames behind it queue."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[routes.ci]\nprotocol = "mcp"\n[routes.ci.budget]\nrate = 60\nburst = 10\nkey = "server"\n'
+                     f'[state]\nurl = "{redis_url}"\nkey_prefix = "rb-sidecars-{uuid.uuid4().hex[:8]}:"\n')
+    pipes = [JsonRpcPipe(PROXY + ["--rules", str(rules), "--"] + FLOOD) for _ in range(2)]
+    try:
+        for pipe in pipes:
+            pipe.request("initialize", STDIO_HOST)
+        started = time.monotonic()
+        reminders = 0
+        for round_ in range(3):
+            for n, pipe in enumerate(pipes):
+                frames, result = flood(pipe, 10 + round_, 1000 * n + 100 * round_, 100)
+                logs = [f for f in frames if b'"logger":"flood"' in f]
+                seqs = range(1000 * n + 100 * round_, 1000 * n + 100 * round_ + 100)
+                assert logs == [log_line(seq).encode() for seq in seqs]
+                reminders += sum(b"notifications/reminder" in f for f in frames)
+                assert "result" in result
+        refilled = math.floor(time.monotonic() - started)
+    finally:
+        for pipe in pipes:
+            pipe.close()
+    assert 10 <= reminders <= 10 + refilled + 1, (reminders, refilled)

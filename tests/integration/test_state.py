@@ -1,6 +1,6 @@
 """Shared state (SPEC §12) against a real redis-server: the memory and Redis backends decide alike,
 a fleet-wide budget is exact across connection pools and processes, every key expires, queues,
-claims and records behave, and Redis dying, restarting or stalling mid-run keeps each mode's promise.
+and records behave, and Redis dying, restarting or stalling mid-run keeps each mode's promise.
 """
 from __future__ import annotations
 
@@ -219,19 +219,17 @@ async def test_every_key_the_redis_backend_writes_has_a_ttl(redis_url):
         await state.charge([slow])
         await state.queue_push("task-1", "r1", "{}", dedupe_key="d", limit=8, ttl_s=30)
         await state.queue_push("task-2", "r2", "{}", dedupe_key=None, limit=8, ttl_s=30)
-        await state.claim_once("dedupe-1", 60)
         await state.put_record("session-1", {"host": "standard"}, 90)
         await state.get_record("session-1", ttl_s=120)
         await state.levels([slow, quick, BucketCharge("unseen", 60, 1)])
         await state.probe()
         keys = [k async for k in state.redis.scan_iter(match=key_prefix + "*")]
-        assert len(keys) == 9  # 2 buckets, 2 × (list + hash), a claim, a record, the probe
+        assert len(keys) == 8  # 2 buckets, 2 × (list + hash), a record, the probe
         ttls = {k[len(key_prefix):]: await state.redis.pttl(k) for k in keys}
         assert all(ttl > 0 for ttl in ttls.values()), ttls
         assert 19_000 < ttls["b:slow"] <= 20_000
         assert 900 < ttls["b:quick"] <= 1_000
         assert 29_000 < ttls["q:task-1"] <= 30_000 and 29_000 < ttls["qm:task-1"] <= 30_000
-        assert 59_000 < ttls["c:dedupe-1"] <= 60_000
         assert 119_000 < ttls["r:session-1"] <= 120_000  # get_record(ttl_s=...) slid it
     finally:
         await state.close()
@@ -243,15 +241,14 @@ async def test_memory_state_is_bounded_and_expires():
     for i in range(100):
         assert state.charge_now([BucketCharge(f"k{i}", 60, 1)]) is None
         state.queue_push_now(f"q{i}", "r", "x", dedupe_key=None, limit=4, ttl_s=5)
-        state.claim_once_now(f"c{i}", 5)
         state.put_record_now(f"r{i}", {"i": i}, 5)
-    assert state.sizes() == {"buckets": 10, "queues": 10, "claims": 10, "records": 10}
+    assert state.sizes() == {"buckets": 10, "queues": 10, "records": 10}
     clock.advance(1.01)  # an empty 60/min, burst 1 bucket is full after 1 s: gone, and nothing is lost
     assert state.sizes()["buckets"] == 0
     assert state.charge_now([BucketCharge("k99", 60, 1)]) is None
     clock.advance(4)
-    assert state.sizes() == {"buckets": 0, "queues": 0, "claims": 0, "records": 0}
-    assert state.claim_once_now("c99", 5) and state.get_record_now("r99") is None
+    assert state.sizes() == {"buckets": 0, "queues": 0, "records": 0}
+    assert state.get_record_now("r99") is None
 
 
 def test_a_memory_bucket_keeps_its_tokens_when_its_rate_changes():
@@ -267,7 +264,7 @@ def test_a_memory_bucket_keeps_its_tokens_when_its_rate_changes():
     assert state.sizes()["buckets"] == 1
 
 
-# -- queues, claims, records -------------------------------------------------------------------------------
+# -- queues, records -------------------------------------------------------------------------------
 
 async def test_queue_push_dedupes_limits_and_take_empties(backend):
     push = backend.queue_push
@@ -312,21 +309,6 @@ async def test_a_queue_is_readable_by_another_replica(redis_url):
         await two.queue_push("task-7", "r2", '{"body":"rebase now"}', dedupe_key="k", limit=64, ttl_s=60)
         assert await two.queue_take("task-7") == ['{"body":"rebase now"}']
         assert await one.queue_take("task-7") == []
-    finally:
-        await one.close()
-        await two.close()
-
-
-async def test_claim_once_is_fleet_wide(redis_url):
-    key_prefix = prefix()
-    one, two = RedisState(redis_url, key_prefix=key_prefix), RedisState(redis_url, key_prefix=key_prefix)
-    try:
-        claims = await asyncio.gather(*(r.claim_once("dedupe:fs:1", 0.3) for r in [one, two] * 10))
-        assert sorted(claims) == [False] * 19 + [True]
-        assert not await two.claim_once("dedupe:fs:1", 0.3)
-        assert await one.claim_once("dedupe:fs:2", 0.3)
-        await asyncio.sleep(0.4)
-        assert await two.claim_once("dedupe:fs:1", 0.3)  # expired: a new lifetime
     finally:
         await one.close()
         await two.close()
@@ -540,19 +522,15 @@ async def test_redis_down_at_startup_is_one_outage(redis_server):
 
 
 @pytest.mark.fault
-async def test_records_and_claims_survive_an_outage_on_the_replica_that_wrote_them(redis_server):
+async def test_records_survive_an_outage_on_the_replica_that_wrote_them(redis_server):
     log = Log()
     state = failover(redis_server.url, "open", log)
     try:
         await state.put_record("mcp:s1", {"host": "standard"}, 60)
-        assert await state.claim_once("dedupe:k", 60)
         redis_server.kill()
         assert await state.get_record("mcp:s1") == {"host": "standard"}
-        assert not await state.claim_once("dedupe:k", 60)
-        assert await state.claim_once("dedupe:new", 60)
         redis_server.start()
         await _until(lambda: not state.degraded, within=5.0)
-        assert not await state.claim_once("dedupe:new", 60)  # claimed here while Redis was away
         assert await state.get_record("mcp:s1") == {"host": "standard"}  # Redis lost it; memory had it
     finally:
         await state.close()

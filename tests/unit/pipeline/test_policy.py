@@ -311,13 +311,13 @@ def test_a_reconfigure_flips_the_stage_for_the_next_message():
 def test_a_reminder_riding_on_a_request_can_be_refused_without_refusing_the_request():
     """For A2A's `metadata.harn.reminder` on `SendMessage`: the reminder is dropped, the message goes on."""
     from bridge.model import Reminder
-    from bridge.pipeline.resumable import finish_now
+    from bridge.pipeline.at_once import run_now
 
     f = flow("a2a", "[defaults.budget]\nrate = 60\nburst = 1\n")
     send = {"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {}}
-    kept, out = finish_now(f.police(send, Reminder(body="one"), "SendMessage", origin=HOST, request=False))
+    kept, out = run_now(f.police(send, Reminder(body="one"), "SendMessage", origin=HOST, request=False))
     assert kept is not None and out == []
-    refused, out = finish_now(f.police(send, Reminder(body="two"), "SendMessage", origin=HOST, request=False))
+    refused, out = run_now(f.police(send, Reminder(body="two"), "SendMessage", origin=HOST, request=False))
     assert refused is None and out == []  # no error answer: the caller's message is not refused
-    refused, out = finish_now(f.police(send, Reminder(body="three"), "SendMessage", origin=HOST))
+    refused, out = run_now(f.police(send, Reminder(body="three"), "SendMessage", origin=HOST))
     assert json.loads(out[0].data)["error"]["message"] == "reminder budget exceeded"  # as a request, it would be
