@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 import websockets
 
-from tests.peers.processes import Running, free_port, peer, proxy
+from tests.peers.processes import Running, eventually, free_port, peer, proxy
 
 pytestmark = pytest.mark.fault
 
@@ -83,15 +83,6 @@ def sample(text: str, name: str, **labels: str) -> float:
     return total
 
 
-async def eventually(check, timeout: float = 10.0, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(every)
 
 
 @pytest.fixture

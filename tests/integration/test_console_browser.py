@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.test_console import (LEGACY_HOST_CAPS, ROOT, STANDARD_HOST_CAPS, TOKEN, Bridge, connect_host, remind,
                                 rpc)
+from tests.peers.processes import eventually
 
 CHROMIUM = os.environ.get("REMINDER_BRIDGE_CHROMIUM") or shutil.which("chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -45,15 +46,6 @@ async def tokens(page) -> float:
     return float(await page.get_attribute('.route[data-route="ci"] .gauge', "data-tokens"))
 
 
-async def eventually(check, timeout: float, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(every)
 
 
 async def test_the_console_in_chromium(tmp_path):

@@ -13,12 +13,12 @@ import uuid
 import aiohttp
 import pytest
 
-from tests.fault.test_serve import body, eventually, faulty, initialize, messages, metrics, post, sample
+from tests.fault.test_serve import body, faulty, initialize, messages, metrics, post, sample
 from tests.integration.test_http_a2a import agent_stats, message, rpc
 from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST as STDIO_HOST, flood
 from tests.peers.flood_server import log_line
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
-from tests.peers.processes import Running, free_port, peer, proxy
+from tests.peers.processes import Running, eventually, free_port, peer, proxy
 
 STANDARD_HOST = {"reminders": {}}
 

@@ -1,6 +1,7 @@
 """Start real servers and the proxy on loopback for tests, and stop them afterwards."""
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -100,3 +101,15 @@ def wait_until(check, timeout: float = 10.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+async def eventually(check, timeout: float = 10.0, every: float = 0.05):
+    """The first truthy value of ``await check()``, polled every ``every`` s for ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(every)
