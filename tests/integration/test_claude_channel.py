@@ -49,7 +49,8 @@ def assert_channel_session(report: dict, kind: str) -> None:
     assert report["channel_listener"] is True
 
     events = report["channel"]
-    assert [e["content"] for e in events] == [f"{p} changed externally; re-read it before editing." for p in ("a.py", "b.py")]
+    bodies = [f"{path} changed externally; re-read it before editing." for path in ("a.py", "b.py")]
+    assert [e["content"] for e in events] == bodies
     for event, path in zip(events, ("a.py", "b.py")):
         meta = dict(event["meta"])
         assert all(IDENTIFIER.match(k) and isinstance(v, str) for k, v in meta.items())

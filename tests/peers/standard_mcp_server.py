@@ -39,7 +39,8 @@ def handle(msg: dict) -> list[dict]:
         text = str((params.get("arguments") or {}).get("text", ""))
         own = {"jsonrpc": "2.0", "method": "notifications/claude/channel",
                "params": {"content": text, "meta": {"kind": "announcement"}}}
-        return [own, {"jsonrpc": "2.0", "id": msg["id"], "result": {"content": [{"type": "text", "text": "announced"}]}}]
+        done = {"content": [{"type": "text", "text": "announced"}]}
+        return [own, {"jsonrpc": "2.0", "id": msg["id"], "result": done}]
     return [standard(reply) for reply in LegacyMcpServer().handle(msg)]
 
 

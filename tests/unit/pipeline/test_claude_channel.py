@@ -52,7 +52,8 @@ def channel_flow(rules: str = "", route: str = "workspace", clock: Clock | None 
 def handshake(flow, result: dict | None = None) -> dict:
     """Claude Code's initialize (no reminder capability at all), the server's answer; returns what the host got."""
     flow.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.80"}}}))
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "claude-code", "version": "2.1.80"}}}))
     result = result or {"protocolVersion": "2025-11-25", "capabilities": LEGACY_CAPS,
                         "serverInfo": {"name": "fs-server", "version": "1"}, "instructions": "Use the fs tools."}
     [out] = flow.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": result}))
