@@ -84,7 +84,8 @@ class McpFlow(Flow):
 
     def on_reconfigure(self, old: Any) -> None:
         self._watch_host()
-        if self.host.dialect == ClaudeChannel.dialect and self.state.handshake_seen and not self.state.channel_offered:
+        answered = self.state.peer_declared is not None  # the server's handshake result went to the host
+        if self.host.dialect == ClaudeChannel.dialect and answered and not self.state.channel_offered:
             self.recorder.warning("channel_not_offered", why="the host's handshake is over and did not offer it the "
                                   "claude/channel capability: Claude Code listens for channel events only once it "
                                   "reconnects")

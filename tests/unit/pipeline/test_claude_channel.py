@@ -237,3 +237,17 @@ def test_reminders_queued_for_a_tool_result_are_lifted_out_of_it_after_a_reload(
     assert out[0] == Forward(HOST, result)  # the tool result goes on without it
     assert [e["meta"]["reminder_id"] for e in events(out[1:])] == ["r1"]
     assert flow.pending_counts()["tool_result"] == 0
+
+
+def test_a_reload_warns_only_for_a_session_that_was_never_offered_the_channel():
+    offered = channel_flow()
+    handshake(offered)
+    offered.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\nstage = "dual"\n').defaults)
+    assert "channel_not_offered" not in offered.recorder._log.getvalue()
+    early = channel_flow(host_dialect=None)  # reloaded before the server answered: the offer is still to come
+    early.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}))
+    early.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\n').defaults)
+    assert "channel_not_offered" not in early.recorder._log.getvalue()
+    [out] = early.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": LEGACY_CAPS,
+                                                                           "serverInfo": {"name": "s"}}}))
+    assert json.loads(out.data)["result"]["capabilities"]["experimental"] == {"claude/channel": {}}
