@@ -150,7 +150,7 @@ class McpFlow(Flow):
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool" and self.state.tool_results:
-                if self.target() in HOST_CODECS:
+                if self.target() in HOST_CODECS and not self._tool_results_carry_reminders():
                     after = self._lift_tool_results()
                 else:
                     response, after = self._append_to_tool_result(msg)
