@@ -1,4 +1,5 @@
-"""`reminder-bridge demo`: a standard host talks to the bundled legacy peers through the proxy.
+"""`reminder-bridge demo`: a standard host talks to the bundled legacy peers through the proxy, and
+Claude Code, with channels, to the legacy MCP server.
 
 Everything runs in-process and uses the proxy's real pipelines (`bridge.pipeline.factory.make_flow`): a
 scripted host sends JSON-RPC frames into `Flow.from_host`, what the flow sends to the peer is
@@ -203,7 +204,7 @@ class Conversation:
         setattr(self.tally, outcome, getattr(self.tally, outcome) + 1)
 
 
-# -- the three scripts ---------------------------------------------------------------------------
+# -- the scripts ---------------------------------------------------------------------------------
 def _rpc(msg_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
 
@@ -239,6 +240,31 @@ def mcp_script(c: Conversation) -> list[str]:
         missing.append("the ordinary log message")
     if _result(got, 2) is None:
         missing.append("the tools/call result")
+    return missing
+
+
+def channel_script(c: Conversation) -> list[str]:
+    """Claude Code with channels (SPEC §11): the reminder is pushed into the session, the tool result
+    goes on as the server sent it."""
+    missing: list[str] = []
+    got = c.host_sends(_rpc(1, "initialize", {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "claude-code", "version": "2.1.80"},
+    }), 'Claude Code declares no reminder support; the route says host_dialect = "claude-channel"')
+    result = _result(got, 1) or {}
+    if "claude/channel" not in (result.get("capabilities") or {}).get("experimental", {}) \
+            or "ambient reminders" not in str(result.get("instructions")):
+        missing.append("initialize result with the claude/channel capability and instructions")
+    c.host_sends({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    got = c.host_sends(_rpc(2, "tools/call", {"name": "touch_file", "arguments": {"path": "src/app.py"}}),
+                       "the reminder becomes one channel event; Claude Code shows it to the model at once as "
+                       '<channel source="workspace" reminder_id=… …>body</channel>')
+    events = [m for m in got if m.get("method") == "notifications/claude/channel"]
+    if len(events) != 1 or "src/app.py changed" not in str(events[0]["params"].get("content")):
+        missing.append("one notifications/claude/channel")
+    content = (_result(got, 2) or {}).get("content")
+    if not isinstance(content, list) or len(content) != 1:
+        missing.append("the tools/call result as the server sent it")
     return missing
 
 
@@ -322,7 +348,7 @@ def _counts(recorder: Recorder, protocol: str) -> str:
 
 
 def run_demo(width: int = 0, out: TextIO | None = None) -> int:
-    """Run the three conversations and print them; 0 when every expected rewrite happened."""
+    """Run the four conversations and print them; 0 when every expected rewrite happened."""
     out = out if out is not None else sys.stdout
     if hasattr(out, "reconfigure"):
         try:
@@ -355,6 +381,14 @@ def _run(printer: Printer) -> int:
     mcp = Conversation("MCP", make_flow("mcp", settings, recorder), LegacyMcpServer().handle, printer)
     results.append(("mcp", mcp, mcp_script(mcp)))
 
+    printer.heading("MCP  Claude Code with channels ↔ legacy server (reminder-bridge stdio --route workspace "
+                    "--host-dialect claude-channel)",
+                    "Each reminder is pushed into the running session as notifications/claude/channel; "
+                    "Claude Code must be launched with --dangerously-load-development-channels server:workspace.")
+    channel_flow = make_flow("mcp", settings, Recorder(route="workspace", log=log), host_dialect="claude-channel")
+    channel = Conversation("Claude Code", channel_flow, LegacyMcpServer().handle, printer)
+    results.append(("mcp", channel, channel_script(channel)))
+
     printer.heading("ACP  standard client ↔ Harn-like agent (bridge.examples.acp_harn_agent)",
                     "The agent takes session/remind with snake_case keys and reports reminders under "
                     "_meta.harn.reminder.")
@@ -376,7 +410,7 @@ def _run(printer: Printer) -> int:
         status = "ok" if not missing else "MISSING: " + "; ".join(missing)
         failed = failed or bool(missing)
         summary = (f"{conv.name}  {t.messages} messages: {t.rewritten} rewritten, {t.unchanged} unchanged, "
-                   f"{t.dropped} dropped | recorder: {_counts(recorder, protocol)} | {status}")
+                   f"{t.dropped} dropped | recorder: {_counts(conv.flow.recorder, protocol)} | {status}")
         for chunk in wrap(summary, printer.width):
             printer.line(chunk)
     printer.out.flush()

@@ -24,18 +24,29 @@ from bridge.state.settings import StateSettings
 from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
-    "Admin", "Budget", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget", "Limits", "Outbox",
-    "Route", "check_origins", "RouteSettings", "RuleProblem", "Rules", "RulesError", "ServeOutbox", "Telemetry",
-    "Trust", "check_envelope", "check_files", "load_rules", "locate_keys", "parse_rules_text",
+    "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
+    "HOST_ADAPTERS", "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
+    "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
+    "host_dialect_problem", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
+#: A host side may also speak a host adapter (SPEC §11): a codec toward a host with a push path of
+#: its own, for one protocol only, and never picked by `auto`.
+HostDialect = Literal["auto", "standard", "legacy", "none", "claude-channel"]
+HOST_DIALECTS: tuple[str, ...] = typing.get_args(HostDialect)
+#: host adapter → (the protocol it belongs to, what it is)
+HOST_ADAPTERS: dict[str, tuple[str, str]] = {"claude-channel": ("mcp", "Claude Code channels")}
+#: The name of a route that was given none (no rules file, or a file without routes).
+UNNAMED_ROUTE = "default"
 
 
 DEFAULT_ENVELOPE = '<system-reminder id="{id}" source="{source}">{body}</system-reminder>'
 ENVELOPE_PLACEHOLDERS = ("id", "source", "body", "tags", "dedupe_key")
+#: `channel_instructions` may name the server the host knows (the route's name, else the server's own).
+CHANNEL_PLACEHOLDERS = ("server",)
 ROUTE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -175,10 +186,13 @@ class RouteSettings(_Model):
     path: str | None = None
     upstream: str | None = None
     stage: Stage = "translate"
-    host_dialect: Dialect = "auto"
+    host_dialect: HostDialect = "auto"
     peer_dialect: Dialect = "auto"
     require_declaration: bool = True
     envelope: str = DEFAULT_ENVELOPE
+    #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`
+    #: (None: the built-in one, bridge/dialects/claude_channel.py)
+    channel_instructions: str | None = None
     fallback: Fallback = Field(default_factory=Fallback)
     budget: Budget | None = None
     trust: Trust = Field(default_factory=Trust)
@@ -208,6 +222,22 @@ class RouteSettings(_Model):
     @classmethod
     def _envelope(cls, v: str) -> str:
         check_envelope(v)
+        return v
+
+    @field_validator("host_dialect")
+    @classmethod
+    def _host_dialect(cls, v: str, info: ValidationInfo) -> str:
+        problem = host_dialect_problem(v, info.data.get("protocol"))
+        if problem is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("channel_instructions")
+    @classmethod
+    def _channel_instructions(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must say what the channel events are (leave the key out for the built-in paragraph)")
+        _check_template(v, CHANNEL_PLACEHOLDERS, required=None)
         return v
 
 
@@ -325,9 +355,25 @@ class Rules(_Model):
             raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
 
 
+def host_dialect_problem(dialect: str | None, protocol: str | None) -> str | None:
+    """Why ``dialect`` cannot be the host dialect of a ``protocol`` route (a host adapter of another
+    protocol), or None. An unknown protocol (a stdio route left to detect it) is no problem."""
+    if dialect not in HOST_ADAPTERS or protocol is None:
+        return None
+    owner, what = HOST_ADAPTERS[dialect]
+    if protocol == owner:
+        return None
+    return f'"{dialect}" is a host dialect for {owner.upper()} only ({what}), not for {protocol}'
+
+
 def check_envelope(template: str) -> None:
     """Raise ValueError unless `template` uses only the known placeholders and contains {body}."""
-    allowed = " ".join("{%s}" % p for p in ENVELOPE_PLACEHOLDERS)
+    _check_template(template, ENVELOPE_PLACEHOLDERS, required="body")
+
+
+def _check_template(template: str, placeholders: tuple[str, ...], required: str | None) -> None:
+    """ValueError unless ``template`` uses only ``placeholders``, and ``required`` when one is named."""
+    allowed = " ".join("{%s}" % p for p in placeholders)
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError:
@@ -336,13 +382,13 @@ def check_envelope(template: str) -> None:
     for _, name, spec, conv in parts:
         if name is None:
             continue
-        if name not in ENVELOPE_PLACEHOLDERS:
+        if name not in placeholders:
             raise ValueError(f"unknown placeholder {{{name}}} (allowed: {allowed})")
         if spec or conv:
             raise ValueError(f"placeholder {{{name}}} may not carry a format spec or conversion")
         names.add(name)
-    if "body" not in names:
-        raise ValueError(f"must contain {{body}} (allowed placeholders: {allowed})")
+    if required is not None and required not in names:
+        raise ValueError(f"must contain {{{required}}} (allowed placeholders: {allowed})")
 
 
 def _url(v: str, schemes: tuple[str, ...], what: str) -> str:
@@ -437,16 +483,14 @@ def parse_rules_text(text: str, file: str = "<string>") -> Rules:
         rules = Rules.model_validate(data, context={"rules_dir": str(Path(file).parent)} if file != "<string>" else None)
     except ValidationError as e:
         errors = e.errors(include_url=False)
+        reported = {tuple(err["loc"]) for err in errors}
         for err in errors:
             loc = tuple(err["loc"])
             if loc[:1] == ("routes",) and len(loc) > 2 and isinstance(routes, dict):
                 rest = loc[2:]
-                if not _has(routes.get(loc[1]), rest) and _has(defaults, rest):
+                if not _has(routes.get(loc[1]), rest) and ("defaults", *rest) in reported:
                     continue  # inherited from [defaults], which reports it as defaults.…
             problem(loc, _message(err))
-        if not problems:  # cannot happen while defaults are validated alone; never pass silently
-            for err in errors:
-                problem(tuple(err["loc"]), _message(err))
     else:
         if not problems:
             return rules

@@ -19,9 +19,10 @@ from typing import Any, TextIO
 
 from bridge.model import Reminder
 
-#: The actions a reminder can meet (SPEC §9 `reminder.action`).
-ACTIONS = ("rewritten", "passed", "queued", "attached", "rendered", "dropped", "invalid", "rate_limited", "coalesced",
-           "synthesized", "refused")
+#: The actions a reminder can meet (SPEC §9 `reminder.action`); `channel`: sent as a Claude Code
+#: channel event (SPEC §11), told apart from `rewritten` because it lands in a live session.
+ACTIONS = ("rewritten", "channel", "passed", "queued", "attached", "rendered", "dropped", "invalid", "rate_limited",
+           "coalesced", "synthesized", "refused")
 #: Later steps of a reminder already traced when it was decoded: counted and logged, no span of their own.
 FOLLOW_UPS = frozenset({"rendered", "attached", "synthesized"})
 #: Decisions that are a budget working as configured: counted always, logged at info (a flood

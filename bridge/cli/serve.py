@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bridge.cli.reloading import watch_rules
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
-from bridge.rules import Limits, Rules, RouteSettings, check_origins
+from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, check_origins, host_dialect_problem
 from bridge.telemetry import Tracing
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here")
     p.add_argument("--protocol", choices=("mcp", "a2a", "acp"), help="one-route shortcut: the protocol")
     p.add_argument("--upstream", help="one-route shortcut: the upstream base URL (http(s):// or ws(s)://)")
-    p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--host-dialect", choices=HOST_DIALECTS,
+                   help="claude-channel: the hosts are Claude Code sessions launched with channels (MCP routes only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
     p.add_argument("--upstream-timeout", type=float, default=300.0,
                    help="seconds to wait for an upstream to start answering (default 300)")
@@ -76,7 +77,15 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
     def settings_of(route: RouteSettings) -> RouteSettings:
         return route.model_copy(update={"allowed_origins": origins}) if origins else route
 
+    def check_dialect(name: str, protocol: str) -> None:
+        problem = host_dialect_problem(args.host_dialect, protocol)
+        if problem is not None:
+            raise ValueError(f"--host-dialect: {problem} (route {name})")
+
     if rules is not None:
+        for name, r in rules.routes.items():
+            if r.upstream:
+                check_dialect(name, r.protocol)
         routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, settings_of(r), dialects,
                             Policy(settings_of(r), rules.global_budget, route=name, shared=shared), tracing,
                             log_level, limits)
@@ -90,11 +99,12 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         settings = settings_of(RouteSettings(upstream=args.upstream))
     except ValueError as exc:
         raise ValueError(f"--upstream: {exc}") from None
+    check_dialect(UNNAMED_ROUTE, args.protocol)
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
         raise ValueError("ACP has no HTTP transport: give --protocol acp a ws:// or wss:// --upstream, or run the "
                          "agent with `reminder-bridge stdio`")
-    return [HttpRoute("default", args.protocol, "", args.upstream, settings, dialects,
-                      Policy(settings, route="default", shared=shared), tracing, log_level, limits)]
+    return [HttpRoute(UNNAMED_ROUTE, args.protocol, "", args.upstream, settings, dialects,
+                      Policy(settings, route=UNNAMED_ROUTE, shared=shared), tracing, log_level, limits)]
 
 
 def _cmd_serve(args: Any) -> int:

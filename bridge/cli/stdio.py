@@ -11,7 +11,9 @@ from typing import Any
 from bridge.cli.reloading import watch_rules
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
-from bridge.rules import RouteSettings, Rules, RulesError, load_rules
+from bridge.rules import (
+    HOST_ADAPTERS, HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, host_dialect_problem, load_rules,
+)
 from bridge.telemetry import Recorder, Tracing
 from bridge.transports.stdio import MAX_LINE, StdioProxy
 
@@ -21,7 +23,8 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--rules", help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
     p.add_argument("--route", help="route name in the rules file")
     p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
-    p.add_argument("--host-dialect", choices=("auto", "standard", "legacy", "none"))
+    p.add_argument("--host-dialect", choices=HOST_DIALECTS,
+                   help="claude-channel: the host is a Claude Code launched with channels (MCP only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
     p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
                    "(default: the rules file's [admin] listen, if it has an [admin] table)")
@@ -39,7 +42,7 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         sys.stderr.write("reminder-bridge stdio: no command given (usage: reminder-bridge stdio [options] -- CMD ARGS)\n")
         return 2
     settings = RouteSettings()
-    route_name = args.route or "default"
+    route_name = args.route or UNNAMED_ROUTE
     rules: Rules | None = None
     rules_file = None
     if args.rules:
@@ -55,7 +58,13 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
         rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen))
-    protocol = args.protocol or getattr(settings, "protocol", None)
+    dialect = args.host_dialect or settings.host_dialect
+    # a host adapter belongs to one protocol: it settles a protocol left to detection
+    protocol = args.protocol or settings.protocol or HOST_ADAPTERS.get(dialect, (None,))[0]
+    problem = host_dialect_problem(dialect, protocol)
+    if problem is not None:
+        sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
+        return 2
     try:
         tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
     except RuntimeError as exc:  # the otlp exporter without its optional extra
@@ -93,7 +102,7 @@ def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
     if len(routes) == 1:
         return routes[0]
     if not routes:
-        return "default", rules.defaults
+        return UNNAMED_ROUTE, rules.defaults
     raise KeyError(f"the rules file has several routes; name one with --route ({', '.join(rules.routes)})")
 
 

@@ -10,7 +10,7 @@ from bridge.jsonrpc import dumps
 from bridge.pipeline.commands import HOST, Send, writes
 from bridge.pipeline.factory import make_flow
 from bridge.policy import Policy
-from bridge.rules import RouteSettings
+from bridge.rules import HOST_ADAPTERS, RouteSettings, host_dialect_problem
 from bridge.telemetry import Recorder
 
 
@@ -19,7 +19,8 @@ def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[s
     p.add_argument("--protocol", choices=protocols, required=True)
     p.add_argument("--toward", choices=("host", "peer"), required=True, help="direction the message travels")
     p.add_argument("--source", choices=dialects[1:], required=True, help="dialect of the side that sent it")
-    p.add_argument("--target", choices=dialects[1:], required=True, help="dialect of the side it goes to")
+    p.add_argument("--target", choices=dialects[1:] + tuple(HOST_ADAPTERS), required=True,
+                   help="dialect of the side it goes to (claude-channel: an MCP host, --toward host)")
     p.set_defaults(func=_cmd_translate)
 
 
@@ -42,6 +43,12 @@ def _is_card(frame: bytes) -> bool:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
+    problem = host_dialect_problem(args.target, args.protocol)
+    if problem is None and args.target in HOST_ADAPTERS and args.toward != HOST:
+        problem = f'"{args.target}" is a host dialect: it only translates --toward host'
+    if problem is not None:
+        sys.stderr.write(f"reminder-bridge translate: --target {problem}\n")
+        return 2
     data = sys.stdin.buffer.read()
     out = sys.stdout.buffer
     for command in translate(args.protocol, args.toward, args.source, args.target, data):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.dialects.claude_channel import ClaudeChannel
 from bridge.dialects.paths import get_path as _get, pop_path, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
@@ -136,4 +137,8 @@ class McpLegacy:
         write_at(caps, cap, "_meta", "harn", "reminders")
 
 
+#: What servers and hosts speak (SPEC §3): decoded from a server, written toward a host.
 CODECS = {"standard": McpStandard, "legacy": McpLegacy}
+#: What the proxy can write toward a host: those, and the host adapters (SPEC §11), which no
+#: server speaks to the proxy and `auto` never picks.
+HOST_CODECS = {**CODECS, ClaudeChannel.dialect: ClaudeChannel}

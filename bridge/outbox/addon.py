@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from bridge.dialects.mcp import CODECS
+from bridge.dialects.mcp import CODECS, HOST_CODECS
 from bridge.jsonrpc import error_response
 from bridge.model import Reminder, uuid7
 from bridge.outbox.declaration import read_manifest, read_uri
@@ -249,7 +249,7 @@ class OutboxAddOn(AddOn):
             return []
 
         self.flow.record("queued", method, reminder, source=source, target="outbox")
-        return [Defer(lambda: serve.capture(reminder, now_ms), done)], target not in CODECS
+        return [Defer(lambda: serve.capture(reminder, now_ms), done)], target not in HOST_CODECS
 
     # -- timers ------------------------------------------------------------------------------
     def next_wake(self) -> float | None:
@@ -473,7 +473,7 @@ class OutboxAddOn(AddOn):
             if reminder is None:
                 gone.append(rowid)
                 continue
-            if self.serve is not None and self.flow.target() not in CODECS:
+            if self.serve is not None and self.flow.target() not in HOST_CODECS:
                 out.append(self._serve_instead(reminder, method))  # a host that does not listen reads it there
                 gone.append(rowid)
                 continue

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.dialects.mcp import CODECS, McpLegacy, McpStandard
+from bridge.dialects.claude_channel import ClaudeChannel, patch_initialize_result, server_label
+from bridge.dialects.mcp import CODECS, HOST_CODECS, McpLegacy, McpStandard
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
@@ -14,6 +15,7 @@ from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
+from bridge.rules import UNNAMED_ROUTE
 
 MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -37,6 +39,8 @@ class McpState:
     #: reminders waiting for the next tools/call result (host `none`, fallback `tool_result`),
     #: each with what to do once it is handed over
     tool_results: list[tuple[Reminder, Callable[[], list[Command]] | None]] = field(default_factory=list)
+    #: the handshake result told the host it is a Claude Code channel (only then does it listen)
+    channel_offered: bool = False
 
 
 class McpFlow(Flow):
@@ -87,7 +91,7 @@ class McpFlow(Flow):
             markers += [b"initialize", b"discover", b"io.modelcontextprotocol"]
         if self.host.dialect == "legacy":
             markers.append(b"logLevel")
-        if self._tool_results_carry_reminders():
+        if self._awaits_tool_results():
             markers.append(b"tools")
         for addon in self.addons:
             markers += addon.host_markers()
@@ -99,6 +103,11 @@ class McpFlow(Flow):
 
     def on_reconfigure(self, old: Any) -> None:
         self._watch_host()
+        answered = self.state.peer_declared is not None  # the server's handshake result went to the host
+        if self.host.dialect == ClaudeChannel.dialect and answered and not self.state.channel_offered:
+            self.recorder.warning("channel_not_offered", why="the host's handshake is over and did not offer it the "
+                                  "claude/channel capability: Claude Code listens for channel events only once it "
+                                  "reconnects")
 
     def watch(self, msg: dict[str, Any], addon: Any) -> None:
         """``addon.on_response`` gets the response to the host's request ``msg``."""
@@ -124,7 +133,7 @@ class McpFlow(Flow):
         if LOG_LEVEL_KEY in meta and "id" in msg:
             self.state.opted_in.add(id_key(msg["id"]))
             self.expect_response(msg, "call")
-        if method == "tools/call" and self._tool_results_carry_reminders():
+        if method == "tools/call" and self._awaits_tool_results():
             self.expect_response(msg, "tool")
         for addon in self.addons:
             answered = addon.on_host(msg)
@@ -160,7 +169,10 @@ class McpFlow(Flow):
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool" and self.state.tool_results:
-                response, after = self._append_to_tool_result(msg)
+                if self.target() in HOST_CODECS and not self._tool_results_carry_reminders():
+                    after = self._lift_tool_results()
+                else:
+                    response, after = self._append_to_tool_result(msg)
         if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
             response = self._handshake_result(msg)
         elif waited is None:
@@ -190,6 +202,8 @@ class McpFlow(Flow):
                                 client=info.get("name") if isinstance(info, dict) else None)
         self.peer.learn(spoken)
         target = self.host.dialect
+        if target == ClaudeChannel.dialect:
+            return self._offer_channel(msg)
         cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c is not None), None)
         if target not in CODECS or cap is None or declared.get(target) == cap:
             return None
@@ -199,6 +213,27 @@ class McpFlow(Flow):
             codec.write_capability(out_caps, cap if name == target else None)
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
+
+    def _offer_channel(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Toward a Claude Code channel host (SPEC §11): the `claude/channel` capability and the
+        paragraph that tells the model what the events are. The reminder capabilities go: this host
+        gets channel events instead, whatever the server declared (the outbox may have reminders)."""
+        result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),
+                                         self.settings.channel_instructions)
+        for codec in CODECS.values():
+            codec.write_capability(result["capabilities"], None)
+        self.state.channel_offered = True
+        self.record("rewritten", "initialize", source=self.peer.dialect, target=ClaudeChannel.dialect, why=None)
+        return {**msg, "result": result}
+
+    def _channel_name(self, result: dict[str, Any]) -> str:
+        """The name the host knows the server by, as far as the proxy can tell: the route's, else
+        the server's own `serverInfo.name` (2026-07-28: in the result's `_meta`)."""
+        if self.route != UNNAMED_ROUTE:
+            return self.route
+        info = result.get("serverInfo", get_path(result, "_meta", "io.modelcontextprotocol/serverInfo"))
+        name = info.get("name") if isinstance(info, dict) else None
+        return name if server_label(name) is not None else self.route
 
     async def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
@@ -212,8 +247,10 @@ class McpFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=exc.loggable)
             return []
+        if self._unseen(decoded, method, source):
+            return []
         target = self.target()
-        held = target != source and target not in CODECS and self._fallback() == "tool_result"
+        held = target != source and target not in HOST_CODECS and self._fallback() == "tool_result"
         reminder, refusal = await self.police(msg, decoded, method, origin=PEER, source=source, target=target,
                                         pending=len(self.state.tool_results) + len(self.held) if held else None,
                                         deliver=lambda r: self._deliver(msg, codec, r, changed=r is not decoded,
@@ -247,11 +284,27 @@ class McpFlow(Flow):
         if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
             return [self.send(HOST, msg)] if released else None
-        if target in CODECS:
+        if target in HOST_CODECS:
             params_meta = codec.carried_meta(msg, keep_decoration=keeps_legacy(self.stage) and target != source)
-            self.record("rewritten", method, reminder, source=source, target=target)
-            return [self.send(HOST, self.stamp(CODECS[target].encode(reminder, params_meta)))]
+            return self._push(reminder, method, source, params_meta)
         return self._fall_back(reminder, method, source)
+
+    def _push(self, reminder: Reminder, method: str | None, source: str | None,
+              params_meta: dict[str, Any] | None = None) -> list[Command]:
+        """The reminder in the host's own dialect; one sent as a channel event is counted `channel`."""
+        target = self.target()
+        self.record("channel" if target == ClaudeChannel.dialect else "rewritten", method, reminder,
+                    source=source, target=target)
+        return [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)))]
+
+    def _unseen(self, reminder: Reminder, method: str | None, source: str | None) -> bool:
+        """An `audit_only` reminder toward a channel host: dropped and counted before it costs budget,
+        since every channel event reaches the model and audit_only ones never may."""
+        if reminder.mode != "audit_only" or self.target() != ClaudeChannel.dialect:
+            return False
+        self.record("dropped", method, reminder, source=source, target=ClaudeChannel.dialect,
+                    why="audit_only reminders are never shown to the model")
+        return True
 
     async def deliver(self, reminder: Reminder, method: str, source: str,
                 handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
@@ -260,15 +313,15 @@ class McpFlow(Flow):
         then the host's dialect or its fallback. ``handed()`` runs once the host has it, and gives
         the commands that follow (the outbox marks the event delivered). None: it waits in the
         tool-result queue and ``handed`` runs when a tool result takes it."""
+        if self._unseen(reminder, method, source):
+            return handed() if handed else []
         target = self.target()
-        queued = target not in CODECS and self._fallback() == "tool_result"
+        queued = target not in HOST_CODECS and self._fallback() == "tool_result"
         notification = {"jsonrpc": "2.0", "method": method}
 
         def push(admitted: Reminder) -> list[Command]:
-            now = self.target()
-            if now in CODECS:
-                self.record("rewritten", method, admitted, source=source, target=now)
-                return [self.send(HOST, self.stamp(CODECS[now].encode(admitted)))] + (handed() if handed else [])
+            if self.target() in HOST_CODECS:
+                return self._push(admitted, method, source) + (handed() if handed else [])
             return self._fall_back(admitted, method, source, handed) or []
 
         admitted, refusal = await self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
@@ -277,7 +330,7 @@ class McpFlow(Flow):
         if admitted is None:  # the policy said why
             coalesced = self.held.holds(held_key(reminder))
             return refusal + (handed() if handed and not coalesced else [])  # held: handed once released
-        if target in CODECS:
+        if target in HOST_CODECS:
             return push(admitted)
         return self._fall_back(admitted, method, source, handed)
 
@@ -297,6 +350,11 @@ class McpFlow(Flow):
         if target == "legacy" and self.modern and not self.state.opted_in:
             return "none"
         return target
+
+    def _awaits_tool_results(self) -> bool:
+        """Tool results to watch: those that may carry reminders, and the next one while reminders
+        queued for it wait (the host got a dialect of its own since: a reload)."""
+        return self._tool_results_carry_reminders() or bool(self.state.tool_results)
 
     def _tool_results_carry_reminders(self) -> bool:
         """A `none` host, or a legacy host on 2026-07-28 (no unrequested log messages), may get
@@ -324,6 +382,19 @@ class McpFlow(Flow):
                 after += handed()
         self._watch_host()
         return out, after
+
+    def _lift_tool_results(self) -> list[Command]:
+        """Reminders queued for this tool result when the host has a dialect of its own now: pushed
+        in it after the result, which goes on untouched (nothing is delivered twice)."""
+        queued, self.state.tool_results = self.state.tool_results, []
+        out: list[Command] = []
+        for reminder, handed in queued:
+            if not self._unseen(reminder, "tools/call", None):
+                out += self._push(reminder, "tools/call", None)
+            if handed is not None:
+                out += handed()
+        self._watch_host()
+        return out
 
     def pending_counts(self) -> dict[str, int]:
         return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results)}

@@ -17,7 +17,7 @@ def demo_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "bridge"]
 
 
-def test_demo_shows_rewritten_traffic_for_all_three_protocols():
+def test_demo_shows_rewritten_traffic_for_all_three_protocols_and_claude_code_channels():
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     started = time.monotonic()
     # wide enough that no message is wrapped, so whole JSON fragments can be matched
@@ -39,8 +39,12 @@ def test_demo_shows_rewritten_traffic_for_all_three_protocols():
     assert '"url":"http://127.0.0.1:8080/a2a"' in out
     assert "reminderUpdate" in out
     assert "InjectTaskReminder" in out and '"method":"GetTask"' in out
+    # Claude Code with channels: capability and paragraph offered, the reminder pushed as a channel event.
+    assert '"capabilities":{"tools":{},"logging":{},"experimental":{"claude/channel":{}}}' in out
+    assert '"instructions":"Events in <channel source=\\"workspace\\"> tags are ambient reminders' in out
+    assert '"method":"notifications/claude/channel","params":{"content":"src/app.py changed externally' in out
     assert "= unchanged" in out
-    for protocol in ("MCP", "ACP", "A2A"):
+    for protocol in ("MCP", "Claude Code", "ACP", "A2A"):
         summary = [line for line in out.splitlines() if line.startswith(f"{protocol}  ") and "messages:" in line]
         assert summary and summary[0].endswith("| ok"), summary
 
@@ -63,4 +67,4 @@ def test_demo_fails_when_the_proxy_rewrites_nothing(monkeypatch):
     buf = io.StringIO()
     assert run_demo(width=200, out=buf) == 1
     summaries = [line for line in buf.getvalue().splitlines() if "messages:" in line]
-    assert len(summaries) == 3 and all("MISSING" in line for line in summaries)
+    assert len(summaries) == 4 and all("MISSING" in line for line in summaries)

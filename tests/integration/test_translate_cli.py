@@ -1,5 +1,5 @@
-"""The installed command line, run as a user runs it: every shared vector through
-`reminder-bridge translate`, byte-identical passthrough, drops, `--help` and `check`.
+"""The installed command line, run as a user runs it: every shared vector (and the project's own, in
+tests/vectors) through `reminder-bridge translate`, byte-identical passthrough, drops, `--help` and `check`.
 
 The vectors are run concurrently once per session (each run is a fresh interpreter), then
 compared one test per vector with the rule of vectors/README.md.
@@ -21,6 +21,8 @@ from tests.paths import ROOT, SHARED as SHARED_ROOT
 
 VECTORS_DIR = SHARED_ROOT / "vectors"
 VECTORS = sorted(VECTORS_DIR.glob("*.json")) if VECTORS_DIR.is_dir() else []
+#: the project's own cases, for what the shared vectors do not cover (the host adapters)
+OWN_VECTORS = sorted((ROOT / "tests" / "vectors").glob("*.json"))
 
 
 def command() -> list[str]:
@@ -111,10 +113,10 @@ def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess[bytes]]:
         "check-ok": (["check", "rules/default.toml"], b"", None),
         "check-bad": (["check", str(bad)], b"", None),
     }
-    for path in VECTORS:
+    for path in VECTORS + OWN_VECTORS:
         vector = json.loads(path.read_text())
         args = translate_args(vector["protocol"], vector["toward"], vector["source"], vector["target"])
-        jobs[path.name] = (args, json.dumps(vector["input"]).encode(), None)
+        jobs[str(path)] = (args, json.dumps(vector["input"]).encode(), None)
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         futures = {name: pool.submit(run, args, stdin, cmd) for name, (args, stdin, cmd) in jobs.items()}
         done = {name: f.result() for name, f in futures.items()}
@@ -124,17 +126,31 @@ def runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess[bytes]]:
 # ----------------------------------------------------------------------------- every vector
 
 
-@pytest.mark.parametrize("name", [p.name for p in VECTORS] or ["(no vectors)"])
-def test_vector(runs, name):
-    if not VECTORS:
-        pytest.skip(f"no conversion vectors at {VECTORS_DIR} (CI checks ../shared out beside the clone)")
-    vector = json.loads((VECTORS_DIR / name).read_text())
-    proc = runs[name]
+def check_vector(runs, path: Path) -> None:
+    vector = json.loads(path.read_text())
+    proc = runs[str(path)]
     assert proc.returncode == 0, proc.stderr.decode()[-500:]
     lines = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
     assert all(set(line) == {"to", "message"} and line["to"] in ("host", "peer") for line in lines)
     err = match(vector["output"], lines)
-    assert err is None, f"{name}: {err}\nstdout: {proc.stdout.decode()[:1500]}"
+    assert err is None, f"{path.name}: {err}\nstdout: {proc.stdout.decode()[:1500]}"
+
+
+@pytest.mark.parametrize("name", [p.name for p in VECTORS] or ["(no vectors)"])
+def test_vector(runs, name):
+    if not VECTORS:
+        pytest.skip(f"no conversion vectors at {VECTORS_DIR} (CI checks ../shared out beside the clone)")
+    check_vector(runs, VECTORS_DIR / name)
+
+
+@pytest.mark.parametrize("path", OWN_VECTORS, ids=lambda p: p.name)
+def test_own_vector(runs, path):
+    check_vector(runs, path)
+
+
+def test_own_vectors_cover_the_claude_channel_adapter():
+    targets = {json.loads(p.read_text())["target"] for p in OWN_VECTORS}
+    assert targets == {"claude-channel"}
 
 
 def test_vectors_cover_every_protocol():

@@ -261,8 +261,9 @@ class ClaudeCodeHost:
                 self.report["results"].append({"method": method, "params": params, **answer})
         self._pump(time.monotonic() + wait)
         self.report["exit_code"] = self.child.close(self.timeout)
-        while not self.eof:  # what the server wrote while shutting down counts too
-            self._pump(time.monotonic() + 1.0)
+        # what the server wrote while shutting down counts too; bounded, since a grandchild that
+        # outlives a killed server can hold its stdout open
+        self._pump(time.monotonic() + self.timeout)
         return self.report
 
 

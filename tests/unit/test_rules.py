@@ -168,7 +168,7 @@ def test_syntax_error_at_end_of_file():
 def test_unknown_key():
     p = one('[routes.fs]\nprotocol = "mcp"\n\n[routes.fs.budgte]\nrate = 1\n')
     assert (p.line, p.key) == (4, "routes.fs.budgte")
-    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: allowed_origins, budget, command, ')
+    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: allowed_origins, budget, channel_instructions, command, ')
 
 
 def test_unknown_key_in_sub_table_and_top_level():
@@ -191,7 +191,7 @@ def test_bad_enum():
 
 @pytest.mark.parametrize("key,value,expected", [
     ("protocol", '"grpc"', "must be one of mcp, acp, a2a"),
-    ("host_dialect", '"modern"', "must be one of auto, standard, legacy, none"),
+    ("host_dialect", '"modern"', "must be one of auto, standard, legacy, none, claude-channel"),
     ("fallback.acp_agent_none", '"queue"', "must be one of hold, off"),
     ("budget.over", '"queue"', "must be one of drop, coalesce"),
     ("trust.role_hint_ceiling", '"root"', "must be one of system, developer, user_block, ephemeral_cache"),
@@ -411,3 +411,39 @@ def test_state_table_is_checked_and_never_shows_its_password():
     ps = problems('[state]\nurl = "http://admin:hunter2@redis/0"\non_unavailable = "maybe"\n')
     assert [(p.line, p.key) for p in ps] == [(2, "state.url"), (3, "state.on_unavailable")]
     assert "unknown scheme 'http'" in ps[0].message and "hunter2" not in ps[0].message
+
+
+# ---------------------------------------------------------------- host adapters (SPEC §11)
+
+
+def test_claude_channel_is_an_mcp_host_dialect():
+    rules = parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\n[routes.ws]\nprotocol = "mcp"\n'
+                             'channel_instructions = "<channel source=\\"{server}\\"> events are CI results."\n')
+    assert rules.defaults.host_dialect == rules.route("ws").host_dialect == "claude-channel"
+    assert rules.route("ws").channel_instructions == '<channel source="{server}"> events are CI results.'
+    assert RouteSettings().channel_instructions is None  # the built-in paragraph
+
+
+@pytest.mark.parametrize("protocol", ["acp", "a2a"])
+def test_claude_channel_is_refused_for_other_protocols_with_its_line(protocol):
+    p = one(f'[routes.x]\nprotocol = "{protocol}"\nupstream = "ws://h/x"\nhost_dialect = "claude-channel"\n')
+    assert str(p) == (f'r.toml:4: routes.x.host_dialect: "claude-channel" is a host dialect for MCP only '
+                      f'(Claude Code channels), not for {protocol}')
+
+
+def test_claude_channel_inherited_from_defaults_is_refused_at_the_route_beside_other_problems():
+    ps = problems('[defaults]\nhost_dialect = "claude-channel"\n[routes.mcp]\nprotocol = "mcp"\n'
+                  '[routes.agent]\nprotocol = "acp"\n[routes.other]\nprotocol = "mcp"\nstage = "fast"\n')
+    assert [(p.line, p.key) for p in ps] == [(5, "routes.agent.host_dialect"), (9, "routes.other.stage")]
+    assert "not for acp" in ps[0].message
+
+
+@pytest.mark.parametrize("text, message", [
+    ('"  "', "must say what the channel events are (leave the key out for the built-in paragraph)"),
+    ('"from {route}"', "unknown placeholder {route} (allowed: {server})"),
+    ('"from {server!r}"', "placeholder {server} may not carry a format spec or conversion"),
+    ('"a } b"', "has an unmatched brace; write {{ or }} for a literal brace"),
+])
+def test_bad_channel_instructions(text, message):
+    p = one(f'[routes.ws]\nprotocol = "mcp"\nchannel_instructions = {text}\n')
+    assert (p.line, p.key, p.message) == (3, "routes.ws.channel_instructions", message)

@@ -129,3 +129,18 @@ def test_undeclared_server_is_refused_and_logged_with_the_reason():
     flow.from_peer(frame({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {}, "serverInfo": {}}}))
     assert flow.from_peer(frame(REMINDER)) == []
     assert "require_declaration" in "".join(flow.recorder._log.lines)
+
+
+def test_a_modern_legacy_host_gets_queued_reminders_in_the_tool_result_while_another_request_opted_in():
+    """Queued for a tool result, they go in it: a log message toward a modern host is only for what
+    arrives while it listens, not for what waited (issue 13 lifts them out only for hosts of their own)."""
+    flow = flow_with()
+    handshake(flow, {"_meta": {"harn": {"reminders": {}}}}, modern=True)
+    opted = {"_meta": {**MODERN, "io.modelcontextprotocol/logLevel": "info"}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t", "_meta": dict(MODERN)}}
+    flow.from_host(frame(call))
+    assert flow.from_peer(frame(REMINDER)) == []  # not opted in: queued
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "x", **opted}}))
+    [result] = flow.from_peer(frame({"jsonrpc": "2.0", "id": 2, "result": {"content": []}}))
+    assert json.loads(result.data)["result"]["content"] == [
+        {"type": "text", "text": '<system-reminder id="r1" source="host">Rebase first.</system-reminder>'}]
