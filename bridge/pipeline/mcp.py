@@ -336,12 +336,14 @@ class McpFlow(Flow):
 
     def _fall_back(self, reminder: Reminder, method: str | None, source: str,
                    handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
-        if self._fallback() == "tool_result":
+        if self._fallback() == "tool_result" and reminder.mode != "audit_only":
             self.state.tool_results.append((reminder, handed))
             self.record("queued", method, reminder, source=source, target="none")
             self._watch_host()
             return [] if handed is None else None
-        self.record("dropped", method, reminder, source=source, target="none", why="host has no reminder support")
+        why = "audit_only reminders are never rendered" if reminder.mode == "audit_only" else \
+            "host has no reminder support"
+        self.record("dropped", method, reminder, source=source, target="none", why=why)
         return [] if handed is None else handed()
 
     def target(self) -> str:

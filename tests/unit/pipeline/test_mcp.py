@@ -90,6 +90,18 @@ def test_none_host_gets_reminders_appended_to_the_next_tool_result_only():
     assert flow.from_peer(plain)[0].data == plain  # nothing pending: byte-identical
 
 
+def test_an_audit_only_reminder_is_never_rendered_into_a_tool_result():
+    flow = flow_with()
+    handshake(flow, {})
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}))
+    audit = json.loads(json.dumps(REMINDER))
+    audit["params"]["_meta"]["harn"]["reminder"]["mode"] = "audit_only"
+    assert flow.from_peer(frame(audit)) == []
+    result = frame({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "done"}]}})
+    assert flow.from_peer(result)[0].data == result  # nothing was waiting for it
+    assert flow.recorder.count("dropped", "mcp") == 1
+
+
 def test_drop_fallback_and_counts():
     flow = flow_with('[defaults.fallback]\nmcp_host_none = "drop"\n')
     handshake(flow, {})
