@@ -10,6 +10,7 @@ accepted everywhere, and the flow keeps their order.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -39,11 +40,21 @@ class FlowDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._at: float | None = None
         self._closed = False
+        #: outcomes waiting to be performed in order behind one still awaited (shared state)
+        self._later: collections.deque[Outcome] | None = None
 
     def perform(self, commands: Outcome) -> None:
-        if type(commands) is not list:
-            asyncio.ensure_future(self._perform_later(commands))
+        """Perform ``commands`` now, or, when they must be awaited (or others still are), in order
+        after what came before."""
+        if self._later is None and type(commands) is list:
+            self._perform_now(commands)
             return
+        if self._later is None:
+            self._later = collections.deque()
+            asyncio.ensure_future(self._perform_in_order(self._later))
+        self._later.append(commands)
+
+    def _perform_now(self, commands: list[Command]) -> None:
         for command in commands:
             kind = type(command)
             if kind is Wakeup:
@@ -55,13 +66,18 @@ class FlowDriver:
             else:
                 self.write(command)
 
-    async def _perform_later(self, commands: Outcome) -> None:
-        try:
-            done = await commands  # type: ignore[misc]
-        except asyncio.CancelledError:
-            return
-        if not self._closed:
-            self.perform(done)
+    async def _perform_in_order(self, later: collections.deque[Outcome]) -> None:
+        while later:
+            commands = later[0]
+            if type(commands) is not list:
+                try:
+                    commands = await commands  # type: ignore[misc]
+                except asyncio.CancelledError:
+                    commands = []
+            later.popleft()
+            if not self._closed:
+                self._perform_now(commands)  # type: ignore[arg-type]
+        self._later = None
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
