@@ -46,6 +46,34 @@ async def tokens(page) -> float:
     return float(await page.get_attribute('.route[data-route="ci"] .gauge', "data-tokens"))
 
 
+async def live_feed_budget_and_hidden_bodies(page, bridge: Bridge) -> str:
+    """What every browser must show, on a console signed in to a fresh `Bridge` whose route `ci` has
+    `rate = 30, burst = 5`: each decision in the feed within 2 s, the budget gauge dropping as
+    reminders are charged (a refusal over the burst shown as `rate_limited`) and refilling, and no
+    body on the page.  ``page`` is a Playwright page, or anything with the same few coroutines
+    (tests/peers/marionette.py's FirefoxPage).  Returns the MCP host session it opened."""
+    assert await tokens(page) == 5.0
+
+    # -- every decision shows in the feed within 2 s; the budget gauge drops
+    session = await connect_host(bridge.url, "modern-ide", STANDARD_HOST_CAPS)
+    for round_ in range(2):
+        answer = await remind(bridge.url, session, 2, msg_id=10 + round_)
+        for rid in reminder_ids(answer):
+            started = time.monotonic()
+            await page.wait_for_selector(f'#feed tbody tr[data-reminder-id="{rid}"]', timeout=2000)
+            assert time.monotonic() - started < 2.0
+    await eventually(lambda: _below(page, 2.5), timeout=3)
+    await remind(bridge.url, session, 3, msg_id=20)  # over the burst: refused by the budget, and shown as such
+    await page.wait_for_selector('#feed tbody tr[data-action="rate_limited"]', timeout=2000)
+    low = await eventually(lambda: _below(page, 1.5), timeout=3)
+    # ... and recovers as the bucket refills (30/min: a token every 2 s)
+    await eventually(lambda: _above(page, low + 2), timeout=8)
+
+    # -- bodies stay hidden by default (the peer's bodies are "reminder N")
+    assert "reminder 0" not in await page.content()
+    assert await page.is_hidden("th.body-col")
+    assert "hidden" in await page.inner_text("#bodies-note")
+    return session
 
 
 async def test_the_console_in_chromium(tmp_path):
@@ -81,27 +109,7 @@ async def test_the_console_in_chromium(tmp_path):
                 errors.clear()  # the login page's 401 answers are logged as failed loads; none from here on
                 verdict = page.locator('.route[data-route="ci"] .verdict')
                 assert (await verdict.inner_text()).startswith("ready for enforce: yes — nothing seen")
-                assert await tokens(page) == 5.0
-
-                # -- every decision shows in the feed within 2 s; the budget gauge drops
-                session = await connect_host(bridge.url, "modern-ide", STANDARD_HOST_CAPS)
-                for round_ in range(2):
-                    answer = await remind(bridge.url, session, 2, msg_id=10 + round_)
-                    for rid in reminder_ids(answer):
-                        started = time.monotonic()
-                        await page.wait_for_selector(f'#feed tbody tr[data-reminder-id="{rid}"]', timeout=2000)
-                        assert time.monotonic() - started < 2.0
-                await eventually(lambda: _below(page, 2.5), timeout=3)
-                await remind(bridge.url, session, 3, msg_id=20)  # over the burst: refused by the budget, and shown as such
-                await page.wait_for_selector('#feed tbody tr[data-action="rate_limited"]', timeout=2000)
-                low = await eventually(lambda: _below(page, 1.5), timeout=3)
-                # ... and recovers as the bucket refills (30/min: a token every 2 s)
-                await eventually(lambda: _above(page, low + 2), timeout=8)
-
-                # -- bodies stay hidden by default (the peer's bodies are "reminder N")
-                assert "reminder 0" not in await page.content()
-                assert await page.locator("th.body-col").is_hidden()
-                assert "hidden" in await page.inner_text("#bodies-note")
+                session = await live_feed_budget_and_hidden_bodies(page, bridge)
 
                 # -- filters and pause
                 await page.select_option("#filter-action", "rate_limited")
