@@ -3,6 +3,7 @@ admin port, around the HTTP transport (imported only when the command runs, so o
 start without aiohttp)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -11,10 +12,14 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bridge.cli import workers
 from bridge.cli.reloading import watch_rules
+from bridge.loop import loop_name
+from bridge.loop import run as run_loop
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
 from bridge.rules import Limits, Rules, RouteSettings, check_origins
+from bridge.state.settings import StateSettings, check_state_url
 from bridge.telemetry import Tracing
 
 if TYPE_CHECKING:
@@ -51,9 +56,35 @@ def add_serve_parser(sub: Any) -> None:
                         "localhost); default: the rules' allowed_origins, else loopback origins only")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
                    help="JSON log lines on stderr (default warning)")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="N processes on one port (SO_REUSEPORT), each a full proxy; more than one needs shared "
+                        "state (--state, or [state] url in the rules file)")
+    p.add_argument("--state", type=_state_url, metavar="URL",
+                   help='where budgets, queues and sessions live: "memory" (this process, the default) or '
+                        "redis://HOST:PORT/DB (shared by every worker and replica)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
     p.set_defaults(func=_cmd_serve)
+
+
+def _workers(text: str) -> int:
+    n = int(text)
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1 to 64 (got {n})")
+    return n
+
+
+def _state_url(text: str) -> str | None:
+    try:
+        return check_state_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def state_settings(args: Any, rules: Rules | None) -> StateSettings:
+    """Where shared state lives: `--state URL` over the rules' `[state]` table, else memory."""
+    base = getattr(rules, "state", None) or StateSettings()
+    return base.model_copy(update={"url": args.state}) if getattr(args, "state", None) else base
 
 
 def build_limits(args: Any, rules: Rules | None) -> Limits:
@@ -111,9 +142,17 @@ def _cmd_serve(args: Any) -> int:
     except ValueError as exc:
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
+    host, port = split_hostport(args.listen)
+    worker = workers.worker_of()
+    if args.workers > 1 and worker is None:
+        tracing.shutdown()
+        problem = workers.refusal(state_settings(args, rules), args.workers)
+        if problem:
+            sys.stderr.write(f"reminder-bridge serve: {problem}\n")
+            return 2
+        return workers.supervise(args.argv, args.workers, host, port)
     from bridge.transports.http import HttpProxy
 
-    host, port = split_hostport(args.listen)
     proxy = HttpProxy(routes, args.upstream_timeout, limits)
     admin, token = args.admin, os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
     if rules is not None:
@@ -124,8 +163,8 @@ def _cmd_serve(args: Any) -> int:
     rules_file = RulesFile(args.rules, lambda new: {n: new.routes[n] for n in names if n in new.routes}) \
         if args.rules else None
     try:
-        return asyncio.run(_run(proxy, host, port, admin, token=token, rules_file=rules_file,
-                                admin_settings=rules.admin if rules is not None else None))
+        return run_loop(_run(proxy, host, worker.port if worker else port, admin, token=token, rules_file=rules_file,
+                             admin_settings=rules.admin if rules is not None else None, worker=worker))
     finally:
         tracing.shutdown()
 
@@ -136,7 +175,9 @@ SHUTDOWN_GRACE = 10.0
 
 async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
                rules_file: RulesFile | None = None, admin_settings: Any = None,
-               started: Callable[[int], None] | None = None) -> int:
+               started: Callable[[int], None] | None = None, worker: workers.Worker | None = None) -> int:
+    """Serve until SIGTERM/SIGINT. As one of `--workers N` (``worker``), listen with SO_REUSEPORT,
+    serve the admin port only in the first worker, and tell the supervisor, not stderr, when listening."""
     from aiohttp import web
 
     from bridge.admin import AdminError
@@ -148,13 +189,13 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
                            keepalive_timeout=proxy.limits.idle_timeout_s)
     await runner.setup()
     try:
-        await guarded_site(runner, host, port, proxy.guard).start()
+        await guarded_site(runner, host, port, proxy.guard, reuse_port=worker is not None).start()
     except OSError as exc:
         await runner.cleanup()
         sys.stderr.write(f"reminder-bridge serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         return 2
     admin_runner = None
-    if admin:
+    if admin and (worker is None or worker.index == 0):
         from bridge.admin import start_admin
 
         try:
@@ -170,10 +211,14 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0][1] if runner.addresses else port
-    sys.stderr.write(json.dumps({"event": "listening", "listen": f"{host}:{bound}",
-                                 "max_connections": proxy.guard.max_connections,
-                                 "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
-                                             "protocol": r.protocol} for r in proxy.routes]}) + "\n")
+    listening = json.dumps({"event": "listening", "listen": f"{host}:{bound}",
+                            "max_connections": proxy.guard.max_connections, "loop": loop_name(),
+                            "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
+                                        "protocol": r.protocol} for r in proxy.routes]}) + "\n"
+    if worker is not None:
+        worker.ready(listening)
+    else:
+        sys.stderr.write(listening)
     if started:
         started(bound)
     try:
