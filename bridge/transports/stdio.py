@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Defer, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Call, Defer, Send, Wakeup
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
@@ -599,6 +599,7 @@ class StdioProxy:
             return
         to_host: list[bytes] = []
         to_peer: list[bytes] = []
+        answers: list[bytes] = []  # frames toward the host that may answer one of its requests
         later: list[Any] = []
         lines = block.split(b"\n")
         newline = lines[-1] == b""
@@ -609,13 +610,18 @@ class StdioProxy:
                 kind = type(command)
                 if kind is Wakeup or kind is Defer:
                     later.append(command)
-                else:  # Forward, Send, Reply, Call: bytes for one side
-                    (to_host if command.to == HOST else to_peer).append(command.data)  # type: ignore[union-attr]
+                elif command.to == HOST:  # type: ignore[union-attr]
+                    to_host.append(command.data)  # type: ignore[union-attr]
+                    # a notification or request the proxy wrote answers nothing: no need to look for ids
+                    if not (kind is Call or (kind is Send and command.method is not None)):  # type: ignore[union-attr]
+                        answers.append(command.data)  # type: ignore[union-attr]
+                else:  # Forward, Send, Reply, Call: bytes for the child
+                    to_peer.append(command.data)  # type: ignore[union-attr]
         end = b"\n" if newline else b""
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
-            self._write(b"\n".join(to_host) + end, to_host=True)
+            self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
         if later and self.driver is not None:
             self.driver.perform(later)
 
@@ -636,13 +642,14 @@ class StdioProxy:
         if reply is not None:
             self._write(reply + b"\n", to_host=True)
 
-    def _write(self, data: bytes, to_host: bool) -> None:
+    def _write(self, data: bytes, to_host: bool, answering: bytes | None = None) -> None:
+        """``answering``: the part of ``data`` that may answer host requests (default: all of it)."""
         if not to_host:
             self.inflight.sent(data)
             if self._child_stdin is not None and not self._child_stdin.is_closing():
                 self._child_stdin.write(data)
             return
-        self.inflight.answered(data)
+        self.inflight.answered(data if answering is None else answering)
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
                 self._host_writer.write(data)
