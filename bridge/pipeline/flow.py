@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from bridge.jsonrpc import dumps, error_response, id_key, is_request
+from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
 from bridge.pipeline.negotiation import Side, observes
@@ -129,7 +129,7 @@ class Flow:
         self._headers = headers
         self._direction = "toward_host" if dest == HOST else "toward_peer"
         try:
-            msg = json.loads(frame)
+            msg = loads(frame)
         except (ValueError, RecursionError):
             return [Forward(dest, frame)]  # not JSON (or absurdly deep): not ours to judge
         try:
