@@ -38,9 +38,13 @@ def loads(frame: bytes) -> Any:
     return json.loads(frame)
 
 
+#: One encoder for every message: `json.dumps` with these options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8, non-ASCII kept as is (the way the proxy writes every message)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def error_response(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
