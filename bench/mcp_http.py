@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 
 from bench.load import closed_loop, connect, header, post
 from bench.procs import Process, bridge, on_loop, pct, peer, proxy_serve, relay_http, tree_cpu_seconds
+from bridge.loop import loop_name
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
            "Mcp-Protocol-Version": "2025-11-25"}
@@ -236,7 +237,7 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
     direct = statistics.median(rate[("direct", 100)])
     for side in ("relay", *(s for s in sides if s not in base)):
         got = statistics.median(rate[(side, 100)])
-        name = "bare aiohttp relay, asyncio" if side == "relay" else side
+        name = f"bare aiohttp relay, {loop_name()} (as the proxy above)" if side == "relay" else side
         rows.append({
             "scenario": f"HTTP throughput vs direct (100 clients): {name}", "unit": "calls/s",
             "proxy": f"{got:.0f} calls/s ({statistics.median(cpu[(side, 100)]):.0f} µs CPU per call)",
