@@ -1,5 +1,5 @@
-"""`python -m bench [--quick] [--only NAME ...] [--json FILE]`: run the scenarios, print a table of
-medians and ratios beside the goals, and write every number to a JSON file.
+"""`python -m bench [--quick] [--only NAME ...] [--loop asyncio|uvloop] [--peers] [--json FILE]`: run the
+scenarios, print a table of medians and ratios beside the goals, and write every number to a JSON file.
 
 Each scenario runs the proxy as a real process against a real peer on loopback and measures a
 direct baseline in the same run, in alternating rounds (the rewrite-cost scenario runs the
@@ -17,7 +17,8 @@ import sys
 import time
 import traceback
 
-SCENARIOS = ("stdio", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood")
+SCENARIOS = ("stdio", "reminders", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood", "state")
+PEERS = "alternatives"  # `--peers`: bench/alternatives.py
 
 
 def machine() -> str:
@@ -34,9 +35,20 @@ def machine() -> str:
             memory = f", {kib / 1024 / 1024:.0f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
-    loop = "proxy on uvloop" if os.environ.get("BENCH_UVLOOP") == "1" else "asyncio"
     return (f"{cpu}, {os.cpu_count()} cores{memory}, {platform.python_implementation()} "
-            f"{platform.python_version()} ({loop}), {platform.system()} {platform.release()}")
+            f"{platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+def proxy_version() -> str:
+    """What `reminder-bridge --version` says (event loop, extras found), on one line."""
+    try:
+        said = subprocess.run([sys.executable, "-m", "bridge", "--version"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"? ({exc})"
+    if said.returncode != 0:
+        return "? (this reminder-bridge has no --version)"
+    return "; ".join(said.stdout.strip().splitlines())
 
 
 def load() -> str:
@@ -79,18 +91,21 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=SCENARIOS, metavar="NAME",
                         help=f"run only these scenarios ({', '.join(SCENARIOS)})")
     parser.add_argument("--json", default="bench/results/latest.json", help="where to write the results")
-    parser.add_argument("--uvloop", action="store_true",
-                        help="run the proxy and the bare relay on uvloop (pip install uvloop) to see what it would change")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"),
+                        help="run the proxies and relays on this loop (default: as the proxy chooses, uvloop when "
+                             "installed)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run other MCP proxies that are installed (FastMCP) in the same scenarios")
     args = parser.parse_args()
-    if args.uvloop:
-        if importlib.util.find_spec("uvloop") is None:
-            parser.error("--uvloop needs uvloop: pip install uvloop")
-        os.environ["BENCH_UVLOOP"] = "1"
+    if args.loop:
+        if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            parser.error("--loop uvloop needs uvloop: pip install 'reminder-bridge[fast]'")
+        os.environ["REMINDER_BRIDGE_LOOP"] = args.loop
     results: list[dict] = []
     timings: dict[str, float] = {}
     load_before = load()
     started_all = time.perf_counter()
-    for name in args.only or SCENARIOS:
+    for name in [*(args.only or SCENARIOS), *([PEERS] if args.peers else [])]:
         started = time.perf_counter()
         print(f"  running: {name} ...", file=sys.stderr, flush=True)
         try:
@@ -103,10 +118,11 @@ def main() -> int:
             row["seconds"] = timings[name]
         results += rows
         print(f"  done: {name} ({timings[name]} s)", file=sys.stderr, flush=True)
-    info = {"machine": machine(), "load_before": load_before, "load_after": load(), "commit": commit(),
+    info = {"machine": machine(), "proxy": proxy_version(), "load_before": load_before, "load_after": load(), "commit": commit(),
             "quick": args.quick, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - started_all, 1)}
     print(f"machine: {info['machine']}")
+    print(f"proxy: {info['proxy']}")
     print(f"load average before/after: {info['load_before']} / {info['load_after']}; commit {info['commit']}; "
           f"{'quick' if args.quick else 'full'} run, {info['seconds']} s")
     for line in table(results):

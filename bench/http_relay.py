@@ -41,4 +41,6 @@ async def main(upstream: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1].rstrip("/")))
+    from bridge.loop import run
+
+    run(main(sys.argv[1].rstrip("/")))

@@ -13,8 +13,15 @@ import json
 import statistics
 import time
 
+import importlib.util
+import shutil
+import subprocess
+import tempfile
+from contextlib import ExitStack, contextmanager
+
 from bench.load import closed_loop, connect, header, post
-from bench.procs import Process, cpu_seconds, pct, peer, proxy_serve, relay_http
+from bench.procs import Process, bridge, on_loop, pct, peer, proxy_serve, relay_http, tree_cpu_seconds
+from bridge.loop import loop_name
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
            "Mcp-Protocol-Version": "2025-11-25"}
@@ -78,18 +85,80 @@ async def _throughput(port: int, session: str, clients: int, seconds: float) -> 
     return count / (time.perf_counter() - start), latencies
 
 
+#: what bounds HTTP throughput, at 100 clients: the proxy and the bare aiohttp relay on each loop, and
+#: `serve --workers 2` (which needs shared state: a redis-server and the redis client)
+VARIANTS = {"proxy, asyncio": ("proxy", "asyncio"), "proxy, uvloop": ("proxy", "uvloop"),
+            "proxy, --workers 2": ("workers", None), "bare aiohttp relay, uvloop": ("relay", "uvloop")}
+
+
+@contextmanager
+def redis_server():
+    """A throwaway redis-server on a free port (the shared state `--workers` needs), or None."""
+    binary = shutil.which("redis-server")
+    if binary is None or importlib.util.find_spec("redis") is None:
+        yield None
+        return
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as directory:
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                 "no", "--dir", directory], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _variant(kind: str, loop: str | None, upstream: str, state: str | None) -> Process | str:
+    """The process of one variant, or why it cannot run here."""
+    if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        return "needs uvloop (pip install 'reminder-bridge[fast]')"
+    if kind == "relay":
+        return Process(relay_http(upstream), "stdout", env=on_loop(loop))
+    if kind == "proxy":
+        return proxy_serve("--protocol", "mcp", "--upstream", upstream, env=on_loop(loop))
+    if state is None:
+        return "needs shared state: redis-server on PATH and pip install 'reminder-bridge[redis]'"
+    try:
+        return Process(bridge("serve", "--listen", "127.0.0.1:0", "--workers", "2", "--state", state, "--protocol",
+                              "mcp", "--upstream", upstream), "stderr")
+    except RuntimeError as exc:
+        return f"did not start: {str(exc)[-200:]}"
+
+
 def run(quick: bool) -> list[dict]:
     rounds = 2 if quick else 4
     trips = 400 if quick else 2000
     seconds = 1.0 if quick else 3.0
     concurrency = (1, 10, 100)
     upstream = "http://127.0.0.1:{}"
-    with peer("mcp-http") as server, \
-            proxy_serve("--protocol", "mcp", "--upstream", upstream.format(server.port)) as bridge, \
-            Process(relay_http(upstream.format(server.port)), "stdout") as bare:
-        ports = {"direct": server.port, "proxy": bridge.port, "relay": bare.port}
-        pids = {"direct": server.pid, "proxy": bridge.pid, "relay": bare.pid}
-        return asyncio.run(_run(ports, pids, rounds, trips, seconds, concurrency))
+    with ExitStack() as stack:
+        server = stack.enter_context(peer("mcp-http"))
+        proxy = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream.format(server.port)))
+        bare = stack.enter_context(Process(relay_http(upstream.format(server.port)), "stdout"))
+        ports = {"direct": server.port, "proxy": proxy.port, "relay": bare.port}
+        pids = {"direct": server.pid, "proxy": proxy.pid, "relay": bare.pid}
+        state = stack.enter_context(redis_server())
+        skipped = {}
+        for name, (kind, loop) in VARIANTS.items():
+            started = _variant(kind, loop, upstream.format(server.port), state)
+            if isinstance(started, str):
+                skipped[name] = started
+                continue
+            stack.enter_context(started)
+            ports[name], pids[name] = started.port, started.pid
+        return asyncio.run(_run(ports, pids, rounds, trips, seconds, concurrency)) + _variant_rows(skipped)
 
 
 async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: int, seconds: float,
@@ -100,7 +169,8 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
     for port, session in sides.values():  # warm-up: connections, caches, the proxy's first flow
         await _latency(port, session, 200)
         await _throughput(port, session, 10, 0.3)
-    lat: dict[str, list[float]] = {side: [] for side in sides}
+    base = ("direct", "proxy", "relay")  # the other sides run only at 100 clients
+    lat: dict[str, list[float]] = {side: [] for side in base}
     rate: dict[tuple[str, int], list[float]] = {}
     loaded: dict[tuple[str, int], list[float]] = {}
     cpu: dict[tuple[str, int], list[float]] = {}  # µs of CPU per call of that side's process
@@ -108,13 +178,14 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
         order = list(sides) if r % 2 == 0 else list(sides)[::-1]  # alternate who goes first
         for side in order:
             port, session = sides[side]
-            lat[side] += await _latency(port, session, trips)
-            for clients in concurrency:
-                used = cpu_seconds(pids[side])
+            if side in base:
+                lat[side] += await _latency(port, session, trips)
+            for clients in concurrency if side in base else (100,):
+                used = tree_cpu_seconds(pids[side])
                 started = time.perf_counter()
                 per_second, latencies = await _throughput(port, session, clients, seconds)
                 calls = per_second * (time.perf_counter() - started)
-                cpu.setdefault((side, clients), []).append((cpu_seconds(pids[side]) - used) / calls * 1e6)
+                cpu.setdefault((side, clients), []).append((tree_cpu_seconds(pids[side]) - used) / calls * 1e6)
                 rate.setdefault((side, clients), []).append(per_second)
                 loaded.setdefault((side, clients), []).extend(latencies)
     p50 = {s: statistics.median(v) for s, v in lat.items()}
@@ -155,4 +226,28 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
                       f"{cpu_proxy:.0f} µs, bare aiohttp relay {cpu_relay:.0f} µs, the server itself {cpu_server:.0f} µs; "
                       f"bare relay throughput {bare / d:.2f}x",
         })
+    cpu_proxy, cpu_relay = statistics.median(cpu[("proxy", 100)]), statistics.median(cpu[("relay", 100)])
+    rows.append({
+        "scenario": "serve CPU per proxied tools/call (100 clients)", "unit": "µs",
+        "proxy": f"{cpu_proxy:.0f} µs", "direct": f"{cpu_relay:.0f} µs (bare aiohttp relay)",
+        "ratio": f"{cpu_proxy / cpu_relay:.2f}x", "goal": "<= the bare aiohttp relay's, same run",
+        "met": cpu_proxy <= cpu_relay, "values": {"proxy_us": cpu_proxy, "relay_us": cpu_relay,
+                                                 "rounds_proxy": cpu[("proxy", 100)], "rounds_relay": cpu[("relay", 100)]},
+        "detail": "CPU of the proxy process (all threads) per answered call, 100 keep-alive clients"})
+    direct = statistics.median(rate[("direct", 100)])
+    for side in ("relay", *(s for s in sides if s not in base)):
+        got = statistics.median(rate[(side, 100)])
+        name = f"bare aiohttp relay, {loop_name()} (as the proxy above)" if side == "relay" else side
+        rows.append({
+            "scenario": f"HTTP throughput vs direct (100 clients): {name}", "unit": "calls/s",
+            "proxy": f"{got:.0f} calls/s ({statistics.median(cpu[(side, 100)]):.0f} µs CPU per call)",
+            "direct": f"{direct:.0f} calls/s", "ratio": f"{got / direct:.2f}x",
+            "goal": "the most this design allows (reported)", "met": None,
+            "values": {"per_second": got, "direct": direct, "ratio": got / direct,
+                       "cpu_us_per_call": statistics.median(cpu[(side, 100)])}})
     return rows
+
+
+def _variant_rows(skipped: dict[str, str]) -> list[dict]:
+    return [{"scenario": f"HTTP throughput vs direct (100 clients): {name}", "skipped": why}
+            for name, why in skipped.items()]

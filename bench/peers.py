@@ -1,7 +1,8 @@
 """Peers for the benchmarks, written by hand so each answers fast and the same way every time.
 
   python -m bench.peers mcp-http      MCP Streamable HTTP (2025-11-25): initialize gives a session,
-                                      tools/call answers as JSON; prints `PORT <n>`
+                                      tools/call answers as JSON, except tool `flood` {count}: an SSE
+                                      stream of `count` legacy reminders, then the result; prints `PORT <n>`
   python -m bench.peers a2a           A2A v1.0 JSON-RPC: SendStreamingMessage answers as SSE with a
                                       task, `params.metadata.events` status updates `interval` s apart
                                       (each stamped with the monotonic clock when sent), a last one
@@ -10,6 +11,7 @@
   python -m bench.peers mcp-flood     an MCP server over stdio that declares Harn reminders and, on
                                       `tools/call flood {rate, seconds, keys}`, sends legacy reminder
                                       notifications at `rate` per second, then answers
+  python -m bench.peers otlp-sink     an OTLP/HTTP receiver that accepts and drops spans; prints `PORT <n>`
 
 Only aiohttp (a dependency of the proxy) is needed.
 """
@@ -48,6 +50,10 @@ def mcp_http_app():
         if request.headers.get("Mcp-Session-Id") not in sessions:
             return web.json_response({"jsonrpc": "2.0", "id": None,
                                       "error": {"code": -32600, "message": "Session not found"}}, status=404)
+        if method == "tools/list":
+            return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": TOOLS})
+        if method == "tools/call" and (msg.get("params") or {}).get("name") == "flood":
+            return await sse_flood(request, msg)
         if method == "tools/call":
             text = ((msg.get("params") or {}).get("arguments") or {}).get("text", "")
             result = {"content": [{"type": "text", "text": text}]}
@@ -58,6 +64,51 @@ def mcp_http_app():
 
     app = web.Application()
     app.router.add_post("/mcp", post)
+    return app
+
+
+#: what `tools/list` answers (proxies that build their own tool list, like FastMCP's, ask for it)
+TOOLS = {"tools": [
+    {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+    {"name": "flood", "inputSchema": {"type": "object", "properties": {
+        "count": {"type": "integer"}, "rate": {"type": "number"}, "seconds": {"type": "number"},
+        "keys": {"type": "integer"}}}}]}
+
+#: one legacy reminder (Harn's shape, as a `notifications/message`), the same the stdio flood sends
+REMINDER_LINE = ('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"harn.reminder",'
+                 '"data":"Build %d failed; look before merging.","_meta":{"harn":{"reminder":{"id":"r-%d",'
+                 '"body":"Build %d failed; look before merging.","tags":["ci"],"dedupe_key":"ci:%d",'
+                 '"source":"stdlib_provider","authority":"advisory"}}}}}')
+
+
+async def sse_flood(request, msg: dict):
+    """`count` legacy reminders as SSE events, 100 to a write, then the call's result."""
+    from aiohttp import web
+
+    count = int(((msg.get("params") or {}).get("arguments") or {}).get("count", 10_000))
+    events = [b"event: message\ndata: " + (REMINDER_LINE % (i, i, i, i % 1000)).encode() + b"\n\n"
+              for i in range(min(count, 10_000))]
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for start in range(0, count, 100):
+        await response.write(b"".join(events[i % len(events)] for i in range(start, min(count, start + 100))))
+    result = {"jsonrpc": "2.0", "id": msg["id"], "result": {"content": [{"type": "text", "text": str(count)}]}}
+    await response.write(b"event: message\ndata: " + json.dumps(result).encode() + b"\n\n")
+    await response.write_eof()
+    return response
+
+
+# -- OTLP receiver -----------------------------------------------------------------------------------
+def otlp_sink_app():
+    """Accepts OTLP/HTTP export requests and drops them (an empty protobuf answer is a success)."""
+    from aiohttp import web
+
+    async def traces(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_post("/v1/traces", traces)
     return app
 
 
@@ -154,13 +205,15 @@ def mcp_flood() -> None:
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": msg_id, "result": {
                 "protocolVersion": "2025-11-25", "serverInfo": {"name": "flood", "version": "1"},
-                "capabilities": {"_meta": {"harn": {"reminders": {"emit": True, "propagate": ["session"],
-                                                                  "roleHints": ["system"]}}}}}})
+                "capabilities": {"tools": {}, "_meta": {"harn": {"reminders": {
+                    "emit": True, "propagate": ["session"], "roleHints": ["system"]}}}}}})
         elif method == "tools/call":
             args = (msg.get("params") or {}).get("arguments") or {}
             sent = flood(float(args.get("rate", 100_000)), float(args.get("seconds", 1.0)), int(args.get("keys", 100)))
             send({"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": str(sent)}],
                                                                "structuredContent": sent}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": msg_id, "result": TOOLS})
         else:
             send({"jsonrpc": "2.0", "id": msg_id, "result": {}})
 
@@ -168,11 +221,7 @@ def mcp_flood() -> None:
 def flood(rate: float, seconds: float, keys: int) -> dict:
     """Legacy reminders at ``rate``/s in 1 ms batches, or as fast as the pipe takes them if slower
     (a blocked write is not made up for later).  Lines are prebuilt: the peer spends its time writing."""
-    template = ('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"harn.reminder",'
-                '"data":"Build %d failed; look before merging.","_meta":{"harn":{"reminder":{"id":"r-%d",'
-                '"body":"Build %d failed; look before merging.","tags":["ci"],"dedupe_key":"ci:%d",'
-                '"source":"stdlib_provider","authority":"advisory"}}}}}\n')
-    lines = [(template % (i, i, i, i % keys)).encode() for i in range(10_000)]
+    lines = [(REMINDER_LINE % (i, i, i, i % keys) + "\n").encode() for i in range(10_000)]
     batch = max(1, int(rate / 1000))
     start = time.monotonic()
     sent = 0
@@ -198,6 +247,8 @@ def main() -> None:
         asyncio.run(serve_http(mcp_http_app()))
     elif kind == "a2a":
         asyncio.run(serve_http(a2a_app()))
+    elif kind == "otlp-sink":
+        asyncio.run(serve_http(otlp_sink_app()))
     elif kind == "acp-none":
         acp_none()
     elif kind == "mcp-flood":

@@ -13,24 +13,35 @@ import time
 PY = sys.executable
 
 
-def uvloop() -> bool:
-    """`python -m bench --uvloop`: proxies and relays run on uvloop (bench/launch.py)."""
-    return os.environ.get("BENCH_UVLOOP") == "1"
-
-
 def bridge(*args: str) -> list[str]:
-    """The command line of `reminder-bridge ARGS` as the bench runs it."""
-    return [PY, "-m", "bench.launch", "bridge", *args] if uvloop() else [PY, "-m", "bridge", *args]
+    """The command line of `reminder-bridge ARGS` as the bench runs it (on the loop that
+    `REMINDER_BRIDGE_LOOP` and the installed extras choose, as the proxy itself does)."""
+    return [PY, "-m", "bridge", *args]
 
 
 def relay_http(upstream: str) -> list[str]:
-    """A bare aiohttp reverse proxy (bench/http_relay.py) in front of ``upstream``."""
-    return [PY, "-m", "bench.launch", "http_relay", upstream] if uvloop() else [PY, "-m", "bench.http_relay", upstream]
+    """A bare aiohttp reverse proxy (bench/http_relay.py) in front of ``upstream``, on the proxy's loop."""
+    return [PY, "-m", "bench.http_relay", upstream]
 
 
 def relay(*args: str) -> list[str]:
-    """The bare asyncio relay (bench/relay.py) around ``args``."""
-    return [PY, "-m", "bench.launch", "relay", *args] if uvloop() else [PY, "-m", "bench.relay", *args]
+    """The bare asyncio relay (bench/relay.py) around ``args``, on the proxy's loop."""
+    return [PY, "-m", "bench.relay", *args]
+
+
+def on_loop(loop: str | None) -> dict[str, str]:
+    """The environment for a process on ``loop`` (`asyncio`, `uvloop`, None: as configured)."""
+    return {**os.environ, "REMINDER_BRIDGE_LOOP": loop} if loop else dict(os.environ)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and all its descendants still running (`serve --workers`)."""
+    total = cpu_seconds(pid)
+    try:
+        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        children = []
+    return total + sum(tree_cpu_seconds(int(child)) for child in children)
 
 
 class Process:
@@ -113,8 +124,8 @@ def _port_in(line: str) -> int | None:
     return None
 
 
-def proxy_serve(*args: str) -> Process:
-    return Process(bridge("serve", "--listen", "127.0.0.1:0", *args), "stderr")
+def proxy_serve(*args: str, **popen) -> Process:
+    return Process(bridge("serve", "--listen", "127.0.0.1:0", *args), "stderr", **popen)
 
 
 def peer(kind: str) -> Process:

@@ -1,4 +1,5 @@
-"""The baseline for stdio throughput: a bare asyncio line relay around a child, nothing else.
+"""The baseline for stdio throughput: a bare asyncio line relay around a child, nothing else, on the
+loop the proxy would use (`bridge.loop`).
 
 Usage: python -m bench.relay -- CMD ARGS
 """
@@ -36,4 +37,6 @@ async def main(cmd: list[str]) -> int:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    raise SystemExit(asyncio.run(main(args[1:] if args[:1] == ["--"] else args)))
+    from bridge.loop import run
+
+    raise SystemExit(run(main(args[1:] if args[:1] == ["--"] else args)))

@@ -5,17 +5,25 @@ Flows only ever call `Recorder.reminder(...)` (through `Flow.record`) and `Recor
 (through `Flow.stamp`); every OpenTelemetry call is in this module, and the SDK is imported
 only when spans are switched on.  Bodies are never logged nor put on spans unless
 `telemetry.capture_bodies` is set.
+
+Cheap by construction: a span the sampler drops costs its `start_span` and nothing more (no
+attributes built, no context serialised: the caller's own keys are carried on as they came), and
+trace context is read and written by `opentelemetry.propagate`, so `OTEL_PROPAGATORS` decides
+which keys (W3C `traceparent`/`tracestate` and `baggage` by default) a carrier holds.
 """
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import sys
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
+
+from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
 
 from bridge.model import Reminder
 
@@ -28,13 +36,21 @@ FOLLOW_UPS = frozenset({"rendered", "attached", "synthesized"})
 #: Decisions that are a budget working as configured: counted always, logged at info (a flood
 #: of them must not become a flood of log lines).
 QUIET = frozenset({"rate_limited", "coalesced"})
-#: W3C trace-context keys carried in `_meta` (ACP and MCP reserve them at the root of `_meta`).
-TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 #: Upper bounds (seconds) of the rewrite-latency histogram.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 _RECORDERS: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+@functools.cache
+def trace_keys() -> tuple[str, ...]:
+    """The carrier keys the configured propagators (`OTEL_PROPAGATORS`) read and write, looked up
+    once, on first use: `traceparent`, `tracestate`, `baggage` by default (MCP and ACP reserve
+    those at the root of `_meta`)."""
+    from opentelemetry.propagate import get_global_textmap
+
+    return tuple(sorted(get_global_textmap().fields))
 
 
 class Tracing:
@@ -71,6 +87,10 @@ class Tracing:
                 provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         self.provider = provider
         self.tracer = provider.get_tracer("reminder-bridge")
+        from opentelemetry.propagate import extract
+        from opentelemetry.trace import set_span_in_context
+
+        self._extract, self._in_context = extract, set_span_in_context
 
     @classmethod
     def from_settings(cls, telemetry: Any, **kwargs: Any) -> "Tracing":
@@ -83,22 +103,18 @@ class Tracing:
     def spans(self) -> bool:
         return self.tracer is not None
 
-    def span(self, name: str, attributes: dict[str, Any], carrier: Mapping[str, str] | None,
-             start_ns: int | None) -> Any:
-        """Record one finished span, child of the context in ``carrier``; returns the span (for `inject`)."""
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        parent = TraceContextTextMapPropagator().extract(dict(carrier)) if carrier else None
-        span = self.tracer.start_span(name, context=parent, attributes=attributes, start_time=start_ns)
+    def record(self, name: str, attributes: Callable[[], dict[str, Any]], carrier: Mapping[str, str] | None,
+               start_ns: int | None) -> Any:
+        """One finished span, child of the context in ``carrier``, when the sampler keeps it: returns
+        its context (what `Recorder.carrier` injects). None when it is not recorded, and then
+        ``attributes()`` is never called."""
+        parent = self._extract(carrier) if carrier else None
+        span = self.tracer.start_span(name, context=parent, start_time=start_ns)
+        if not span.is_recording():
+            return None
+        span.set_attributes(attributes())
         span.end()
-        return span
-
-    @staticmethod
-    def inject(span: Any, carrier: dict[str, str]) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
+        return self._in_context(span, parent)
 
     def shutdown(self) -> None:
         """Flush and stop the exporter (batched OTLP spans would be lost otherwise)."""
@@ -193,8 +209,8 @@ class Recorder:
                  stage: str = "translate", carrier: Mapping[str, str] | None = None,
                  attributes: dict[str, Any] | None = None, start_ns: int | None = None,
                  session: Any = None, direction: str | None = None) -> Any:
-        """Count, trace and log one decision.  Returns the span made for it (None without spans):
-        `carrier` puts its context into the message the decision rewrote. ``session`` (whatever key
+        """Count, trace and log one decision.  Returns the context of the span recorded for it (None
+        without one): `carrier` puts it into the message the decision rewrote. ``session`` (whatever key
         the flow keeps the reminder's state under) and ``direction`` (toward_host | toward_peer)
         only reach listeners."""
         self.counts[(protocol, self.route, action)] += 1
@@ -206,23 +222,27 @@ class Recorder:
             for listener in self.listeners:
                 listener.decision(record)
         tracing = self.tracing
-        span = None
+        context = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
-            attrs: dict[str, Any] = {
-                "rpc.system": "jsonrpc", "rpc.method": method or "", "bridge.protocol": protocol,
-                "bridge.route": self.route, "bridge.stage": stage, "reminder.action": action,
-                "reminder.source_dialect": source or "", "reminder.target_dialect": target or "",
-            }
-            if reminder is not None:
-                attrs["reminder.id"] = reminder.id
-                attrs["reminder.dedupe_key"] = reminder.dedupe_key or ""
-                if tracing.capture_bodies:
-                    attrs["reminder.body"] = reminder.body
-            if why is not None:
-                attrs["reminder.reason"] = why
-            if attributes:
-                attrs.update(attributes)
-            span = tracing.span(method or "reminder", attrs, carrier, start_ns)
+            def span_attributes() -> dict[str, Any]:
+                attrs: dict[str, Any] = {
+                    RPC_SYSTEM_NAME: "jsonrpc", RPC_SYSTEM: "jsonrpc", RPC_METHOD: method or "",
+                    "bridge.protocol": protocol, "bridge.route": self.route, "bridge.stage": stage,
+                    "reminder.action": action, "reminder.source_dialect": source or "",
+                    "reminder.target_dialect": target or "",
+                }
+                if reminder is not None:
+                    attrs["reminder.id"] = reminder.id
+                    attrs["reminder.dedupe_key"] = reminder.dedupe_key or ""
+                    if tracing.capture_bodies:
+                        attrs["reminder.body"] = reminder.body
+                if why is not None:
+                    attrs["reminder.reason"] = why
+                if attributes:
+                    attrs.update(attributes)
+                return attrs
+
+            context = tracing.record(method or "reminder", span_attributes, carrier, start_ns)
         level = 30 if why is not None and action not in QUIET else 20
         if level >= self._level:
             fields: dict[str, Any] = dict(protocol=protocol, method=method, stage=stage if stage != "translate" else None,
@@ -231,23 +251,25 @@ class Recorder:
                                           source=source, target=target, why=why)
             if reminder is not None and tracing.capture_bodies:
                 fields["body"] = reminder.body
-            if span is not None:
-                fields["trace_id"] = format(span.get_span_context().trace_id, "032x")
-            self.log(action, level="warning" if level == 30 else "info", **fields)
-        return span
+            if context is not None:
+                from opentelemetry.trace import get_current_span
 
-    def carrier(self, span: Any, inbound: Mapping[str, str] | None) -> dict[str, str]:
-        """Trace-context keys for a rewritten message's `_meta`: the proxy's span as parent when
-        there is one, else the caller's context carried through unchanged."""
-        out: dict[str, str] = {}
-        if span is not None:
-            Tracing.inject(span, out)
-            if inbound and "baggage" in inbound:
-                out["baggage"] = inbound["baggage"]
+                fields["trace_id"] = format(get_current_span(context).get_span_context().trace_id, "032x")
+            self.log(action, level="warning" if level == 30 else "info", **fields)
+        return context
+
+    @staticmethod
+    def carrier(context: Any, inbound: Mapping[str, str] | None) -> dict[str, str]:
+        """Trace-context keys for a rewritten message's `_meta`: the proxy's recorded span (and the
+        caller's baggage) as the propagators write them when there is one, else the caller's own keys
+        carried through as they came (``inbound`` holds only `trace_keys()`)."""
+        if context is not None:
+            from opentelemetry.propagate import inject
+
+            out: dict[str, str] = {}
+            inject(out, context=context)
             return out
-        if inbound:
-            out.update({k: v for k, v in inbound.items() if k in TRACE_KEYS})
-        return out
+        return dict(inbound) if inbound else {}
 
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
         self.budget_rejections[(protocol, self.route, scope.split(":", 1)[0], "true" if shadow else "false")] += 1

@@ -6,7 +6,11 @@ pipelines know nothing of the command line.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from bridge.rules import check_files
 
@@ -29,11 +33,48 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(width=args.width)
 
 
+#: optional extras: (name as `--version` reports it, a module it installs)
+EXTRAS = (("uvloop", "uvloop"), ("redis", "redis"), ("otlp", "opentelemetry.exporter.otlp.proto.http"))
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
+def version_text() -> str:
+    """What `--version` prints: the version, Python, the event loop `stdio`/`serve` use, the extras found."""
+    from bridge.loop import loop_name
+
+    try:
+        mine = version("reminder-bridge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        mine = "unknown (not installed)"
+    found = [name for name, module in EXTRAS if installed(module)]
+    return (f"reminder-bridge {mine}\n"
+            f"python {platform.python_version()} ({platform.python_implementation()}, {sys.platform})\n"
+            f"event loop: {loop_name('serve')} (serve), {loop_name('stdio')} (stdio)\n"
+            f"optional extras found: {', '.join(found) or 'none'}")
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object):
+        super().__init__(option_strings, dest, nargs=0, help="print version, Python, event loop and extras found")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reminder-bridge",
         description="Transparent sidecar that rewrites ambient reminders between legacy (harn) and standard "
                     "MCP, ACP and A2A messages.")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
 
     from bridge.cli.translate import add_translate_parser
@@ -69,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `serve --workers` starts each worker with it
     if getattr(args, "state_dir", None):  # read by bridge/outbox/store.py, so no transport needs to know
         os.environ["REMINDER_BRIDGE_STATE_DIR"] = os.path.abspath(args.state_dir)
     return int(args.func(args) or 0)

@@ -3,6 +3,7 @@ admin port, around the HTTP transport (imported only when the command runs, so o
 start without aiohttp)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -11,7 +12,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bridge.cli import workers
 from bridge.cli.reloading import watch_rules
+from bridge.loop import loop_name
+from bridge.loop import run as run_loop
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
 from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, check_origins, host_dialect_problem
@@ -52,9 +56,19 @@ def add_serve_parser(sub: Any) -> None:
                         "localhost); default: the rules' allowed_origins, else loopback origins only")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
                    help="JSON log lines on stderr (default warning)")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="N processes on one port (SO_REUSEPORT), each a full proxy; more than one needs shared "
+                        "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
     p.set_defaults(func=_cmd_serve)
+
+
+def _workers(text: str) -> int:
+    n = int(text)
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1 to 64 (got {n})")
+    return n
 
 
 def build_limits(args: Any, rules: Rules | None) -> Limits:
@@ -120,17 +134,28 @@ def _cmd_serve(args: Any) -> int:
         return 2
     from bridge.cli.shared_state import open_shared, state_settings
 
+    host, port = split_hostport(args.listen)
+    worker = workers.worker_of()
+    supervising = args.workers > 1 and worker is None
     try:
         limits = build_limits(args, rules)
         state = state_settings(getattr(args, "state", None), rules)
-        shared = open_shared(state, lambda event, **fields: proxy.routes[0].recorder.log(event, **fields))
+        # the supervisor only checks the routes; each worker opens its own connection to the shared state
+        shared = None if supervising else \
+            open_shared(state, lambda event, **fields: proxy.routes[0].recorder.log(event, **fields))
         routes = build_routes(args, rules, tracing, limits, shared)
     except (ValueError, RuntimeError) as exc:  # RuntimeError: a Redis URL without the redis client installed
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
+    if supervising:
+        tracing.shutdown()
+        problem = workers.refusal(state, args.workers)
+        if problem:
+            sys.stderr.write(f"reminder-bridge serve: {problem}\n")
+            return 2
+        return workers.supervise(args.argv, args.workers, host, port)
     from bridge.transports.http import HttpProxy
 
-    host, port = split_hostport(args.listen)
     proxy = HttpProxy(routes, args.upstream_timeout, limits)
     admin, token = args.admin, os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
     if rules is not None:
@@ -141,8 +166,9 @@ def _cmd_serve(args: Any) -> int:
     rules_file = RulesFile(args.rules, lambda new: {n: new.routes[n] for n in names if n in new.routes}) \
         if args.rules else None
     try:
-        return asyncio.run(_run(proxy, host, port, admin, token=token, rules_file=rules_file,
-                                admin_settings=rules.admin if rules is not None else None, shared=shared))
+        return run_loop(_run(proxy, host, worker.port if worker else port, admin, token=token, rules_file=rules_file,
+                             admin_settings=rules.admin if rules is not None else None, shared=shared,
+                             worker=worker))
     finally:
         tracing.shutdown()
 
@@ -153,7 +179,10 @@ SHUTDOWN_GRACE = 10.0
 
 async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, token: str = "",
                rules_file: RulesFile | None = None, admin_settings: Any = None,
-               started: Callable[[int], None] | None = None, shared: Any = None) -> int:
+               started: Callable[[int], None] | None = None, shared: Any = None,
+               worker: workers.Worker | None = None) -> int:
+    """Serve until SIGTERM/SIGINT. As one of `--workers N` (``worker``), listen with SO_REUSEPORT,
+    serve the admin port only in the first worker, and tell the supervisor, not stderr, when listening."""
     from aiohttp import web
 
     from bridge.admin import AdminError
@@ -165,7 +194,7 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
                            keepalive_timeout=proxy.limits.idle_timeout_s)
     await runner.setup()
     try:
-        await guarded_site(runner, host, port, proxy.guard).start()
+        await guarded_site(runner, host, port, proxy.guard, reuse_port=worker is not None).start()
     except OSError as exc:
         await runner.cleanup()
         sys.stderr.write(f"reminder-bridge serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
@@ -173,7 +202,7 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     if shared is not None:
         await shared.start()  # Redis away at start-up: logged now, served per on_unavailable, retried
     admin_runner = None
-    if admin:
+    if admin and (worker is None or worker.index == 0):
         from bridge.admin import start_admin
 
         try:
@@ -190,10 +219,14 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0][1] if runner.addresses else port
-    sys.stderr.write(json.dumps({"event": "listening", "listen": f"{host}:{bound}",
-                                 "max_connections": proxy.guard.max_connections,
-                                 "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
-                                             "protocol": r.protocol} for r in proxy.routes]}) + "\n")
+    listening = json.dumps({"event": "listening", "listen": f"{host}:{bound}",
+                            "max_connections": proxy.guard.max_connections, "loop": loop_name(),
+                            "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
+                                        "protocol": r.protocol} for r in proxy.routes]}) + "\n"
+    if worker is not None:
+        worker.ready(listening)
+    else:
+        sys.stderr.write(listening)
     if started:
         started(bound)
     try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from typing import Any
 
 from bridge.cli.reloading import watch_rules
+from bridge.loop import run as run_loop
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
 from bridge.rules import (
@@ -88,8 +88,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             admin = rules.admin.listen
         token = rules.admin.token or token
     try:
-        return asyncio.run(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None,
-                                  shared))
+        return run_loop(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None,
+                               shared), "stdio")
     finally:
         tracing.shutdown()
 

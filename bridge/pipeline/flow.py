@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, NamedTuple
 
-from bridge.jsonrpc import dumps, error_response, id_key, is_request
+from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
 from bridge.pipeline.negotiation import Side, observes
@@ -30,7 +30,7 @@ from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.state.base import StateUnavailable
-from bridge.telemetry import TRACE_KEYS, Recorder
+from bridge.telemetry import Recorder, trace_keys
 
 #: Prefix of every JSON-RPC id the proxy invents (SPEC §8.6): random per process and made of
 #: letters and digits only (no writer escapes those), so no host or peer collides with it and the
@@ -92,7 +92,7 @@ class Flow:
         # the message being handled, for trace context; only set on the decoded path
         self._inbound: dict[str, Any] | None = None
         self._headers: Mapping[str, str] | None = None
-        self._span: Any = None
+        self._span: Any = None  # the trace context of the last decision's recorded span
         self._start_ns: int | None = None
         self._attributes: dict[str, Any] | None = None
         self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
@@ -178,7 +178,7 @@ class Flow:
         self._headers = headers
         self._direction = "toward_host" if dest == HOST else "toward_peer"
         try:
-            msg = json.loads(frame)
+            msg = loads(frame)
         except (ValueError, RecursionError):
             return [Forward(dest, frame)]  # not JSON (or absurdly deep): not ours to judge
         try:
@@ -416,14 +416,14 @@ class Flow:
                session: Any = None) -> None:
         """Count, trace and log one decision about a reminder of the message being handled."""
         attributes, self._attributes = self._attributes, None
-        span = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
-                                      source=source, target=target, why=why, stage=self.stage,
-                                      carrier=self._carrier() if self.recorder.tracing.spans else None,
-                                      attributes=attributes, start_ns=self._start_ns,
-                                      session=self.connection if session is None else session,
-                                      direction=self._direction)
-        if span is not None:
-            self._span = span
+        context = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
+                                         source=source, target=target, why=why, stage=self.stage,
+                                         carrier=self._carrier() if self.recorder.tracing.spans else None,
+                                         attributes=attributes, start_ns=self._start_ns,
+                                         session=self.connection if session is None else session,
+                                         direction=self._direction)
+        if context is not None:
+            self._span = context
 
     def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
@@ -441,14 +441,16 @@ class Flow:
         return self.recorder.carrier(self._span, self._carrier())
 
     def _carrier(self) -> dict[str, str] | None:
-        """W3C trace context of the message being handled: HTTP headers, overridden by `params._meta`."""
+        """Trace context of the message being handled (the propagators' keys): HTTP headers,
+        overridden by `params._meta`."""
         carrier: dict[str, str] = {}
+        keys = trace_keys()
         if self._headers:
-            carrier.update({k: v for k in TRACE_KEYS if isinstance(v := self._headers.get(k), str)})
+            carrier.update({k: v for k in keys if isinstance(v := self._headers.get(k), str)})
         params = self._inbound.get("params") if self._inbound is not None else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict):
-            carrier.update({k: v for k in TRACE_KEYS if isinstance(v := meta.get(k), str)})
+            carrier.update({k: v for k in keys if isinstance(v := meta.get(k), str)})
         return carrier or None
 
     # -- the policy ----------------------------------------------------------------------------

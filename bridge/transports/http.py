@@ -42,7 +42,7 @@ from bridge.transports.forwarding import (
 from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Guard, Holding
 from bridge.transports.sessions import Session, SessionTable
-from bridge.transports.sse import Event, EventTooLarge, events, message_event
+from bridge.transports.sse import Event, EventTooLarge, SseSplitter, events, message_event
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 SESSION_HEADER = "mcp-session-id"
@@ -724,12 +724,11 @@ class HttpProxy:
                 session.streams.append(stream)
         last: Event | None = None
         failure: BaseException | None = None
+        splitter = SseSplitter(self.limits.max_event_bytes)
         try:
-            async for event in events(upstream.content.iter_any(), self.limits.max_event_bytes):
-                out = await self._sse_event(route, request, event, session)
-                if out:
-                    await response.write(out)
-                    last = event
+            async for chunk in upstream.content.iter_any():
+                last = await self._sse_events(route, request, splitter.feed(chunk), session, response) or last
+            last = await self._sse_events(route, request, splitter.close(), session, response) or last
         except EventTooLarge as exc:
             failure = exc
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as exc:
@@ -750,6 +749,22 @@ class HttpProxy:
                 await response.write(f": reminder-bridge: stream ended: {failure}\n\n".encode())
         await response.write_eof()
         return response
+
+    async def _sse_events(self, route: HttpRoute, request: web.Request, batch: list[Event], session: Session | None,
+                          response: web.StreamResponse) -> Event | None:
+        """The events of one upstream read, each through the pipeline, to the host in one write: none
+        waits for a later read, and a burst costs one write, not one per event. Returns the last
+        event written."""
+        out: list[bytes] = []
+        last = None
+        for event in batch:
+            data = await self._sse_event(route, request, event, session)
+            if data:
+                out.append(data)
+                last = event
+        if out:
+            await response.write(out[0] if len(out) == 1 else b"".join(out))
+        return last
 
     async def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None) -> bytes:
         if event.data is None:

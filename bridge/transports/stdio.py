@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Defer, Forward, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Call, Defer, Forward, Send, Wakeup
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
@@ -621,6 +621,7 @@ class StdioProxy:
             return
         to_host: list[bytes] = []
         to_peer: list[bytes] = []
+        answers: list[bytes] = []  # frames toward the host that may answer one of its requests
         later: list[Any] = []
         lines = block.split(b"\n")
         newline = lines[-1] == b""
@@ -637,24 +638,31 @@ class StdioProxy:
                 self._backlog = collections.deque([(frame, from_host, newline or not last, outcome)])
                 asyncio.ensure_future(self._drain_backlog(flow))
                 continue
-            self._sort(outcome, to_host, to_peer, later)
+            self._sort(outcome, to_host, to_peer, later, answers)
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
-            self._write(b"\n".join(to_host) + end, to_host=True)
+            self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
         if later and self.driver is not None:
             self.driver.perform(later)
         if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
             self._hold_sources(True)
 
     @staticmethod
-    def _sort(commands: list[Any], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
+    def _sort(commands: list[Any], to_host: list[bytes], to_peer: list[bytes], later: list[Any],
+              answers: list[bytes]) -> None:
+        """Commands by where they go; ``answers``: the host-bound bytes that may answer a host request."""
         for command in commands:
             kind = type(command)
             if kind is Wakeup or kind is Defer:
                 later.append(command)
-            else:  # Forward, Send, Reply, Call: bytes for one side
-                (to_host if command.to == HOST else to_peer).append(command.data)
+            elif command.to == HOST:
+                to_host.append(command.data)
+                # a notification or request the proxy wrote answers nothing: no need to look for ids
+                if not (kind is Call or (kind is Send and command.method is not None)):
+                    answers.append(command.data)
+            else:  # Forward, Send, Reply, Call: bytes for the child
+                to_peer.append(command.data)
 
     async def _drain_backlog(self, flow: Flow) -> None:
         """Frames that arrived behind one waiting on shared state, handled and written in order."""
@@ -672,12 +680,13 @@ class StdioProxy:
             to_host: list[bytes] = []
             to_peer: list[bytes] = []
             later: list[Any] = []
-            self._sort(outcome, to_host, to_peer, later)
+            answers: list[bytes] = []
+            self._sort(outcome, to_host, to_peer, later, answers)
             end = b"\n" if newline else b""
-            for data in to_peer:
-                self._write(data + end, to_host=False)
-            for data in to_host:
-                self._write(data + end, to_host=True)
+            if to_peer:
+                self._write(b"\n".join(to_peer) + end, to_host=False)
+            if to_host:
+                self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
             if later and self.driver is not None:
                 self.driver.perform(later)
             if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
@@ -703,13 +712,14 @@ class StdioProxy:
         if reply is not None:
             self._write(reply + b"\n", to_host=True)
 
-    def _write(self, data: bytes, to_host: bool) -> None:
+    def _write(self, data: bytes, to_host: bool, answering: bytes | None = None) -> None:
+        """``answering``: the part of ``data`` that may answer host requests (default: all of it)."""
         if not to_host:
             self.inflight.sent(data)
             if self._child_stdin is not None and not self._child_stdin.is_closing():
                 self._child_stdin.write(data)
             return
-        self.inflight.answered(data)
+        self.inflight.answered(data if answering is None else answering)
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
                 self._host_writer.write(data)

@@ -50,11 +50,12 @@ def reminder_msg(n: int = 1, meta: dict | None = None, body: str = "Rebase first
 
 def test_one_span_per_reminder_with_the_spec_attributes_parented_to_the_caller():
     flow, exporter, _ = mcp_flow()
-    [out] = flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT, "tracestate": "vendor=1"}))
+    [out] = flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT, "tracestate": "vendor=1",
+                                              "baggage": "tenant=acme"}))
     [span] = exporter.get_finished_spans()  # the handshake's capability rewrite is no reminder: no span
     assert span.name == "notifications/message"
-    assert dict(span.attributes) == {
-        "rpc.system": "jsonrpc", "rpc.method": "notifications/message", "bridge.protocol": "mcp",
+    assert dict(span.attributes) == {  # rpc.system.name: semconv's name now; rpc.system: SPEC §9's
+        "rpc.system.name": "jsonrpc", "rpc.system": "jsonrpc", "rpc.method": "notifications/message", "bridge.protocol": "mcp",
         "bridge.route": "fs", "bridge.stage": "translate", "reminder.action": "rewritten",
         "reminder.source_dialect": "legacy", "reminder.target_dialect": "standard",
         "reminder.id": "r1", "reminder.dedupe_key": "k"}
@@ -63,6 +64,7 @@ def test_one_span_per_reminder_with_the_spec_attributes_parented_to_the_caller()
     meta = json.loads(out.data)["params"]["_meta"]
     assert meta["traceparent"] == f"00-{TRACE}-{format(span.context.span_id, '016x')}-01"
     assert meta["tracestate"] == "vendor=1"
+    assert meta["baggage"] == "tenant=acme"
 
 
 def test_every_decision_gets_its_span_and_reason():
@@ -121,6 +123,34 @@ def test_sampling_zero_records_no_new_trace_but_follows_a_sampled_caller():
     flow.from_peer(reminder_msg(2, meta={"traceparent": TRACEPARENT}))
     [span] = exporter.get_finished_spans()  # the caller sampled its trace: so does the proxy
     assert span.attributes["reminder.id"] == "r2"
+
+
+def test_a_span_not_recorded_leaves_the_callers_context_as_it_came():
+    flow, exporter, _ = mcp_flow()  # ParentBased: a caller that did not sample its trace is followed
+    unsampled = f"00-{TRACE}-{PARENT}-00"
+    [out] = flow.from_peer(reminder_msg(meta={"traceparent": unsampled, "tracestate": "vendor=1"}))
+    assert exporter.get_finished_spans() == ()
+    meta = json.loads(out.data)["params"]["_meta"]
+    assert (meta["traceparent"], meta["tracestate"]) == (unsampled, "vendor=1")
+
+
+@pytest.mark.parametrize("propagators, carried", [("tracecontext", ["traceparent"]),
+                                                  ("tracecontext,baggage", ["baggage", "traceparent"])])
+def test_otel_propagators_chooses_the_keys_carried(propagators, carried):
+    import os
+    import subprocess
+    import sys
+
+    # what the proxy writes as headers on a request it forwards (A2A over HTTP: no `_meta` slot)
+    script = ("import json\n"
+              "from tests.unit.test_telemetry import mcp_flow, reminder_msg, TRACEPARENT\n"
+              "flow, _, _ = mcp_flow()\n"
+              "flow.from_peer(reminder_msg(meta={'traceparent': TRACEPARENT, 'baggage': 'k=v'}))\n"
+              "print(json.dumps(sorted(flow.trace_context())))\n")
+    probe = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "OTEL_PROPAGATORS": propagators})
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout) == carried
 
 
 def test_http_headers_are_the_parent_unless_meta_names_one():
