@@ -25,7 +25,7 @@ def relay_http(upstream: str) -> list[str]:
 
 
 def relay(*args: str) -> list[str]:
-    """The bare asyncio relay (bench/relay.py) around ``args``, on the proxy's loop."""
+    """The bare asyncio relay (bench/relay.py) around ``args``, on the loop `stdio` runs on."""
     return [PY, "-m", "bench.relay", *args]
 
 

@@ -39,4 +39,5 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     from bridge.loop import run
 
-    raise SystemExit(run(main(args[1:] if args[:1] == ["--"] else args)))
+    # the loop `reminder-bridge stdio` runs on (asyncio unless REMINDER_BRIDGE_LOOP says otherwise)
+    raise SystemExit(run(main(args[1:] if args[:1] == ["--"] else args), "stdio"))
