@@ -24,19 +24,20 @@ WEBSOCKET_HANDSHAKE = frozenset({"sec-websocket-key", "sec-websocket-version", "
                                  "sec-websocket-protocol", "sec-websocket-accept"})
 
 
-def connection_named(headers: Mapping[str, str]) -> frozenset[str]:
-    """Header names the `Connection` header lists: hop-by-hop for this one link (RFC 9110 §7.6.1)."""
-    names: set[str] = set()
-    for key, value in headers.items():
-        if key.lower() == "connection":
-            names.update(token.strip().lower() for token in value.split(",") if token.strip())
-    return frozenset(names)
-
-
 def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP) -> dict[str, str]:
-    """The headers that may cross the proxy: neither hop-by-hop nor named in `Connection`."""
-    named = connection_named(headers)
-    return {k: v for k, v in headers.items() if (low := k.lower()) not in drop and low not in named}
+    """The headers that may cross the proxy: neither hop-by-hop nor named in `Connection` (RFC
+    9110 §7.6.1). One pass; a second only when `Connection` names a header not dropped anyway."""
+    out: dict[str, str] = {}
+    named: set[str] = set()
+    for key, value in headers.items():
+        low = key.lower()
+        if low not in drop:
+            out[key] = value
+        elif low == "connection":
+            named.update(t for token in value.split(",") if (t := token.strip().lower()) and t not in drop)
+    if named:
+        return {k: v for k, v in out.items() if k.lower() not in named}
+    return out
 
 
 def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: str, scheme: str,
@@ -96,6 +97,10 @@ def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
 
 
 # -- upstream URLs -------------------------------------------------------------------------------
+#: Joined upstream URLs an `Upstream` keeps (cleared when full: a client varying its paths costs a join each).
+URLS_KEPT = 256
+
+
 class Upstream:
     """An upstream base URL: joined with request paths and queries, authenticated with its own
     userinfo, and shown everywhere with its userinfo and query values redacted."""
@@ -122,12 +127,20 @@ class Upstream:
         #: longest first, so a secret that contains another is replaced whole
         self.secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
         self.shown = redact(url)
+        self._joined: dict[tuple[str, str], str] = {}
 
     def url(self, rest: str, query: str) -> str:
-        """The upstream URL for a request path below the route (``rest``) and the client's query."""
-        joined = self.path.rstrip("/") + rest if rest not in ("", "/") or not self.path else self.path
-        both = "&".join(q for q in (self.query, query) if q)
-        return urlunsplit((self.scheme, self.netloc, joined or "/", both, ""))
+        """The upstream URL for a request path below the route (``rest``) and the client's query
+        (the last few joined are kept: a client calls one endpoint over and over)."""
+        key = (rest, query)
+        joined = self._joined.get(key)
+        if joined is None:
+            if len(self._joined) >= URLS_KEPT:
+                self._joined.clear()
+            path = self.path.rstrip("/") + rest if rest not in ("", "/") or not self.path else self.path
+            both = "&".join(q for q in (self.query, query) if q)
+            joined = self._joined[key] = urlunsplit((self.scheme, self.netloc, path or "/", both, ""))
+        return joined
 
     def scrub(self, text: str) -> str:
         """``text`` with every secret of the URL replaced: for errors and logs that quote the URL."""

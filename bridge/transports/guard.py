@@ -179,6 +179,7 @@ class GuardedConnection(asyncio.Protocol):
         self.handler: Any = None
         self.transport: Any = None
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
         self.waiting = "header"  # header | idle | "" (a request is being handled)
 
     # -- asyncio protocol --------------------------------------------------------------------
@@ -209,7 +210,7 @@ class GuardedConnection(asyncio.Protocol):
         return self.handler.eof_received() if self.handler is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._cancel_timer()
         if self.handler is None:
             return
         self.guard.open.pop(self.transport, None)
@@ -233,14 +234,22 @@ class GuardedConnection(asyncio.Protocol):
             self._arm("idle")
 
     # -- timers ------------------------------------------------------------------------------
+    # One handle per connection, re-armed lazily (as aiohttp's keep-alive does): a request moves the
+    # deadline, and only a handle that fires early schedules another. No timer churn per request.
     def _arm(self, kind: str) -> None:
-        self._disarm()
         self.waiting = kind
         limits = self.guard.limits
-        seconds = limits.header_timeout_s if kind == "header" else limits.idle_timeout_s
-        self.timer = asyncio.get_running_loop().call_later(seconds, self._expired)
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + (limits.header_timeout_s if kind == "header" else limits.idle_timeout_s)
+        if self.timer is None or self.timer.when() > self.deadline:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = loop.call_at(self.deadline, self._expired)
 
     def _disarm(self) -> None:
+        self.waiting = ""  # the handle stays: it finds nothing to do when it fires
+
+    def _cancel_timer(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -249,6 +258,10 @@ class GuardedConnection(asyncio.Protocol):
         self.timer = None
         kind = self.waiting
         if not kind or self.transport is None or self.transport.is_closing():
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.deadline:  # the deadline moved since this handle was set
+            self.timer = loop.call_at(self.deadline, self._expired)
             return
         self.guard.timeouts[kind] += 1
         if kind == "header":

@@ -449,11 +449,14 @@ class HttpProxy:
                           "max_body_bytes")
         if length is not None and not holding.take(length):
             raise self._over_budget(route)
+        content = request.content
+        if length is not None and content.is_eof():  # all of it came with the headers: no waiting, no timer
+            return content.read_nowait()
         chunks: list[bytes] = []
         size = 0
         try:
             async with asyncio.timeout(limits.body_timeout_s):
-                async for chunk in request.content.iter_any():
+                async for chunk in content.iter_any():
                     size += len(chunk)
                     if size > limits.max_body_bytes:
                         route.recorder.http_refused["max_body_bytes"] += 1
@@ -568,6 +571,15 @@ class HttpProxy:
         if upstream.content_length is not None and upstream.content_length > limit:
             raise TooLarge(f"the upstream's answer of {upstream.content_length} bytes is over "
                            f"max_response_bytes = {limit}")
+        if upstream.content_length is not None:  # bounded by its length: taken from the budget at once
+            try:
+                if not holding.take(upstream.content_length):
+                    raise TooLarge(f"the proxy holds max_inflight_bytes = {self.limits.max_inflight_bytes} of "
+                                   f"requests in flight; retry shortly", status=503)
+                return await upstream.read()
+            finally:
+                if release:
+                    holding.release()
         chunks: list[bytes] = []
         size = 0
         try:
@@ -589,19 +601,21 @@ class HttpProxy:
                     kept: bool = True, holding: Holding, rewritten: Send | None = None,
                     trace: dict[str, str] | None = None) -> web.StreamResponse:
         assert self.client is not None
-        headers = dict(session.headers) if session is not None and session.headers else \
+        headers = session.headers if session is not None and session.headers else \
             self._upstream_headers(route, request)
-        if rewritten is not None:
-            _mirror_mcp_headers(headers, rewritten)
-        if trace:  # the proxy's span is the parent of what the upstream does with a rewritten request
-            for name in [k for k in headers if k.lower() in trace]:
-                del headers[name]
-            headers.update(trace)
+        if rewritten is not None or trace:
+            headers = dict(headers)  # the session's copy stays as the host sent it
+            if rewritten is not None:
+                _mirror_mcp_headers(headers, rewritten)
+            if trace:  # the proxy's span is the parent of what the upstream does with a rewritten request
+                for name in [k for k in headers if k.lower() in trace]:
+                    del headers[name]
+                headers.update(trace)
         url = route.upstream_url(request.path, request.query_string)
         try:
-            upstream = await asyncio.wait_for(
-                self.client.request(request.method, url, data=body if body else None, headers=headers,
-                                    allow_redirects=False), self.upstream_timeout)
+            async with asyncio.timeout(self.upstream_timeout):  # no extra task per request, as wait_for makes
+                upstream = await self.client.request(request.method, url, data=body if body else None,
+                                                     headers=headers, allow_redirects=False)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
             if session is not None and not kept:

@@ -7,7 +7,7 @@ import base64
 from bridge.pipeline.mcp import McpFlow
 from bridge.telemetry import Recorder
 from bridge.transports.forwarding import (
-    Upstream, connection_named, end_to_end, origin_allowed, redact, upstream_headers,
+    Upstream, end_to_end, origin_allowed, redact, upstream_headers,
 )
 from bridge.transports.sessions import Session, SessionTable
 
@@ -15,8 +15,9 @@ from bridge.transports.sessions import Session, SessionTable
 def test_headers_named_in_connection_and_hop_by_hop_ones_never_cross():
     headers = {"Connection": "keep-alive, X-Hop ,x-other", "X-Hop": "1", "X-Other": "2", "Keep-Alive": "5",
                "Transfer-Encoding": "chunked", "X-End": "3", "Authorization": "Bearer t"}
-    assert connection_named(headers) == {"keep-alive", "x-hop", "x-other"}
     assert end_to_end(headers) == {"X-End": "3", "Authorization": "Bearer t"}
+    assert end_to_end({"connection": "close", "X-End": "3"}) == {"X-End": "3"}
+    assert end_to_end({"X-End": "3", "Connection": "X-END"}) == {}  # named before or after, any case
 
 
 def test_the_upstream_gets_its_own_host_and_forwarded_headers_name_the_client_side():
