@@ -34,7 +34,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 #: optional extras: (name as `--version` reports it, a module it installs)
-EXTRAS = (("uvloop", "uvloop"), ("redis", "redis"), ("otlp", "opentelemetry.exporter.otlp.proto.http"))
+EXTRAS = (("uvloop", "uvloop"), ("msgspec", "msgspec"), ("redis", "redis"),
+          ("otlp", "opentelemetry.exporter.otlp.proto.http"))
 
 
 def installed(module: str) -> bool:

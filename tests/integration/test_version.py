@@ -29,6 +29,7 @@ def test_version_names_the_release_python_loop_and_extras():
     extras = lines[3].removeprefix("optional extras found: ").split(", ")
     assert ("uvloop" in extras) == uvloop
     assert ("redis" in extras) == (importlib.util.find_spec("redis") is not None)
+    assert ("msgspec" in extras) == (importlib.util.find_spec("msgspec") is not None)  # the [fast] decoder
 
 
 def test_the_standard_loop_can_be_chosen_and_version_says_so():
