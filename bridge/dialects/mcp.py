@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.dialects.claude_channel import ClaudeChannel
-from bridge.dialects.paths import get_path as _get, pop_path, write_at
+from bridge.dialects.paths import get_path as _get, params_meta, pop_path, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
 
@@ -44,7 +44,7 @@ class McpStandard:
     @staticmethod
     def carried_meta(msg: dict[str, Any], keep_decoration: bool) -> dict[str, Any] | None:
         """What of the message's `params._meta` a rewrite of it carries on (a copy): all of it."""
-        meta = _get(msg, "params", "_meta")
+        meta = params_meta(msg)
         return dict(meta) if isinstance(meta, dict) else None
 
     @staticmethod
@@ -79,10 +79,11 @@ class McpLegacy:
     def _payload(msg: dict[str, Any]) -> tuple[Any, str] | None:
         if msg.get("method") != LOG_METHOD:
             return None
-        meta = _get(msg, "params", "_meta")
+        meta = params_meta(msg)
         if not isinstance(meta, dict):
             return None
-        nested = _get(meta, "harn", "reminder")
+        harn = meta.get("harn")
+        nested = harn.get("reminder") if isinstance(harn, dict) else None
         if nested is not None:
             return nested, "params._meta.harn.reminder."
         if "harn.reminder" in meta:
@@ -112,7 +113,7 @@ class McpLegacy:
         """What of the message's `params._meta` a rewrite of it carries on: every key but the
         reminder slot itself, unless ``keep_decoration`` (`dual`). Only the two levels the removal
         changes (`_meta` and `_meta.harn`) are copied, not the message."""
-        meta = _get(msg, "params", "_meta")
+        meta = params_meta(msg)
         if not isinstance(meta, dict):
             return None
         meta = dict(meta)

@@ -13,6 +13,13 @@ def get_path(obj: Any, *keys: str) -> Any:
     return obj
 
 
+def params_meta(msg: Any) -> Any:
+    """``msg["params"]["_meta"]`` or None: the slot reminders and trace context ride in, read on
+    every candidate frame (so not through `get_path`'s loop)."""
+    params = msg.get("params") if isinstance(msg, dict) else None
+    return params.get("_meta") if isinstance(params, dict) else None
+
+
 def set_path(obj: dict[str, Any], value: Any, *keys: str) -> None:
     for key in keys[:-1]:
         obj = obj.setdefault(key, {})

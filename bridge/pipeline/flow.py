@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, NamedTuple
 
+from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
@@ -129,13 +130,14 @@ class Flow:
         return not could_concern(data, self.host_markers)
 
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> Outcome:
-        if self._tail is None and self.passes(frame, origin):
+        waits = self._tail is not None
+        if not waits and self.passes(frame, origin):
             return [Forward(dest, frame)]
-        return self._run(self._handle_async(frame, origin, dest, headers))
+        return self._run(self._handle_async(frame, origin, dest, headers, waits))
 
     async def _handle_async(self, frame: bytes, origin: str, dest: str,
-                            headers: Mapping[str, str] | None) -> list[Command]:
-        if self.passes(frame, origin):  # asked again: a frame that waited in line meets a newer state
+                            headers: Mapping[str, str] | None, waited: bool = False) -> list[Command]:
+        if waited and self.passes(frame, origin):  # a frame that waited in line meets a newer state
             return [Forward(dest, frame)]
         try:
             return await self._decode(frame, origin, dest, headers)
@@ -428,7 +430,10 @@ class Flow:
     def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
         the span of the last decision as parent, else the incoming message's own context."""
-        keys = self.recorder.carrier(self._span, self._carrier())
+        inbound = self._carrier()
+        if self._span is None and inbound is None:  # nothing to carry: the common case without tracing
+            return msg
+        keys = self.recorder.carrier(self._span, inbound)
         params = msg.get("params")
         if keys and isinstance(params, dict):
             meta = params.get("_meta")
@@ -443,15 +448,16 @@ class Flow:
     def _carrier(self) -> dict[str, str] | None:
         """Trace context of the message being handled (the propagators' keys): HTTP headers,
         overridden by `params._meta`."""
-        carrier: dict[str, str] = {}
-        keys = trace_keys()
-        if self._headers:
-            carrier.update({k: v for k in keys if isinstance(v := self._headers.get(k), str)})
-        params = self._inbound.get("params") if self._inbound is not None else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict):
-            carrier.update({k: v for k in keys if isinstance(v := meta.get(k), str)})
-        return carrier or None
+        carrier: dict[str, str] | None = None
+        meta = params_meta(self._inbound)
+        for source in (self._headers, meta):  # `_meta` last: it overrides the headers
+            if source and isinstance(source, Mapping):
+                for key in trace_keys():
+                    if isinstance(value := source.get(key), str):
+                        if carrier is None:
+                            carrier = {}
+                        carrier[key] = value
+        return carrier
 
     # -- the policy ----------------------------------------------------------------------------
     async def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
@@ -476,7 +482,8 @@ class Flow:
                         from_peer=origin == PEER, pending=pending, shadow=observes(self.stage))
         if self.policy.shared is not None:  # fleet-wide budgets: charged on the Redis server
             verdict = await verdict
-        attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()}
+        attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()} \
+            if verdict.changes else {}
         if verdict.changes:
             self.recorder.info("reminder_cleaned", protocol=self.protocol, method=method, id=reminder.id,
                                **{k.lower(): v for k, v in verdict.changes.items()})
