@@ -17,11 +17,10 @@ import statistics
 import subprocess
 import time
 
-from bench.load import closed_loop, connect, header, post
+from bench.load import closed_loop, connect, post
+from bench.mcp_http import HEADERS, open_session
 from bench.procs import PY, Process, bridge, cpu_seconds, peer, proxy_serve, rss_kib
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-           "Mcp-Protocol-Version": "2025-11-25"}
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "clientInfo": {"name": "bench", "version": "1"},
     "capabilities": {"experimental": {"reminders": {}}}}}
@@ -39,20 +38,6 @@ def _stdio_proxy(name: str, server: list[str]) -> list[str]:
     if name == "reminder-bridge":
         return bridge("stdio", "--", *server)
     return [PY, "-m", "bench.fastmcp_proxy", "stdio", "--", *server]
-
-
-async def _session(port: int) -> str:
-    conn = await connect(port)
-    try:
-        status, head, body = await conn.request(post(port, "/mcp", json.dumps(INIT).encode(), HEADERS))
-        session = header(head, "Mcp-Session-Id")
-        if status != 200 or not session:
-            raise RuntimeError(f"initialize on port {port}: {status} {body[:200]!r}")
-        note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-        await conn.request(post(port, "/mcp", note, {**HEADERS, "Mcp-Session-Id": session}))
-        return session
-    finally:
-        conn.close()
 
 
 def _call(port: int, session: str, name: str, arguments: dict, call_id: int) -> bytes:
@@ -91,7 +76,7 @@ def _survived(data: bytes) -> str:
 
 
 async def _http(port: int, pid: int, calls: int, seconds: float) -> dict:
-    session = await _session(port)
+    session = await open_session(port)
     conn = await connect(port)
     try:
         samples = []
@@ -108,7 +93,7 @@ async def _http(port: int, pid: int, calls: int, seconds: float) -> dict:
     cpu_us = (cpu_seconds(pid) - used) / max(done, 1) * 1e6
     before = rss_kib(pid)
     for _ in range(100):
-        await _session(port)
+        await open_session(port)
     per_session = (rss_kib(pid) - before) * 1024 / 100
     return {"p50_ms": statistics.median(samples), "cpu_us": cpu_us, "calls_per_s": done / (time.perf_counter() - started),
             "bytes_per_session": per_session, "http_reminders": _survived(flood)}

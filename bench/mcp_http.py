@@ -27,7 +27,9 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
            "Mcp-Protocol-Version": "2025-11-25"}
 
 
-async def _initialize(port: int) -> str:
+async def open_session(port: int) -> str:
+    """A warm 2025-11-25 MCP session on ``port`` (initialize, then initialized): its id. The
+    answer may be JSON or SSE (other proxies choose)."""
     conn = await connect(port)
     try:
         body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -35,7 +37,7 @@ async def _initialize(port: int) -> str:
             "capabilities": {"experimental": {"reminders": {}}}}}).encode()
         status, head, answer = await conn.request(post(port, "/mcp", body, HEADERS))
         session = header(head, "Mcp-Session-Id")
-        if status != 200 or not session or "result" not in json.loads(answer):
+        if status != 200 or not session or b'"result"' not in answer:
             raise RuntimeError(f"initialize on port {port} failed: {status} {answer[:200]!r}")
         note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
         await conn.request(post(port, "/mcp", note, {**HEADERS, "Mcp-Session-Id": session}))
@@ -165,7 +167,7 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
                concurrency: tuple[int, ...]) -> list[dict]:
     """Three sides in alternating order each round: the server direct, through the proxy, and
     through a bare aiohttp reverse proxy (bench/http_relay.py), the floor of the proxy's design."""
-    sides = {side: (port, await _initialize(port)) for side, port in ports.items()}
+    sides = {side: (port, await open_session(port)) for side, port in ports.items()}
     for port, session in sides.values():  # warm-up: connections, caches, the proxy's first flow
         await _latency(port, session, 200)
         await _throughput(port, session, 10, 0.3)

@@ -639,14 +639,19 @@ class StdioProxy:
                 asyncio.ensure_future(self._drain_backlog(flow))
                 continue
             self._sort(outcome, to_host, to_peer, later, answers)
+        self._emit(to_host, to_peer, later, answers, end)
+        if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
+            self._hold_sources(True)
+
+    def _emit(self, to_host: list[bytes], to_peer: list[bytes], later: list[Any], answers: list[bytes],
+              end: bytes) -> None:
+        """Write what a block's frames gave, one write per side, and hand timers to the driver."""
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
             self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
         if later and self.driver is not None:
             self.driver.perform(later)
-        if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
-            self._hold_sources(True)
 
     @staticmethod
     def _sort(commands: list[Any], to_host: list[bytes], to_peer: list[bytes], later: list[Any],
@@ -682,13 +687,7 @@ class StdioProxy:
             later: list[Any] = []
             answers: list[bytes] = []
             self._sort(outcome, to_host, to_peer, later, answers)
-            end = b"\n" if newline else b""
-            if to_peer:
-                self._write(b"\n".join(to_peer) + end, to_host=False)
-            if to_host:
-                self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
-            if later and self.driver is not None:
-                self.driver.perform(later)
+            self._emit(to_host, to_peer, later, answers, b"\n" if newline else b"")
             if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
                 self._hold_sources(False)
         self._backlog = None
