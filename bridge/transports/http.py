@@ -726,8 +726,8 @@ class HttpProxy:
         An upstream that goes away mid-stream, or sends an event over `max_event_bytes`, ends the
         stream cleanly; if the host's request has not been answered on it yet, a JSON-RPC error
         event answers it first (SPEC §8.3)."""
-        response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
-        await response.prepare(request)
+        response = _Relayed(status=upstream.status, headers=_response_headers(upstream))
+        first = await _start_relay(request, upstream, response)
         stream = _Stream(response)
         if session is not None:
             for frame in session.take_waiting():
@@ -740,6 +740,8 @@ class HttpProxy:
         failure: BaseException | None = None
         splitter = SseSplitter(self.limits.max_event_bytes)
         try:
+            if first:
+                last = await self._sse_events(route, request, splitter.feed(first), session, response)
             async for chunk in upstream.content.iter_any():
                 last = await self._sse_events(route, request, splitter.feed(chunk), session, response) or last
             last = await self._sse_events(route, request, splitter.close(), session, response) or last
@@ -1020,13 +1022,32 @@ def _subprotocols(request: web.Request) -> list[str]:
     return [p.strip() for p in value.split(",") if p.strip()]
 
 
+class _Relayed(web.StreamResponse):
+    """A streamed answer whose headers leave with its first bytes, in one write instead of two
+    (aiohttp ≥ 3.10 holds them when asked; an older one sends them at `prepare`, as before)."""
+
+    _send_headers_immediately = False
+
+
+async def _start_relay(request: web.Request, upstream: aiohttp.ClientResponse, response: web.StreamResponse) -> bytes:
+    """Prepare ``response`` and return what of the upstream's body has already arrived. With
+    nothing yet, the headers leave now: a host waits for them (an idle GET stream must open)."""
+    await response.prepare(request)
+    first = upstream.content.read_nowait()
+    if not first:
+        await response.write(b"")
+    return first
+
+
 async def _stream_raw(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
     """Anything the pipeline need not read (GET, DELETE, 202s, 405s, binary bodies): bytes as they come."""
-    response = web.StreamResponse(status=upstream.status, headers=_response_headers(upstream))
+    response = _Relayed(status=upstream.status, headers=_response_headers(upstream))
     if upstream.headers.get("content-length") is not None and "text/event-stream" not in upstream.headers.get(
             "content-type", ""):
         response.content_length = int(upstream.headers["content-length"])
-    await response.prepare(request)
+    first = await _start_relay(request, upstream, response)
+    if first:
+        await response.write(first)
     async for chunk in upstream.content.iter_any():
         await response.write(chunk)
     await response.write_eof()
