@@ -127,6 +127,20 @@ async def test_sse_events_arrive_one_by_one_as_the_upstream_sends_them():
         slow.stop()
 
 
+async def test_a_stream_opens_at_once_though_its_first_event_is_late(bridge):
+    """The proxy holds a streamed answer's headers to send them with the first event, but only
+    when that event is already there: an idle server-push stream opens at once."""
+    async with aiohttp.ClientSession() as http:
+        start = time.monotonic()
+        async with http.get(f"http://127.0.0.1:{bridge.port}/idle", headers={"Accept": "text/event-stream"}) as response:
+            opened = time.monotonic() - start
+            assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+            data = await response.read()
+        ended = time.monotonic() - start
+    assert opened < 1.0, f"the stream's headers waited {opened:.2f} s for its first event"
+    assert ended >= 1.4 and b"notifications/ping" in data
+
+
 async def test_client_disconnect_cancels_the_upstream_request(bridge, legacy_server):
     async with aiohttp.ClientSession() as http:
         async with http.post(f"http://127.0.0.1:{bridge.port}/slow", json={"jsonrpc": "2.0", "id": 9, "method": "x"},

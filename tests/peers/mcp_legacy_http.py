@@ -80,6 +80,15 @@ def make_app(event_delay: float) -> web.Application:
         await asyncio.sleep(0.2)
         return response
 
+    async def idle(request: web.Request) -> web.StreamResponse:
+        """A stream that opens at once and says nothing for 1.5 s (a server-push GET stream)."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(1.5)
+        await response.write(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/ping\"}\n\n")
+        await response.write_eof()
+        return response
+
     async def count(_: web.Request) -> web.Response:
         return web.json_response({**stats, "sessions": len(sessions)})
 
@@ -90,6 +99,7 @@ def make_app(event_delay: float) -> web.Application:
     app.router.add_get("/stats", count)
     app.router.add_post("/slow", slow)
     app.router.add_get("/sse", legacy_sse)
+    app.router.add_get("/idle", idle)
     return app
 
 
