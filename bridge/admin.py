@@ -44,8 +44,10 @@ class AdminError(RuntimeError):
 
 
 #: The families `prometheus_text` and `/metrics` serve, in order: (name, type, help, label names).
-#: Counters are named with their `_total` sample name, as the text format shows them.
-def _families(group: list[Recorder]) -> Iterable[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+#: Counters are named with their `_total` sample name, as the text format shows them.  ``own``: the
+#: admin port's own collectors (its feed and its throttle), after the process-wide ones.
+def _families(group: list[Recorder], own: Iterable[Any] = ()) -> Iterable[
+        tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
     yield ("reminder_bridge_reminders_total", "counter",
            "Reminder decisions by protocol, route, action and the stage they were taken in (observe: would have).",
            [("", {"protocol": p, "route": r, "action": a, "stage": s}, n)
@@ -82,23 +84,24 @@ def _families(group: list[Recorder]) -> Iterable[tuple[str, str, str, list[tuple
     yield ("reminder_bridge_http_refused_total", "counter",
            "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
            [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.http_refused.items())])
-    for collector in collectors():
+    for collector in (*collectors(), *own):
         yield from collector.families()
 
 
 class BridgeCollector:
     """A `prometheus_client` collector over the project's own counters: every family of the
     Recorders ``group()`` returns, plus those of `bridge.telemetry.collectors()` (e.g. `serve`'s
-    connection guard).  Nothing is counted twice: it reads the Recorders at each scrape."""
+    connection guard) and of ``own``.  Nothing is counted twice: it reads them at each scrape."""
 
-    def __init__(self, group: Callable[[], Iterable[Recorder]]):
+    def __init__(self, group: Callable[[], Iterable[Recorder]], own: Iterable[Any] = ()):
         self.group = group
+        self.own = tuple(own)
 
     def describe(self) -> list[Metric]:
         return []  # no fixed set of names: never collect at registration time
 
     def collect(self) -> Iterable[Metric]:
-        for name, kind, help_text, samples in _families(list(self.group())):
+        for name, kind, help_text, samples in _families(list(self.group()), self.own):
             family = Metric(name[: -len("_total")] if kind == "counter" and name.endswith("_total") else name,
                             help_text, kind)
             for suffix, labels, value in samples:
@@ -106,9 +109,9 @@ class BridgeCollector:
             yield family
 
 
-def registry_of(group: Callable[[], Iterable[Recorder]]) -> CollectorRegistry:
+def registry_of(group: Callable[[], Iterable[Recorder]], own: Iterable[Any] = ()) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BridgeCollector(group))
+    registry.register(BridgeCollector(group, own))
     return registry
 
 
@@ -259,7 +262,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         return found
 
     feed.attach(routes())
-    registry = registry_of(group)
+    registry = registry_of(group, own=(feed,))
     static: dict[str, tuple[bytes, str]] = {}
 
     def asset_of(name: str) -> tuple[bytes, str] | None:
@@ -372,7 +375,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
                                                "X-Accel-Buffering": "no"})
         try:
             await response.prepare(request)
-            sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+            transport = request.transport
+            if transport is not None:
+                subscriber.hang_up = transport.abort  # a watcher that stopped reading is dropped (feed.py)
+            sock = transport.get_extra_info("socket") if transport is not None else None
             if sock is not None:  # what a stalled watcher holds in the kernel stays small too
                 try:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)

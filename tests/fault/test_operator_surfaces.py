@@ -39,11 +39,121 @@ MiB = 1024 * 1024
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+def rss_kib(pid: int) -> int:
+    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS:"))
+
+
 async def metric(bridge: Bridge, name: str, **labels: str) -> float:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{bridge.base}/metrics", headers=bridge.auth) as r:
             assert r.status == 200
             return sample(await r.text(), name, **labels)
+
+
+def stalled_watcher(port: int) -> socket.socket:
+    """A watcher of `/api/events` that never reads a byte (a tiny receive buffer, so the kernel cannot
+    hide the stall)."""
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(("127.0.0.1", port))
+    stuck.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+    return stuck
+
+
+def closed_by_the_proxy(stuck: socket.socket) -> bool:
+    """Read what the proxy sent until it hung up (True), or until it stays silent for 10 s (False)."""
+    stuck.settimeout(10)
+    try:
+        while stuck.recv(1 << 16):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+async def refused_bodies(bridge: Bridge, session: str, count: int, http: aiohttp.ClientSession,
+                         per_answer: int = 20) -> None:
+    """``count`` legacy reminders with 1 MiB bodies from the peer: each over max_body_bytes (4096)."""
+    for i in range(count // per_answer):
+        _, answer = await rpc(bridge.url, 100 + i, "remind", {"count": per_answer, "size": MiB}, session, http=http)
+        assert answer[-1].get("result"), answer[-1]
+        assert not [m for m in answer if m.get("method")], "a refused reminder reached the host"
+
+
+async def test_a_stalled_watcher_pins_no_peer_data_and_is_dropped_and_counted(tmp_path):
+    bridge = Bridge(tmp_path)  # no budget: every reminder is a decision; default trust: bodies up to 4096 bytes
+    pid = bridge.proxy.proc.pid
+    stuck = None
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
+            session = await connect_host(bridge.url, "flood-host", STANDARD_HOST_CAPS, http=http)
+            await refused_bodies(bridge, session, 40, http)  # warm up: the parser's buffers reach their size
+
+            # what a watcher is sent: summaries (a size, a shortened name), never the peer's text
+            async with http.get(f"{bridge.base}/api/events") as reader:
+                await read_events(reader, lambda r: r)
+                await rpc(bridge.url, 7, "remind", {"count": 1, "size": MiB}, session, http=http)
+                await connect_host(bridge.url, "n" * (2 * MiB), LEGACY_HOST_CAPS, http=http)
+                got = await read_events(reader, lambda r: any(e == "handshake" and d["side"] == "host"
+                                                              for e, d in r))
+            [refused] = [d for d in decisions(got) if d["action"] == "refused"]
+            assert refused["size"] == MiB and "body" not in refused
+            [named] = [d for e, d in got if e == "handshake" and d["side"] == "host"]
+            assert named["client"].startswith("nnn") and len(named["client"]) <= 256
+
+            before, since = rss_kib(pid), time.time()
+            stuck = stalled_watcher(bridge.admin)
+            await eventually(lambda: _stalled_watcher_listed(bridge, since))
+            peak = [before]
+
+            async def watch_rss() -> None:
+                while True:
+                    peak.append(rss_kib(pid))
+                    await asyncio.sleep(0.1)
+
+            sampler = asyncio.ensure_future(watch_rss())
+            try:
+                await refused_bodies(bridge, session, 1200, http)
+                for i in range(200):
+                    await connect_host(bridge.url, f"{i}-" + "n" * (2 * MiB), LEGACY_HOST_CAPS, http=http)
+                peak.append(rss_kib(pid))
+            finally:
+                sampler.cancel()
+            grown = max(peak) - before
+            assert grown < 64 * 1024, f"RSS grew by {grown} KiB while a watcher stalled (samples {peak[::10]})"
+
+            # the stalled watcher is dropped (more decisions overflow its queue if it has not been yet),
+            # and the drop is counted
+            async def dropped() -> float:
+                found = await metric(bridge, "reminder_bridge_console_watchers_dropped_total")
+                if not found:
+                    await rpc(bridge.url, 9, "remind", {"count": 200}, session, http=http)
+                return found
+
+            assert await eventually(dropped, timeout=60) == 1
+            assert await asyncio.to_thread(closed_by_the_proxy, stuck)
+            feed = (await status(bridge))["feed"]
+            assert not await _stalled_watcher_listed(bridge, since)
+            assert feed["dropped"] == 1 and feed["lost"] >= 1
+            assert await metric(bridge, "reminder_bridge_console_events_lost_total") == feed["lost"]
+            # the feed still serves the next watcher
+            async with http.get(f"{bridge.base}/api/events") as reader:
+                await read_events(reader, lambda r: r)
+                await rpc(bridge.url, 11, "remind", {"count": 2}, session, http=http)
+                got = await read_events(reader, lambda r: len(decisions(r)) >= 2)
+            assert [d["action"] for d in decisions(got)] == ["rewritten", "rewritten"]
+    finally:
+        if stuck is not None:
+            stuck.close()
+        bridge.stop()
+
+
+async def _stalled_watcher_listed(bridge: Bridge, since: float) -> bool:
+    """Whether `/api/status` lists a watcher that connected after ``since`` (the stalled one)."""
+    return any(w["since"] >= since - 0.001 for w in (await status(bridge))["feed"]["watchers"])
 
 
 # -- control characters ------------------------------------------------------------------------------------
