@@ -3,9 +3,11 @@ console (`/`, `/api/status`, `/api/events`; docs/console.md), loopback by defaul
 
 With a token configured every request must prove it: `Authorization: Bearer TOKEN` (scripts,
 scrapers), or the console's session cookie, which a browser gets from the login form (`POST
-/login`) or from the `?token=` link printed at start-up.  The cookie holds a random session value
-the admin port maps to a login, never the token.  Without a token the port is open (it listens on
-loopback unless told otherwise; binding anywhere else is logged as a warning), and the console
+/login`) or from a `?token=` link.  The cookie holds a random session value the admin port maps to
+a login, never the token.  Wrong tokens are throttled per client address (`bridge.throttle`), and
+the token is never logged: the start-up line gives the console's address without it.  Without a
+token the port is open (it listens on loopback unless told otherwise; binding anywhere else is
+logged as a warning), and the console
 refuses requests whose `Host` is a name other than `localhost` (DNS rebinding).
 """
 from __future__ import annotations
@@ -24,7 +26,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -35,6 +36,7 @@ from bridge.console import STATIC
 from bridge.console.feed import Feed
 from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
+from bridge.throttle import Throttle
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
 
@@ -229,10 +231,17 @@ def _see_other(location: str) -> web.Response:
     return web.Response(status=303, headers={**PAGE_HEADERS, "Location": location})
 
 
-def console_url(host: str, port: int, token: str = "") -> str:
+def console_url(host: str, port: int) -> str:
+    """The console's address as the start-up line gives it: never with the token."""
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else \
         f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
+    return f"http://{shown}:{port}/"
+
+
+def _bearer(request: web.Request) -> str | None:
+    """The token of an `Authorization: Bearer` header (any case of the scheme), else None."""
+    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else None
 
 
 async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool], *, token: str = "",
@@ -251,6 +260,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         window_s = float(hours) * 3600.0 if isinstance(hours, (int, float)) and hours > 0 else DEFAULT_WINDOW_S
     feed = Feed(show_bodies=show_bodies)
     logins = Logins()
+    throttle = Throttle()
 
     def group() -> list[Recorder]:
         return recorders() if every_recorder else [recorder]
@@ -262,7 +272,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         return found
 
     feed.attach(routes())
-    registry = registry_of(group, own=(feed,))
+    registry = registry_of(group, own=(feed, throttle))
     static: dict[str, tuple[bytes, str]] = {}
 
     def asset_of(name: str) -> tuple[bytes, str] | None:
@@ -272,13 +282,31 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
                            for path in STATIC.iterdir() if path.is_file()})
         return static.get(name)
 
-    def signed_in(request: web.Request) -> bool:
-        if not token:
-            return True
-        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() == "bearer" and _same(given.strip(), token):
-            return True
-        return logins.valid(request.cookies.get(COOKIE))
+    def judge(request: web.Request, given: str) -> tuple[bool, int]:
+        """(whether ``given`` is the token, seconds the client must wait first).  An address locked
+        out for guessing waits, and its token is not even compared.  Synchronous, so concurrent
+        guesses from one address are judged one after another (bridge.throttle)."""
+        address = request.remote
+        wait = throttle.admit(address)
+        if wait:
+            return False, wait
+        if _same(given, token):
+            throttle.succeeded(address)
+            return True, 0
+        lock = throttle.failed(address)
+        if lock:
+            recorder.warning("admin_auth_throttled", client=throttle.key(address), lock_s=lock,
+                             why="too many wrong admin tokens from this address: it must wait before the next")
+        return False, 0
+
+    def too_many(wait: int, page: bool) -> web.Response:
+        """The answer to a token from a locked-out address; a sign-in page for a browser."""
+        why = f"Too many wrong tokens from this address: try again in {wait} s."
+        if page:
+            response = _login_page(why, status=429)
+            response.headers["Retry-After"] = str(wait)
+            return response
+        return web.Response(status=429, text=why + "\n", headers={"Retry-After": str(wait)})
 
     def with_login(response: web.StreamResponse, request: web.Request) -> web.StreamResponse:
         response.set_cookie(COOKIE, logins.new(), httponly=True, samesite="Strict", path="/",
@@ -293,13 +321,22 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
             return web.Response(status=403, text="the console answers only to an IP address or localhost "
                                                  "(set [admin] token to serve it under a name)\n")
         if path == "/" and token and "token" in request.query and request.method == "GET":
-            # the start-up link: sign the browser in, and keep no token in the address bar
-            if not _same(request.query["token"], token):
-                await asyncio.sleep(0.2)
+            # a `?token=` link: sign the browser in, and keep no token in the address bar
+            right, wait = judge(request, request.query["token"])
+            if wait:
+                return too_many(wait, page=True)
+            if not right:
                 return _login_page("The token in that link is wrong.")
             return with_login(_see_other("/"), request)
-        if path.startswith("/static/") or path == "/login" or signed_in(request):
+        if not token or path.startswith("/static/") or path == "/login" or logins.valid(request.cookies.get(COOKIE)):
             return await handler(request)
+        given = _bearer(request)
+        if given is not None:
+            right, wait = judge(request, given)
+            if wait:
+                return too_many(wait, page=False)
+            if right:
+                return await handler(request)
         if path == "/" and request.method == "GET":
             return _login_page()
         return web.Response(status=401, text="missing or wrong bearer token\n",
@@ -327,8 +364,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
             return web.Response(status=403, text="a sign-in from another site is refused\n")
         form = await request.post()
         given = form.get("token")
-        if not isinstance(given, str) or not _same(given, token):
-            await asyncio.sleep(0.2)  # a little friction for guessers
+        right, wait = judge(request, given if isinstance(given, str) else "")  # after the last await
+        if wait:
+            return too_many(wait, page=True)
+        if not right:
             return _login_page("Wrong token.")
         return with_login(_see_other("/"), request)
 
@@ -421,8 +460,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     recorder.info("admin_listening", listen=f"{host}:{bound[1]}", port=bound[1])
     # printed once the caller has finished starting up (its next turn of the loop), after its own lines
     asyncio.get_running_loop().call_soon(functools.partial(
-        recorder.log, "console", level="info", url=console_url(host, bound[1], token),
-        why="open this link for the operator console" + (" (it signs the browser in)" if token else "")))
+        recorder.log, "console", level="info", url=console_url(host, bound[1]),
+        why="open this link for the operator console" + (
+            f"; sign in with the admin token ([admin] token or ${TOKEN_ENV}), which is never logged"
+            if token else "")))
     return runner
 
 

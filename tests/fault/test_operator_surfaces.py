@@ -189,3 +189,88 @@ async def test_control_characters_from_peers_reach_no_terminal_raw(tmp_path):
         assert json.loads(line)["id"] == "id\x1b]0;log\x07\x9b2J\x850"  # escaped, and still the same value as JSON
     finally:
         bridge.stop()
+
+
+# -- guessing the admin token --------------------------------------------------------------------------------
+PIN = "4821"
+
+
+async def guess(kind: str, base: str, address: str, tokens: list[str]) -> tuple[Counter, list[str]]:
+    """Every token of ``tokens`` tried at once (100 in flight) from ``address``, as a bearer token, a
+    sign-in form or a `?token=` link; returns the statuses and the Retry-After of each 429."""
+    statuses: Counter = Counter()
+    retry_after: list[str] = []
+    connector = aiohttp.TCPConnector(limit=100, local_addr=(address, 0))
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as http:
+        async def one(token: str) -> None:
+            if kind == "bearer":
+                request = http.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"})
+            elif kind == "login":
+                request = http.post(f"{base}/login", data={"token": token}, allow_redirects=False)
+            else:
+                request = http.get(f"{base}/?token={token}", allow_redirects=False)
+            async with request as r:
+                await r.read()
+                statuses[r.status] += 1
+                if r.status == 429:
+                    retry_after.append(r.headers.get("Retry-After", ""))
+
+        await asyncio.gather(*(one(t) for t in tokens))
+    return statuses, retry_after
+
+
+async def test_guessing_the_admin_token_is_throttled_per_address_and_the_right_one_still_works(tmp_path):
+    bridge = Bridge(tmp_path, token=PIN)
+    try:
+        wrong = [f"{n:04d}" for n in range(10_000) if f"{n:04d}" != PIN]
+        throttled = 0
+        for kind, address, tokens in (("bearer", "127.0.0.2", wrong[:2000]), ("login", "127.0.0.3", wrong[:300]),
+                                      ("link", "127.0.0.4", wrong[:300])):
+            statuses, retry_after = await guess(kind, bridge.base, address, tokens)
+            verdicts = statuses[401]
+            # 5 free, then one per lock-out, each twice as long as the last: a handful, however slow the run
+            assert verdicts <= 16 and statuses[429] == len(tokens) - verdicts, (kind, statuses)
+            assert all(value.isdigit() and int(value) >= 1 for value in retry_after), (kind, set(retry_after))
+            throttled += statuses[429]
+            # from the guessing address, even the right token gets no verdict now
+            [(code, _)] = (await guess(kind, bridge.base, address, [PIN]))[0].items()
+            assert code == 429, kind
+            throttled += 1
+        # from another address the right token works at once, the first time
+        statuses, _ = await guess("bearer", bridge.base, "127.0.0.5", [PIN])
+        assert statuses == {200: 1}
+        statuses, _ = await guess("link", bridge.base, "127.0.0.6", [PIN])
+        assert statuses == {303: 1}
+        assert await metric(bridge, "reminder_bridge_admin_auth_failures_total", outcome="throttled") == throttled
+        assert await metric(bridge, "reminder_bridge_admin_auth_failures_total", outcome="wrong") >= 3
+    finally:
+        bridge.stop()
+
+
+async def test_the_admin_token_appears_in_no_log_line_at_any_level(tmp_path):
+    token = "T0ken-that-must-never-be-logged-7f3a"
+    bridge = Bridge(tmp_path, token=token, args=("--log-level", "debug"))
+    try:
+        base = bridge.base
+        session = await connect_host(bridge.url, "modern", STANDARD_HOST_CAPS)
+        await rpc(bridge.url, 2, "remind", {"count": 2}, session)
+        async with aiohttp.ClientSession() as http:
+            for url in (f"{base}/?token={token}", f"{base}/?token={token}x"):
+                async with http.get(url, allow_redirects=False) as r:
+                    assert r.status in (303, 401)
+            for given in (token, token[:-1]):
+                async with http.post(f"{base}/login", data={"token": given}, allow_redirects=False) as r:
+                    assert r.status in (303, 401)
+            for given in (token, "wrong"):
+                async with http.get(f"{base}/api/status", headers={"Authorization": f"Bearer {given}"}) as r:
+                    assert r.status in (200, 401)
+        done = await asyncio.to_thread(subprocess.run, [*status_command(), "--admin", base, "--token", token],
+                                       capture_output=True, text=True, timeout=30, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+    finally:
+        bridge.stop()
+    logged = "\n".join(bridge.proxy.stderr)
+    [console] = [json.loads(line) for line in bridge.proxy.stderr if '"event": "console"' in line]
+    assert console["url"] == f"{base}/" and "[admin] token" in console["why"]
+    assert '"level": "debug"' in logged or '"level": "info"' in logged  # the verbose lines are there
+    assert token not in logged and token[:-1] not in logged

@@ -69,7 +69,7 @@ class Bridge:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def console_link(self) -> str:
-        """The `?token=` link the proxy printed at start-up."""
+        """The console's address the proxy printed at start-up (never with the token)."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             for line in list(self.proxy.stderr):
@@ -356,10 +356,11 @@ async def test_the_token_is_required_and_a_login_sets_an_httponly_strict_cookie(
                 assert r.status == 200
             async with http.get(f"{base}/api/status", headers={"Cookie": "reminder_bridge_console=made-up"}) as r:
                 assert r.status == 401
-            # the start-up link signs a browser in and sends it to a URL without the token
+            # the start-up line gives the address, never the token; a `?token=` link signs a browser in
+            # and sends it to a URL without the token
             link = bridge.console_link()
-            assert link == f"http://127.0.0.1:{bridge.admin}/?token={TOKEN}"
-            async with http.get(link, allow_redirects=False) as r:
+            assert link == f"http://127.0.0.1:{bridge.admin}/"
+            async with http.get(f"{link}?token={TOKEN}", allow_redirects=False) as r:
                 assert r.status == 303 and r.headers["Location"] == "/"
                 linked, _ = cookie_of(r.headers)
             async with http.get(f"{base}/api/status", headers={"Cookie": f"reminder_bridge_console={linked}"}) as r:
