@@ -3,9 +3,11 @@ console (`/`, `/api/status`, `/api/events`; docs/console.md), loopback by defaul
 
 With a token configured every request must prove it: `Authorization: Bearer TOKEN` (scripts,
 scrapers), or the console's session cookie, which a browser gets from the login form (`POST
-/login`) or from the `?token=` link printed at start-up.  The cookie holds a random session value
-the admin port maps to a login, never the token.  Without a token the port is open (it listens on
-loopback unless told otherwise; binding anywhere else is logged as a warning), and the console
+/login`) or from a `?token=` link.  The cookie holds a random session value the admin port maps to
+a login, never the token.  Wrong tokens are throttled per client address (`bridge.throttle`), and
+the token is never logged: the start-up line gives the console's address without it.  Without a
+token the port is open (it listens on loopback unless told otherwise; binding anywhere else is
+logged as a warning), and the console
 refuses requests whose `Host` is a name other than `localhost` (DNS rebinding).
 """
 from __future__ import annotations
@@ -24,7 +26,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -35,6 +36,7 @@ from bridge.console import STATIC
 from bridge.console.feed import Feed
 from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
+from bridge.throttle import Throttle
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
 
@@ -44,8 +46,10 @@ class AdminError(RuntimeError):
 
 
 #: The families `prometheus_text` and `/metrics` serve, in order: (name, type, help, label names).
-#: Counters are named with their `_total` sample name, as the text format shows them.
-def _families(group: list[Recorder]) -> Iterable[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+#: Counters are named with their `_total` sample name, as the text format shows them.  ``own``: the
+#: admin port's own collectors (its feed and its throttle), after the process-wide ones.
+def _families(group: list[Recorder], own: Iterable[Any] = ()) -> Iterable[
+        tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
     yield ("reminder_bridge_reminders_total", "counter",
            "Reminder decisions by protocol, route, action and the stage they were taken in (observe: would have).",
            [("", {"protocol": p, "route": r, "action": a, "stage": s}, n)
@@ -82,23 +86,24 @@ def _families(group: list[Recorder]) -> Iterable[tuple[str, str, str, list[tuple
     yield ("reminder_bridge_http_refused_total", "counter",
            "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
            [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.http_refused.items())])
-    for collector in collectors():
+    for collector in (*collectors(), *own):
         yield from collector.families()
 
 
 class BridgeCollector:
     """A `prometheus_client` collector over the project's own counters: every family of the
     Recorders ``group()`` returns, plus those of `bridge.telemetry.collectors()` (e.g. `serve`'s
-    connection guard).  Nothing is counted twice: it reads the Recorders at each scrape."""
+    connection guard) and of ``own``.  Nothing is counted twice: it reads them at each scrape."""
 
-    def __init__(self, group: Callable[[], Iterable[Recorder]]):
+    def __init__(self, group: Callable[[], Iterable[Recorder]], own: Iterable[Any] = ()):
         self.group = group
+        self.own = tuple(own)
 
     def describe(self) -> list[Metric]:
         return []  # no fixed set of names: never collect at registration time
 
     def collect(self) -> Iterable[Metric]:
-        for name, kind, help_text, samples in _families(list(self.group())):
+        for name, kind, help_text, samples in _families(list(self.group()), self.own):
             family = Metric(name[: -len("_total")] if kind == "counter" and name.endswith("_total") else name,
                             help_text, kind)
             for suffix, labels, value in samples:
@@ -106,9 +111,9 @@ class BridgeCollector:
             yield family
 
 
-def registry_of(group: Callable[[], Iterable[Recorder]]) -> CollectorRegistry:
+def registry_of(group: Callable[[], Iterable[Recorder]], own: Iterable[Any] = ()) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BridgeCollector(group))
+    registry.register(BridgeCollector(group, own))
     return registry
 
 
@@ -226,10 +231,17 @@ def _see_other(location: str) -> web.Response:
     return web.Response(status=303, headers={**PAGE_HEADERS, "Location": location})
 
 
-def console_url(host: str, port: int, token: str = "") -> str:
+def console_url(host: str, port: int) -> str:
+    """The console's address as the start-up line gives it: never with the token."""
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else \
         f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
+    return f"http://{shown}:{port}/"
+
+
+def _bearer(request: web.Request) -> str | None:
+    """The token of an `Authorization: Bearer` header (any case of the scheme), else None."""
+    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else None
 
 
 async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool], *, token: str = "",
@@ -248,6 +260,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         window_s = float(hours) * 3600.0 if isinstance(hours, (int, float)) and hours > 0 else DEFAULT_WINDOW_S
     feed = Feed(show_bodies=show_bodies)
     logins = Logins()
+    throttle = Throttle()
 
     def group() -> list[Recorder]:
         return recorders() if every_recorder else [recorder]
@@ -259,7 +272,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         return found
 
     feed.attach(routes())
-    registry = registry_of(group)
+    registry = registry_of(group, own=(feed, throttle))
     static: dict[str, tuple[bytes, str]] = {}
 
     def asset_of(name: str) -> tuple[bytes, str] | None:
@@ -269,13 +282,31 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
                            for path in STATIC.iterdir() if path.is_file()})
         return static.get(name)
 
-    def signed_in(request: web.Request) -> bool:
-        if not token:
-            return True
-        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() == "bearer" and _same(given.strip(), token):
-            return True
-        return logins.valid(request.cookies.get(COOKIE))
+    def judge(request: web.Request, given: str) -> tuple[bool, int]:
+        """(whether ``given`` is the token, seconds the client must wait first).  An address locked
+        out for guessing waits, and its token is not even compared.  Synchronous, so concurrent
+        guesses from one address are judged one after another (bridge.throttle)."""
+        address = request.remote
+        wait = throttle.admit(address)
+        if wait:
+            return False, wait
+        if _same(given, token):
+            throttle.succeeded(address)
+            return True, 0
+        lock = throttle.failed(address)
+        if lock:
+            recorder.warning("admin_auth_throttled", client=throttle.key(address), lock_s=lock,
+                             why="too many wrong admin tokens from this address: it must wait before the next")
+        return False, 0
+
+    def too_many(wait: int, page: bool) -> web.Response:
+        """The answer to a token from a locked-out address; a sign-in page for a browser."""
+        why = f"Too many wrong tokens from this address: try again in {wait} s."
+        if page:
+            response = _login_page(why, status=429)
+            response.headers["Retry-After"] = str(wait)
+            return response
+        return web.Response(status=429, text=why + "\n", headers={"Retry-After": str(wait)})
 
     def with_login(response: web.StreamResponse, request: web.Request) -> web.StreamResponse:
         response.set_cookie(COOKIE, logins.new(), httponly=True, samesite="Strict", path="/",
@@ -290,13 +321,22 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
             return web.Response(status=403, text="the console answers only to an IP address or localhost "
                                                  "(set [admin] token to serve it under a name)\n")
         if path == "/" and token and "token" in request.query and request.method == "GET":
-            # the start-up link: sign the browser in, and keep no token in the address bar
-            if not _same(request.query["token"], token):
-                await asyncio.sleep(0.2)
+            # a `?token=` link: sign the browser in, and keep no token in the address bar
+            right, wait = judge(request, request.query["token"])
+            if wait:
+                return too_many(wait, page=True)
+            if not right:
                 return _login_page("The token in that link is wrong.")
             return with_login(_see_other("/"), request)
-        if path.startswith("/static/") or path == "/login" or signed_in(request):
+        if not token or path.startswith("/static/") or path == "/login" or logins.valid(request.cookies.get(COOKIE)):
             return await handler(request)
+        given = _bearer(request)
+        if given is not None:
+            right, wait = judge(request, given)
+            if wait:
+                return too_many(wait, page=False)
+            if right:
+                return await handler(request)
         if path == "/" and request.method == "GET":
             return _login_page()
         return web.Response(status=401, text="missing or wrong bearer token\n",
@@ -324,8 +364,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
             return web.Response(status=403, text="a sign-in from another site is refused\n")
         form = await request.post()
         given = form.get("token")
-        if not isinstance(given, str) or not _same(given, token):
-            await asyncio.sleep(0.2)  # a little friction for guessers
+        right, wait = judge(request, given if isinstance(given, str) else "")  # after the last await
+        if wait:
+            return too_many(wait, page=True)
+        if not right:
             return _login_page("Wrong token.")
         return with_login(_see_other("/"), request)
 
@@ -372,7 +414,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
                                                "X-Accel-Buffering": "no"})
         try:
             await response.prepare(request)
-            sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+            transport = request.transport
+            if transport is not None:
+                subscriber.hang_up = transport.abort  # a watcher that stopped reading is dropped (feed.py)
+            sock = transport.get_extra_info("socket") if transport is not None else None
             if sock is not None:  # what a stalled watcher holds in the kernel stays small too
                 try:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
@@ -415,8 +460,10 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     recorder.info("admin_listening", listen=f"{host}:{bound[1]}", port=bound[1])
     # printed once the caller has finished starting up (its next turn of the loop), after its own lines
     asyncio.get_running_loop().call_soon(functools.partial(
-        recorder.log, "console", level="info", url=console_url(host, bound[1], token),
-        why="open this link for the operator console" + (" (it signs the browser in)" if token else "")))
+        recorder.log, "console", level="info", url=console_url(host, bound[1]),
+        why="open this link for the operator console" + (
+            f"; sign in with the admin token ([admin] token or ${TOKEN_ENV}), which is never logged"
+            if token else "")))
     return runner
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import sys
 import time
 import weakref
@@ -25,6 +24,7 @@ from typing import Any, TextIO
 
 from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
 
+from bridge.display import MAX_SHOWN_ID, clip, safe_json
 from bridge.model import Reminder
 
 #: The actions a reminder can meet (SPEC §9 `reminder.action`); `channel`: sent as a Claude Code
@@ -246,8 +246,8 @@ class Recorder:
         level = 30 if why is not None and action not in QUIET else 20
         if level >= self._level:
             fields: dict[str, Any] = dict(protocol=protocol, method=method, stage=stage if stage != "translate" else None,
-                                          id=reminder.id if reminder else None,
-                                          dedupe_key=reminder.dedupe_key if reminder else None,
+                                          id=clip(reminder.id, MAX_SHOWN_ID) if reminder else None,
+                                          dedupe_key=clip(reminder.dedupe_key, MAX_SHOWN_ID) if reminder else None,
                                           source=source, target=target, why=why)
             if reminder is not None and tracing.capture_bodies:
                 fields["body"] = reminder.body
@@ -320,9 +320,10 @@ class Recorder:
             self.log(event, level="warning", **fields)
 
     def log(self, event: str, **fields: Any) -> None:
+        """One JSON line; a terminal shows it as it reads (control characters escaped: bridge.display)."""
         record = {"ts": _now_iso(), "event": event, "route": self.route,
                   **{k: v for k, v in fields.items() if v is not None}}
-        self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._log.write(safe_json(record) + "\n")
         self._log.flush()
 
     def count(self, action: str, protocol: str | None = None) -> int:

@@ -51,29 +51,33 @@ def fetch_status(admin: str, token: str | None = None, *, window: str | None = N
 
 def cmd_status(args: argparse.Namespace) -> int:
     from bridge.console.status import table
+    from bridge.display import safe_json, safe_text
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
     try:
         data = fetch_status(args.admin, token, window=args.window, timeout=args.timeout)
     except urllib.error.HTTPError as exc:
         why = {401: "the admin port wants its token (--token or $" + TOKEN_ENV + ")" if not token
-               else "the admin port refused that token"}.get(exc.code, f"HTTP {exc.code}")
+               else "the admin port refused that token",
+               429: "too many wrong tokens from this address: try again in "
+                    f"{safe_text(exc.headers.get('Retry-After', '?'), 10)} s"}.get(exc.code, f"HTTP {exc.code}")
         detail = ""
         if exc.code == 400:
             text = exc.read().decode(errors="replace")
             try:
-                detail = str(json.loads(text).get("error", text))[:300]
+                detail = safe_text(json.loads(text).get("error", text), 300)
             except (ValueError, AttributeError):
-                detail = text.strip()[:300]
-        sys.stderr.write(f"reminder-bridge status: {status_url(args.admin, args.window)}: {why}"
+                detail = safe_text(text.strip(), 300)
+        sys.stderr.write(f"reminder-bridge status: {safe_text(status_url(args.admin, args.window), None)}: {why}"
                          f"{': ' + detail if detail else ''}\n")
         return 2
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        sys.stderr.write(f"reminder-bridge status: cannot read {status_url(args.admin, args.window)}: {reason}\n")
+        sys.stderr.write(f"reminder-bridge status: cannot read {safe_text(status_url(args.admin, args.window), None)}: "
+                         f"{safe_text(reason, None)}\n")
         return 2
     if args.json:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(safe_json(data, indent=2) + "\n")
     else:
         sys.stdout.write(table(data))
     return 0

@@ -1,12 +1,18 @@
 """The console's live feed and dialect statistics: one `Feed`, attached to Recorders as a listener.
 
 `Recorder.reminder` and `Recorder.handshake` call `Feed.decision` / `Feed.handshake` inside the
-proxy's hot path, so both are O(1), never await and encode nothing: a decision is counted into
+proxy's hot path, so both are cheap, never await and encode no JSON: a decision is counted into
 the readiness statistics (only when it is legacy input from the host side) and, when someone
-watches `/api/events`, its record is appended to each watcher's bounded queue.  Encoding (JSON,
-the session hash, the body's size) happens in the watcher's own writer task, for the events it
-actually sends.  A watcher whose queue is full loses the oldest events: they are counted, the
-count is sent to it (`event: lost`) and shown in `/api/status`; the proxy never waits for it.
+watches `/api/events`, one summary of it is made and appended to each watcher's bounded queue.
+A summary holds only what the event shows (SPEC §13), so a queue pins no peer data: the body's
+size, never the body (unless `show_bodies`, and then shortened), a shortened client name, id and
+reason, a keyed hash of the session.  With nobody watching, a decision costs a few comparisons.
+JSON is encoded by each watcher's own writer task, for the events it actually sends.
+
+Each watcher's queue is bounded in count and in bytes.  When it is full the oldest events are
+dropped and counted, and the count is sent to it (`event: lost`).  A watcher that stopped reading
+(a whole queue's worth lost while one write to it waits) is hung up on and counted; a browser
+reconnects by itself.  The proxy never waits for a watcher.
 """
 from __future__ import annotations
 
@@ -22,8 +28,20 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from bridge.display import MAX_SHOWN_ID, clip
+
 #: Events one watcher may have waiting before the oldest are dropped (and counted as lost).
 QUEUE = 1000
+#: ... and their bytes (each event counted as its text fields plus `EVENT_OVERHEAD`).
+QUEUE_BYTES = 1024 * 1024
+EVENT_OVERHEAD = 256
+#: What a summary keeps of peer text, in characters: client names (also in the statistics), reasons
+#: and bodies (`show_bodies` only); ids, dedupe keys and methods keep `MAX_SHOWN_ID`.
+MAX_NAME = 128
+MAX_REASON = 500
+MAX_BODY = 4096
+#: One write to a watcher: at most this many bytes of events.
+BATCH_BYTES = 64 * 1024
 #: Watchers of `/api/events` at once; more are refused (503).
 MAX_SUBSCRIBERS = 32
 #: Client names remembered per route and side (the least recently seen are forgotten first).
@@ -86,13 +104,20 @@ class RouteStats:
         self.unnamed_legacy = Series()
 
 
+#: A queued event: (kind, what its `data:` shows, its cost in bytes).
+Event = tuple[str, dict[str, Any], int]
+
+
 class Subscriber:
-    """One `/api/events` watcher: a bounded queue, the count of what it lost, a wake-up."""
+    """One `/api/events` watcher: a queue bounded in count and bytes, what it lost, a wake-up, and
+    how to hang up on it (`hang_up`, set by whoever serves its connection)."""
 
-    __slots__ = ("queue", "lost", "reported", "sent", "wake", "loop", "thread", "since")
+    __slots__ = ("queue", "size", "max_bytes", "bytes", "lost", "reported", "sent", "wake", "loop", "thread",
+                 "since", "writing", "lost_at_write", "hang_up")
 
-    def __init__(self, size: int = QUEUE) -> None:
-        self.queue: deque[tuple[str, float, dict[str, Any]]] = deque(maxlen=size)
+    def __init__(self, size: int = QUEUE, max_bytes: int = QUEUE_BYTES) -> None:
+        self.queue: deque[Event] = deque()
+        self.size, self.max_bytes, self.bytes = size, max_bytes, 0
         self.lost = 0
         self.reported = 0
         self.sent = 0
@@ -100,31 +125,63 @@ class Subscriber:
         self.loop = asyncio.get_running_loop()
         self.thread = threading.get_ident()
         self.since = time.time()
+        #: a write to the watcher is under way, begun when it had lost `lost_at_write`
+        self.writing = False
+        self.lost_at_write = 0
+        self.hang_up: Callable[[], None] | None = None
 
-    def push(self, item: tuple[str, float, dict[str, Any]]) -> None:
+    def push(self, event: Event) -> bool:
+        """Queue ``event``, dropping the oldest to make room.  True when the watcher stopped reading:
+        a whole queue's worth was lost while one write to it waited (the caller then drops it)."""
         queue = self.queue
-        if len(queue) == queue.maxlen:
-            self.lost += 1  # the deque drops its oldest on append
-        queue.append(item)
+        cost = event[2]
+        while queue and (len(queue) >= self.size or self.bytes + cost > self.max_bytes):
+            self.bytes -= queue.popleft()[2]
+            self.lost += 1
+        if self.writing and self.lost - self.lost_at_write >= self.size:
+            return True
+        queue.append(event)
+        self.bytes += cost
         if not self.wake.is_set():
             if threading.get_ident() == self.thread:
                 self.wake.set()
             else:  # a flow driven from another thread: asyncio objects belong to their loop
                 self.loop.call_soon_threadsafe(self.wake.set)
+        return False
+
+    def take(self) -> Event:
+        event = self.queue.popleft()
+        self.bytes -= event[2]
+        return event
+
+    async def send(self, write: Callable[[bytes], Any], data: bytes) -> None:
+        """One write, marked as under way while it waits for the watcher's socket."""
+        self.writing, self.lost_at_write = True, self.lost
+        try:
+            await write(data)
+        finally:
+            self.writing = False
+
+    def close(self) -> None:
+        """Hang up on the watcher (from any thread): its writer's pending write then fails."""
+        if self.hang_up is not None:
+            self.loop.call_soon_threadsafe(self.hang_up)
 
 
 class Feed:
     """The listener the admin port attaches to every Recorder it serves (see module docstring)."""
 
-    def __init__(self, *, show_bodies: bool = False, queue: int = QUEUE, max_subscribers: int = MAX_SUBSCRIBERS,
-                 clock: Callable[[], float] = time.time):
+    def __init__(self, *, show_bodies: bool = False, queue: int = QUEUE, queue_bytes: int = QUEUE_BYTES,
+                 max_subscribers: int = MAX_SUBSCRIBERS, clock: Callable[[], float] = time.time):
         self.show_bodies = show_bodies
         self.queue = queue
+        self.queue_bytes = queue_bytes
         self.max_subscribers = max_subscribers
         self.clock = clock
         self.subscribers: list[Subscriber] = []
         self.routes: dict[str, RouteStats] = {}
         self.lost_total = 0  # by watchers that have gone (live ones count their own)
+        self.dropped = 0  # watchers hung up on because they stopped reading
         self._key = secrets.token_bytes(32)  # per process: hashes can't be matched across restarts
         self._hashes: dict[str, str] = {}
         self._attached: weakref.WeakSet[Any] = weakref.WeakSet()  # never keeps a dead route's Recorder alive
@@ -153,9 +210,7 @@ class Feed:
         if record.get("source") == "legacy" and record.get("direction") == "toward_peer":
             self.stats(record["route"]).legacy_input.hit(self.clock())
         if self.subscribers:
-            item = ("decision", self.clock(), record)
-            for subscriber in self.subscribers:
-                subscriber.push(item)
+            self._publish(self._decision_event(record))
 
     def handshake(self, record: dict[str, Any]) -> None:
         side, dialect = record.get("side"), record.get("dialect")
@@ -166,9 +221,10 @@ class Feed:
         stats.protocol = record.get("protocol") or stats.protocol
         stats.dialects[side][dialect].hit(now)
         client = record.get("client")
-        if isinstance(client, str) and client:
+        name = clip(client, MAX_NAME) if isinstance(client, str) and client else None
+        if name is not None:
             clients = stats.clients[side]
-            key = (client[:200], dialect)
+            key = (name, dialect)
             entry = clients.get(key)
             if entry is None:
                 entry = clients[key] = [0, now]
@@ -181,16 +237,40 @@ class Feed:
         elif side == "host" and dialect == "legacy":
             stats.unnamed_legacy.hit(now)
         if self.subscribers:
-            item = ("handshake", now, record)
-            for subscriber in self.subscribers:
-                subscriber.push(item)
+            data = {"time": round(now, 3), "route": record.get("route"), "protocol": record.get("protocol"),
+                    "side": side, "dialect": dialect, "client": name}
+            self._publish(("handshake", data, EVENT_OVERHEAD + len(name or "")))
+
+    def _decision_event(self, record: dict[str, Any]) -> Event:
+        """The summary a watcher is sent of one decision: it keeps no reference to the reminder."""
+        reminder = record.get("reminder")
+        body = getattr(reminder, "body", None)
+        data = {"time": round(self.clock(), 3), "route": record.get("route"), "protocol": record.get("protocol"),
+                "method": clip(record.get("method"), MAX_SHOWN_ID), "session": self.session_hash(record.get("session")),
+                "direction": record.get("direction"), "action": record.get("action"), "stage": record.get("stage"),
+                "reminder_id": clip(getattr(reminder, "id", None), MAX_SHOWN_ID),
+                "dedupe_key": clip(getattr(reminder, "dedupe_key", None), MAX_SHOWN_ID),
+                "source": record.get("source"), "target": record.get("target"),
+                "size": utf8_size(body) if isinstance(body, str) else None,
+                "reason": clip(record.get("reason"), MAX_REASON)}
+        if self.show_bodies and isinstance(body, str):
+            data["body"] = clip(body, MAX_BODY)
+        cost = EVENT_OVERHEAD + sum(len(v) for v in data.values() if isinstance(v, str))
+        return ("decision", data, cost)
+
+    def _publish(self, event: Event) -> None:
+        stalled = [subscriber for subscriber in self.subscribers if subscriber.push(event)]
+        for subscriber in stalled:
+            self.unsubscribe(subscriber)
+            self.dropped += 1
+            subscriber.close()
 
     # -- watchers ------------------------------------------------------------------------------
     def subscribe(self) -> Subscriber | None:
         """A new watcher, or None when there are already `max_subscribers`."""
         if len(self.subscribers) >= self.max_subscribers:
             return None
-        subscriber = Subscriber(self.queue)
+        subscriber = Subscriber(self.queue, self.queue_bytes)
         self.subscribers = [*self.subscribers, subscriber]  # copy on write: the hot path iterates it
         return subscriber
 
@@ -199,12 +279,27 @@ class Feed:
             self.subscribers = [s for s in self.subscribers if s is not subscriber]
             self.lost_total += subscriber.lost
 
+    def lost(self) -> int:
+        """Events watchers never received, since start-up (gone watchers and live ones)."""
+        return self.lost_total + sum(s.lost for s in self.subscribers)
+
     def summary(self) -> dict[str, Any]:
         """The feed's part of `/api/status`."""
-        return {"subscribers": len(self.subscribers), "queue": self.queue, "show_bodies": self.show_bodies,
-                "lost": self.lost_total + sum(s.lost for s in self.subscribers),
-                "watchers": [{"since": round(s.since, 3), "sent": s.sent, "lost": s.lost, "waiting": len(s.queue)}
-                             for s in self.subscribers]}
+        return {"subscribers": len(self.subscribers), "queue": self.queue, "queue_bytes": self.queue_bytes,
+                "show_bodies": self.show_bodies, "lost": self.lost(), "dropped": self.dropped,
+                "watchers": [{"since": round(s.since, 3), "sent": s.sent, "lost": s.lost, "waiting": len(s.queue),
+                              "waiting_bytes": s.bytes} for s in self.subscribers]}
+
+    def families(self) -> Iterable[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+        """The feed's metric families for `/metrics` (see `bridge.admin`)."""
+        yield ("reminder_bridge_console_watchers", "gauge", "Watchers of /api/events now.",
+               [("", {}, len(self.subscribers))])
+        yield ("reminder_bridge_console_events_lost_total", "counter",
+               "Events of /api/events a watcher never received: its bounded queue was full.",
+               [("", {}, self.lost())])
+        yield ("reminder_bridge_console_watchers_dropped_total", "counter",
+               "Watchers of /api/events hung up on because they stopped reading (a whole queue lost during one "
+               "write).", [("", {}, self.dropped)])
 
     def session_hash(self, session: Any) -> str | None:
         """A keyed hash of a session key: the same session reads the same within this process, and
@@ -219,32 +314,16 @@ class Feed:
             found = self._hashes[text] = hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()[:12]
         return found
 
-    def encode(self, item: tuple[str, float, dict[str, Any]]) -> bytes:
-        """One SSE record (`event: decision` or `event: handshake`) for a queued item."""
-        kind, at, record = item
-        if kind == "handshake":
-            data: dict[str, Any] = {"time": round(at, 3), "route": record.get("route"),
-                                    "protocol": record.get("protocol"), "side": record.get("side"),
-                                    "dialect": record.get("dialect"), "client": record.get("client")}
-        else:
-            reminder = record.get("reminder")
-            body = getattr(reminder, "body", None)
-            data = {"time": round(at, 3), "route": record.get("route"), "protocol": record.get("protocol"),
-                    "method": record.get("method"), "session": self.session_hash(record.get("session")),
-                    "direction": record.get("direction"), "action": record.get("action"),
-                    "stage": record.get("stage"), "reminder_id": getattr(reminder, "id", None),
-                    "dedupe_key": getattr(reminder, "dedupe_key", None), "source": record.get("source"),
-                    "target": record.get("target"),
-                    "size": len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else None,
-                    "reason": record.get("reason")}
-            if self.show_bodies and isinstance(body, str):
-                data["body"] = body
+    @staticmethod
+    def encode(event: Event) -> bytes:
+        """One SSE record (`event: decision` or `event: handshake`) for a queued event."""
+        kind, data, _ = event
         return f"event: {kind}\ndata: ".encode() + json.dumps(data, default=str).encode() + b"\n\n"
 
     async def stream(self, subscriber: Subscriber, write: Callable[[bytes], Any], *, heartbeat: float = 15.0,
                      batch: int = 256) -> None:
         """Send ``subscriber``'s events through ``write`` (an awaitable writer) until it fails."""
-        await write(b"retry: 2000\nevent: hello\ndata: " + json.dumps(
+        await subscriber.send(write, b"retry: 2000\nevent: hello\ndata: " + json.dumps(
             {"queue": self.queue, "show_bodies": self.show_bodies}).encode() + b"\n\n")
         while True:
             if not subscriber.queue and subscriber.lost == subscriber.reported:
@@ -252,16 +331,21 @@ class Feed:
                 try:
                     await asyncio.wait_for(subscriber.wake.wait(), heartbeat)
                 except asyncio.TimeoutError:
-                    await write(b": keep-alive\n\n")
+                    await subscriber.send(write, b": keep-alive\n\n")
                     continue
             chunks: list[bytes] = []
             if subscriber.lost != subscriber.reported:
                 subscriber.reported = subscriber.lost
                 chunks.append(b"event: lost\ndata: " + json.dumps({"lost": subscriber.lost}).encode() + b"\n\n")
-            queue = subscriber.queue
-            taken = 0
-            while queue and taken < batch:
-                chunks.append(self.encode(queue.popleft()))
+            taken = size = 0
+            while subscriber.queue and taken < batch and size < BATCH_BYTES:
+                chunks.append(self.encode(subscriber.take()))
+                size += len(chunks[-1])
                 taken += 1
             subscriber.sent += taken
-            await write(b"".join(chunks))
+            await subscriber.send(write, b"".join(chunks))
+
+
+def utf8_size(text: str) -> int:
+    """Length of ``text`` in UTF-8 bytes; without encoding it when it is ASCII (most bodies)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

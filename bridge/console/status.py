@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bridge.console.feed import DIALECTS, SIDES, Feed, RouteStats
+from bridge.display import safe_text
 from bridge.telemetry import ACTIONS
 
 #: The readiness window unless `[admin] readiness_window_h` or `?window=` says otherwise.
@@ -191,18 +192,20 @@ def _dialect_mix(route: dict[str, Any]) -> str:
 
 
 def table(status: dict[str, Any]) -> str:
-    """The readiness table `reminder-bridge status` prints."""
+    """The readiness table `reminder-bridge status` prints; every cell safe for a terminal
+    (bridge.display: peers choose the client names it shows)."""
     header = ("ROUTE", "PROTOCOL", "STAGE", "HOSTS std/legacy/none", "LEGACY HOSTS", "READY FOR ENFORCE")
     rows = [header]
     for route in status.get("routes", []):
         ready = route["readiness"]
-        names = ", ".join(ready["legacy_hosts"]) or "-"
-        rows.append((route["name"], route.get("protocol") or "?", route.get("stage") or "?", _dialect_mix(route),
-                     names if len(names) <= 40 else names[:39] + "…", f"{ready['verdict']} — {ready['evidence']}"))
+        names = safe_text(", ".join(ready["legacy_hosts"]), 39) or "-"
+        rows.append((safe_text(route["name"]), safe_text(route.get("protocol") or "?"),
+                     safe_text(route.get("stage") or "?"), _dialect_mix(route), names,
+                     safe_text(f"{ready['verdict']} — {ready['evidence']}", None)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
-    notes = [f"  {route['name']}: {route['readiness']['note']}" for route in status.get("routes", [])
-             if route["readiness"].get("note")]
+    notes = [f"  {safe_text(route['name'])}: {safe_text(route['readiness']['note'], None)}"
+             for route in status.get("routes", []) if route["readiness"].get("note")]
     window = span_text(float(status.get("window_s", DEFAULT_WINDOW_S)))
     footer = [f"window: the last {window}; hosts are handshakes in the window"]
     if not status.get("routes"):

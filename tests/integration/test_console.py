@@ -49,13 +49,14 @@ def rules_file(tmp_path: Path, upstream: int, *, budget: str = "", admin: int | 
 class Bridge:
     """A `reminder-bridge serve` with an admin port, in front of the faulty MCP peer."""
 
-    def __init__(self, tmp_path: Path, *, budget: str = "", token: str = "", stage: str = "translate"):
+    def __init__(self, tmp_path: Path, *, budget: str = "", token: str = "", stage: str = "translate",
+                 args: tuple[str, ...] = ()):
         self.upstream = peer("tests.peers.faulty_http")
         self.admin = free_port()
         self.token = token
         rules = rules_file(tmp_path, self.upstream.port, budget=budget, admin=self.admin, token=token, stage=stage)
         try:
-            self.proxy = proxy("--rules", str(rules))
+            self.proxy = proxy("--rules", str(rules), *args)
         except Exception:
             self.upstream.stop()
             raise
@@ -68,7 +69,7 @@ class Bridge:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def console_link(self) -> str:
-        """The `?token=` link the proxy printed at start-up."""
+        """The console's address the proxy printed at start-up (never with the token)."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             for line in list(self.proxy.stderr):
@@ -355,10 +356,11 @@ async def test_the_token_is_required_and_a_login_sets_an_httponly_strict_cookie(
                 assert r.status == 200
             async with http.get(f"{base}/api/status", headers={"Cookie": "reminder_bridge_console=made-up"}) as r:
                 assert r.status == 401
-            # the start-up link signs a browser in and sends it to a URL without the token
+            # the start-up line gives the address, never the token; a `?token=` link signs a browser in
+            # and sends it to a URL without the token
             link = bridge.console_link()
-            assert link == f"http://127.0.0.1:{bridge.admin}/?token={TOKEN}"
-            async with http.get(link, allow_redirects=False) as r:
+            assert link == f"http://127.0.0.1:{bridge.admin}/"
+            async with http.get(f"{link}?token={TOKEN}", allow_redirects=False) as r:
                 assert r.status == 303 and r.headers["Location"] == "/"
                 linked, _ = cookie_of(r.headers)
             async with http.get(f"{base}/api/status", headers={"Cookie": f"reminder_bridge_console={linked}"}) as r:
@@ -545,9 +547,9 @@ async def test_a_watcher_that_never_reads_costs_the_proxy_nothing_and_its_losses
     settled = rss[len(rss) // 4:]
     assert max(settled) - min(settled) < 12 * 1024, report  # RSS: flat once the queue is full
     assert max(rss) - rss_alone < 24 * 1024, report
-    [watcher] = [w for w in feed["watchers"] if w["lost"]]
-    assert watcher["lost"] >= sent_watched - 3000 and watcher["waiting"] <= 1000, report  # losses counted
-    assert feed["lost"] >= watcher["lost"]
+    # the stuck watcher lost a whole queue during one write: it was hung up on, its losses counted
+    assert feed["dropped"] == 1 and feed["lost"] >= 1000, report
+    assert not [w for w in feed["watchers"] if w["lost"]], report
     assert len(decisions(got)) >= 3
 
 
@@ -663,3 +665,37 @@ async def test_a_full_queue_drops_the_oldest_and_tells_the_watcher():
     feed.unsubscribe(watcher)
     assert feed.summary()["lost"] == 2 and feed.summary()["subscribers"] == 0
     feed.decision({"route": "r", "action": "passed"})  # nobody watches: nothing is queued anywhere
+
+
+async def test_a_queue_is_bounded_in_bytes_and_a_watcher_stuck_in_one_write_is_hung_up_on():
+    from bridge.console.feed import MAX_BODY, Feed
+
+    feed = Feed(queue=10, queue_bytes=20_000, show_bodies=True)
+    watcher = feed.subscribe()
+    hung_up: list[bool] = []
+    watcher.hang_up = lambda: hung_up.append(True)
+    refused = types.SimpleNamespace(id="r", dedupe_key=None, body="b" * 1_000_000)  # a body the trust limit refused
+    for _ in range(10):
+        feed.decision({"route": "r", "action": "refused", "reminder": refused})
+    assert 0 < watcher.bytes <= 20_000 and len(watcher.queue) < 10 and watcher.lost == 10 - len(watcher.queue)
+    assert {len(data["body"]) for _, data, _ in watcher.queue} == {MAX_BODY + 1}  # shortened, with "…"
+    assert {data["size"] for _, data, _ in watcher.queue} == {1_000_000}
+
+    never = asyncio.Event()
+
+    async def write(data: bytes) -> None:  # a socket that never drains
+        await never.wait()
+
+    writer = asyncio.ensure_future(feed.stream(watcher, write))
+    await asyncio.sleep(0)  # the writer starts, and waits in its first write
+    assert watcher.writing
+    before = watcher.lost
+    for n in range(10):
+        feed.decision({"route": "r", "action": "passed", "reminder": None, "session": n})
+    assert watcher in feed.subscribers  # losses alone are counted, not punished
+    for n in range(10):
+        feed.decision({"route": "r", "action": "passed", "reminder": None, "session": n})
+    assert watcher not in feed.subscribers and feed.dropped == 1  # a whole queue lost during one write
+    await asyncio.sleep(0)  # the hang-up runs on the watcher's loop
+    assert hung_up == [True] and feed.summary()["lost"] == watcher.lost == before + 10
+    writer.cancel()

@@ -145,6 +145,15 @@ async def test_the_console_in_chromium(tmp_path):
                 shot = DOCS_SCREENSHOT if os.environ.get("REMINDER_BRIDGE_SCREENSHOT") == "1" else tmp_path / "console.png"
                 await page.screenshot(path=str(shot), full_page=False)
                 assert shot.stat().st_size > 10_000  # a page was drawn
+
+                # -- a host name with control characters shows them escaped, never raw (issue 19)
+                await connect_host(bridge.url, "evil\x1b]0;owned\x07\u202e", LEGACY_HOST_CAPS)
+                await page.wait_for_function(
+                    "() => document.querySelector('.route[data-route=\"ci\"] .verdict').textContent"
+                    ".includes('evil')", timeout=3000)
+                shown = await verdict.inner_text() + await page.inner_text('.route[data-route="ci"] .clients')
+                assert r"evil\x1b]0;owned\x07\u202e" in shown and r"evil\x1b]0;owned\x07\u202e (legacy)" in shown
+                assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
                 assert not errors, errors
                 assert not outside, f"the page loaded something from elsewhere: {outside}"
             finally:

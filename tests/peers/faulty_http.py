@@ -14,7 +14,9 @@ fault suite.  POST /mcp, by JSON-RPC method:
   initialize         a 2025-11-25 result declaring legacy reminders, with a fresh `Mcp-Session-Id`
                      (any session id is accepted afterwards, as by a server the proxy restarted in
                      front of)
-  remind {count}     an SSE answer: `count` legacy reminders (dedupe keys k0, k1, …), then the result
+  remind {count, size, id}
+                     an SSE answer: `count` legacy reminders (dedupe keys k0, k1, …), then the result;
+                     `size`: each body padded to that many characters; `id`: the ids' prefix
   resources/read     an SSE answer: one legacy reminder (body: the `uri`), then the result
   headers            the request's headers, path and query string, as the result
   hopheaders         a result whose response names `X-Up-Hop` in `Connection`
@@ -57,8 +59,8 @@ HOSTILE = {
 }
 
 
-def legacy_reminder(body: str, key: str | None = None) -> bytes:
-    reminder = {"id": str(uuid.uuid4()), "body": body, **({"dedupeKey": key} if key else {})}
+def legacy_reminder(body: str, key: str | None = None, reminder_id: str | None = None) -> bytes:
+    reminder = {"id": reminder_id or str(uuid.uuid4()), "body": body, **({"dedupeKey": key} if key else {})}
     return json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {
         "level": "info", "logger": "harn.reminder", "data": body, "_meta": {"harn": {"reminder": reminder}}}}).encode()
 
@@ -115,8 +117,9 @@ def make_app() -> web.Application:
                                              "serverInfo": {"name": "faulty", "version": "1"}}),
                                 content_type="application/json", headers={"Mcp-Session-Id": uuid.uuid4().hex})
         if method == "remind":
-            count = int(params.get("count", 1))
-            return await sse(request, [legacy_reminder(f"reminder {i}", f"k{i}") for i in range(count)]
+            count, size, prefix = int(params.get("count", 1)), int(params.get("size", 0)), params.get("id")
+            return await sse(request, [legacy_reminder(f"reminder {i}".ljust(size, "x"), f"k{i}",
+                                                       f"{prefix}{i}" if prefix else None) for i in range(count)]
                              + [result({"content": [{"type": "text", "text": "reminded"}]})])
         if method == "resources/read":
             uri = str(params.get("uri", "file:///x"))

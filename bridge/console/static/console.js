@@ -1,6 +1,7 @@
 // reminder-bridge operator console: /api/status every second, /api/events as a live feed.
 // Plain DOM, no build step, nothing loaded from elsewhere. Everything from the proxy is shown
-// with textContent: client names, reasons and bodies come from untrusted peers.
+// with textContent, control characters written visibly (`shown`): client names, ids, reasons and
+// bodies come from untrusted peers.
 "use strict";
 
 (function () {
@@ -10,6 +11,14 @@
   const ACTIONS = ["rewritten", "passed", "queued", "coalesced", "dropped", "rate_limited", "refused", "invalid",
                    "rendered", "attached", "synthesized"];
   const DIALECTS = ["standard", "legacy", "none"];
+
+  // C0, DEL, C1, line/paragraph separators and bidi controls: the class bridge/display.py escapes
+  const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+  const hex = (c, width) => c.charCodeAt(0).toString(16).padStart(width, "0");
+  // text as the operator should read it: `\x1b` for an ESC, `\u202e` for a right-to-left override;
+  // `lines`: newlines and tabs kept (a body, shown with white-space: pre-wrap)
+  const shown = (text, lines = false) => String(text).replace(UNSAFE, (c) =>
+    lines && (c === "\n" || c === "\t") ? c : c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`);
 
   const $ = (id) => document.getElementById(id);
   const state = {
@@ -22,14 +31,15 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === null || v === undefined || v === false) continue;
       if (k === "class") el.className = v;
-      else if (k === "text") el.textContent = v;
-      else if (k.startsWith("data-") || k.startsWith("aria-") || k === "title" || k === "role" || k === "hidden")
+      else if (k === "text") el.textContent = shown(v);
+      else if (k === "title") el.setAttribute(k, shown(v));
+      else if (k.startsWith("data-") || k.startsWith("aria-") || k === "role" || k === "hidden")
         el.setAttribute(k, v === true ? "" : String(v));
       else el[k] = v;
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      el.append(child instanceof Node ? child : document.createTextNode(shown(child)));
     }
     return el;
   }
@@ -179,7 +189,8 @@
       h("td", {class: "nowrap", text: `${e.source || "–"} → ${e.target || "–"}`}),
       h("td", {class: "num", text: e.size === null || e.size === undefined ? "–" : String(e.size)}),
       h("td", {class: "reason", text: e.reason || ""}),
-      h("td", {class: "body-col body", hidden: !state.showBodies, text: e.body === undefined ? "" : e.body}));
+      h("td", {class: "body-col body", hidden: !state.showBodies},
+        document.createTextNode(e.body === undefined ? "" : shown(e.body, true))));
     return tr;
   }
 
@@ -194,9 +205,9 @@
 
   function counts() {
     const rows = document.querySelectorAll("#feed tbody tr");
-    let shown = 0;
-    rows.forEach((r) => { if (!r.hidden) shown += 1; });
-    $("shown").textContent = String(shown);
+    let visible = 0;
+    rows.forEach((r) => { if (!r.hidden) visible += 1; });
+    $("shown").textContent = String(visible);
     $("received").textContent = String(state.received);
     $("buffered").textContent = String(state.held.length);
     const lost = state.lostServerBase + state.lostServer + state.lostPaused;
