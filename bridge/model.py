@@ -245,11 +245,31 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: The proxy's own JSON: compact, non-ASCII kept as is (as `json.dumps(..., ensure_ascii=False)`).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _stored(reminder: Reminder) -> dict[str, Any]:
+    # the field values themselves: every one is already a JSON value (strings, numbers, lists, objects)
+    return {"set": sorted(reminder.model_fields_set), "values": reminder.__dict__}
+
+
 def dump_json(reminder: Reminder) -> str:
     """The reminder as JSON that `load_json` restores exactly, which fields the sender set
     included: how a reminder waits in shared state for another replica to deliver it."""
-    return json.dumps({"set": sorted(reminder.model_fields_set), "values": reminder.model_dump(mode="json")},
-                      ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(_stored(reminder))
+
+
+def json_bytes(value: Any) -> int:
+    """The UTF-8 bytes ``value`` takes in the proxy's JSON (lone surrogates counted, not refused)."""
+    text = _ENCODER.encode(value)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def encoded_size(reminder: Reminder) -> int:
+    """What ``reminder`` costs queued in shared state: the bytes of `dump_json`, every field, `_meta`
+    and unknown field included (SPEC §12: each queued reminder is bounded as a whole)."""
+    return json_bytes(_stored(reminder))
 
 
 def load_json(text: str) -> Reminder:

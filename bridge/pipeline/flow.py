@@ -490,8 +490,8 @@ class Flow:
     # -- the policy ----------------------------------------------------------------------------
     async def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
                deliver: Callable[[Reminder], Handled] | None = None, session: Any = None,
-               pending: int | None = None, source: str | None = None, target: str | None = None,
-               request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
+               pending: int | Callable[[], Awaitable[int]] | None = None, source: str | None = None,
+               target: str | None = None, request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
         """The policy, once per decoded reminder, just before it is encoded for the other side.
 
         Returns ``(reminder, [])`` to go on with (possibly cleaned: control characters stripped,
@@ -499,13 +499,16 @@ class Flow:
         send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
         (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
         ``session``: the session it belongs to (default: this connection); ``pending``: how many
-        reminders that session holds when this one would be held too.  ``request=False`` treats a
+        reminders that session holds when this one would be held too (or a coroutine function that
+        counts them in shared state: asked only once the trust limits passed).  ``request=False`` treats a
         reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
         notification: refusing it drops the reminder, not the message.
         """
         self._carrying = True
         session = self.connection if session is None else session
         request = is_request(msg) if request is None else request
+        if self.policy.shared is None and callable(pending):  # this process's own tables: nothing to protect
+            pending = await pending()
         admit = self.policy.admit if self.policy.shared is None else self.policy.admit_shared
         verdict = admit(reminder, request=request, server=self.route, session=session, now=self.clock(),
                         from_peer=origin == PEER, pending=pending, shadow=observes(self.stage))
