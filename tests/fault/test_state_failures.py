@@ -18,12 +18,13 @@ import redis
 
 from bridge.state import BucketCharge, open_state
 from tests.paths import ROOT
-from tests.fault.test_serve import faulty, metrics, sample
-from tests.integration.test_fleet import admin_port, open_session, readyz, remind
+from tests.fault.test_serve import metrics, sample
+from tests.integration.test_fleet import (admin_port, fleet, legacy_agent, open_session, readyz,  # noqa: F401
+                                          remind, upstream)  # legacy_agent, upstream: fixtures
 from tests.integration.test_http_a2a import message, rpc
 from tests.integration.test_policy_stdio import FLOOD, PROXY, STANDARD_HOST, flood
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
-from tests.peers.processes import Running, eventually, free_port, peer, proxy
+from tests.peers.processes import Running, eventually, free_port
 
 pytestmark = pytest.mark.fault
 
@@ -70,18 +71,10 @@ def fault(server, kind: str, on: bool = True) -> None:
 
 # -- a `serve` route on the test's Redis ---------------------------------------------------------------
 
-@pytest.fixture
-def upstream():
-    running = faulty()
-    yield running
-    running.stop()
-
-
 def serve_on(tmp_path, route: str, url: str, mode: str, prefix: str | None = None) -> Running:
-    rules = tmp_path / f"rules-{uuid.uuid4().hex[:6]}.toml"
-    rules.write_text(route + f'\n[state]\nurl = "{url}"\nkey_prefix = "{prefix or "rb-" + uuid.uuid4().hex[:8] + ":"}"\n'
-                     f'timeout_ms = 200\non_unavailable = "{mode}"\n')
-    return proxy("--rules", str(rules), "--admin", f"127.0.0.1:{free_port()}")
+    """One `serve` replica with an admin port, its `[state]` on ``url``."""
+    [replica] = fleet(tmp_path, route, url, replicas=1, admin=True, on_unavailable=mode, key_prefix=prefix)
+    return replica
 
 
 def budgeted_mcp(upstream: Running, burst: int) -> str:
@@ -99,6 +92,15 @@ def split(frames: list[dict]) -> tuple[list[dict], list[dict], dict]:
 def state_lines(running: Running, event: str = "state_unavailable") -> list[dict]:
     return [json.loads(line) for line in running.stderr if f'"event": "{event}"' in line
             or f'"event":"{event}"' in line]
+
+
+async def recovers(bridge: Running, session: dict) -> None:
+    """Once Redis serves every command again, /readyz says ready and a reminder is translated."""
+    async def ready() -> bool:
+        return await readyz(admin_port(bridge)) == (200, "ready\n")
+    await eventually(ready, timeout=10)
+    standard, legacy, _ = split(await remind(bridge.port, session, 99, 1))
+    assert (len(standard), len(legacy)) == (1, 0)
 
 
 async def failures(running: Running, cause: str | None = None) -> float:
@@ -168,21 +170,9 @@ async def test_an_acl_without_time_refuses_budgeted_reminders_and_readyz_stays_d
         assert line["on_unavailable"] == "closed" and line["cause"] == "error"
 
         acl.apply(redis_server)  # the documented ACL: the next probe passes
-
-        async def recovered() -> bool:
-            return await readyz(admin_port(bridge)) == (200, "ready\n")
-        await eventually(recovered, timeout=10)
-        standard, legacy, _ = split(await remind(bridge.port, session, 2, 1))
-        assert (len(standard), len(legacy)) == (1, 0)
+        await recovers(bridge, session)
     finally:
         bridge.stop()
-
-
-@pytest.fixture
-def legacy_agent():
-    running = peer("tests.peers.a2a_sdk_agent", "legacy")
-    yield running
-    running.stop()
 
 
 def a2a_route(agent: Running, budget: bool = True) -> str:
@@ -243,12 +233,7 @@ async def test_a_full_or_read_only_redis_takes_the_configured_path(kind, when, m
         assert await failures(bridge, kind) >= 1
 
         fault(redis_server, kind, on=False)
-
-        async def recovered() -> bool:
-            return await readyz(admin_port(bridge)) == (200, "ready\n")
-        await eventually(recovered, timeout=10)
-        standard, legacy, _ = split(await remind(bridge.port, session, 3, 1))
-        assert (len(standard), len(legacy)) == (1, 0)
+        await recovers(bridge, session)
     finally:
         bridge.stop()
 
