@@ -13,6 +13,7 @@ import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError
 
 Propagate = Literal["all", "session", "none"]
 RoleHint = Literal["system", "developer", "user_block", "ephemeral_cache"]
@@ -107,7 +108,8 @@ class Reminder(BaseModel):
     their wire requires), so a rewrite never adds noise the sender did not send.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    #: Infinity and NaN as the stdlib writes them (`size_at_most` measures with pydantic-core)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="constants")
 
     id: StrictStr = Field(default_factory=uuid7)
     body: StrictStr
@@ -270,6 +272,22 @@ def encoded_size(reminder: Reminder) -> int:
     """What ``reminder`` costs queued in shared state: the bytes of `dump_json`, every field, `_meta`
     and unknown field included (SPEC §12: each queued reminder is bounded as a whole)."""
     return json_bytes(_stored(reminder))
+
+
+#: what `dump_json` writes before the values: the list of set fields (every name, quoted) and keys
+_SET_BYTES = 320
+
+
+def size_at_most(reminder: Reminder) -> int:
+    """An upper bound of `encoded_size`, several times cheaper (the hot path: most reminders are far
+    below their limit).  pydantic-core encodes the values; it writes the same JSON as the stdlib
+    except that a float in exponent form may be one byte shorter (``1e-7``, not ``1e-07``), hence
+    a quarter more."""
+    try:
+        values = len(Reminder.__pydantic_serializer__.to_json(reminder))
+    except PydanticSerializationError:  # a lone surrogate: the stdlib decoder lets them through
+        return encoded_size(reminder)
+    return _SET_BYTES + values * 5 // 4 + 1
 
 
 def load_json(text: str) -> Reminder:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.model import CAMEL, ROLE_HINT_RANK, Reminder, encoded_size, json_bytes
+from bridge.model import CAMEL, ROLE_HINT_RANK, Reminder, encoded_size, json_bytes, size_at_most
 from bridge.rules import Trust
 
 #: C0 (U+0000-U+001F) and C1 (U+0080-U+009F) control characters, except \t and \n.
@@ -90,11 +90,11 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
     if update:
         reminder = reminder.model_copy(update=update)
         reminder.model_fields_set.update(k for k in update if k != "originals")
-    if (size := encoded_size(reminder)) > trust.max_reminder_bytes:
+    limit = trust.max_reminder_bytes
+    if size_at_most(reminder) > limit and (size := encoded_size(reminder)) > limit:
         name, largest = _largest_field(reminder)
-        return TrustRefusal("max_reminder_bytes", trust.max_reminder_bytes,
-                            f"reminder refused: it is {size} bytes as a whole, over max_reminder_bytes = "
-                            f"{trust.max_reminder_bytes} (the largest field is `{name}`, {largest} bytes)")
+        return TrustRefusal("max_reminder_bytes", limit, f"reminder refused: it is {size} bytes as a whole, over "
+                            f"max_reminder_bytes = {limit} (the largest field is `{name}`, {largest} bytes)")
     return Screened(reminder, changes)
 
 
