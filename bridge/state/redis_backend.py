@@ -235,6 +235,8 @@ class RedisState:
             return None
         with _shaped("CHARGE", answer):
             index, level, wait = answer
+            if not 1 <= int(index) <= len(charges):
+                raise IndexError(f"bucket {index} of {len(charges)}")
             return exceeded(charges[int(index) - 1], float(level), int(wait))
 
     async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:
