@@ -230,7 +230,7 @@ class Flow:
         the reminder) becomes that error toward its destination, a notification is dropped; all
         counted and logged."""
         method = msg.get("method")
-        why = f"internal error ({type(exc).__name__}): the message is answered with an error, never passed untranslated"
+        why = f"internal error ({type(exc).__name__}): the reminder is never passed on untranslated"
         self.recorder.log("pipeline_error", level="error", side=origin, method=method, error=type(exc).__name__,
                           why=why)
         request = is_request(msg)

@@ -203,7 +203,6 @@ class FailoverState:
             return False
         return await self._probed()
 
-
     async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
         ok, result = await self._primary("charge", charges)
         if ok:

@@ -472,8 +472,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from bridge.model import Reminder, dump_json, encoded_size, load_json, size_at_most  # noqa: E402
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                     max_leaves=12)
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                               max_size=4), max_leaves=12)
 
 
 @settings(max_examples=300, deadline=None)
