@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bridge.state.base import BucketCharge, StateUnavailable
 from bridge.state.failures import CAUSES, cause, describe
 from bridge.state.memory import MemoryState
-from bridge.state.redis_backend import RedisState
+from bridge.state.redis_backend import PROBE_ROUND_TRIPS, RedisState
 from bridge.urls import redact
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class FailoverState:
         self.probe_max_s = probe_max_s
         #: every call to the primary ends by then, whatever the client does (socket timeouts come first)
         self.deadline_s = primary.timeout_s * 2 + 0.05
+        #: the probe is several calls in a row: each has the socket timeout, the whole this deadline
+        self.probe_deadline_s = self.deadline_s * PROBE_ROUND_TRIPS
         self.degraded = False
         self.outages = 0
         self.fallback_ops = 0
@@ -146,7 +148,7 @@ class FailoverState:
         """One run of the probe, within the deadline; a failure is counted by cause, not raised
         (an exception the classifier does not know keeps the outage too, as "error")."""
         try:
-            async with asyncio.timeout(self.deadline_s):
+            async with asyncio.timeout(self.probe_deadline_s):
                 await self.primary.probe()
         except asyncio.CancelledError:
             raise

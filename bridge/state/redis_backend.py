@@ -151,6 +151,8 @@ _CHARGE, _LEVELS, _PUSH, _TAKE = (_Script(s) for s in (CHARGE, LEVELS, QUEUE_PUS
 #: the logical key of every probe key (bucket, queue, record): flows always name theirs "<route>:…"
 PROBE_KEY = "(probe)"
 PROBE_TTL_S = 10.0
+#: the most round trips `RedisState.probe` makes: 7 commands, 4 of them scripts Redis may have to be sent again
+PROBE_ROUND_TRIPS = 11
 
 
 @contextmanager
