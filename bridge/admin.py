@@ -24,7 +24,7 @@ import secrets
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiohttp import web
@@ -247,12 +247,12 @@ def _bearer(request: web.Request) -> str | None:
 async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool], *, token: str = "",
                       every_recorder: bool = True, settings: Any = None, show_bodies: bool | None = None,
                       window_s: float | None = None,
-                      degraded: Callable[[], str | None] | None = None) -> web.AppRunner:
+                      degraded: Callable[[], Awaitable[str | None]] | None = None) -> web.AppRunner:
     """Serve the admin port.  ``every_recorder``: metrics and console of every live Recorder in the
     process (one per HTTP route), else of ``recorder`` alone.  ``settings``: the rules file's
     `[admin]` table (its `show_bodies` and `readiness_window_h`, when the model has them);
-    ``show_bodies`` / ``window_s`` override it.  ``degraded()``: why the proxy runs degraded (shared
-    state away), shown by /readyz, which stays 200: ordinary traffic still flows."""
+    ``show_bodies`` / ``window_s`` override it.  ``await degraded()``: why the proxy runs degraded
+    (shared state away or refusing), shown by /readyz, which stays 200: ordinary traffic still flows."""
     if show_bodies is None:
         show_bodies = bool(getattr(settings, "show_bodies", False))
     if window_s is None:
@@ -348,7 +348,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     async def readyz(_: web.Request) -> web.Response:
         if not ready():
             return web.Response(status=503, text="not ready\n")
-        why = degraded() if degraded is not None else None
+        why = await degraded() if degraded is not None else None
         return web.Response(text=f"ready (degraded: {why})\n" if why else "ready\n")
 
     async def metrics(request: web.Request) -> web.Response:

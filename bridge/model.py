@@ -13,6 +13,7 @@ import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError
 
 Propagate = Literal["all", "session", "none"]
 RoleHint = Literal["system", "developer", "user_block", "ephemeral_cache"]
@@ -107,7 +108,8 @@ class Reminder(BaseModel):
     their wire requires), so a rewrite never adds noise the sender did not send.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    #: Infinity and NaN as the stdlib writes them (`size_at_most` measures with pydantic-core)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="constants")
 
     id: StrictStr = Field(default_factory=uuid7)
     body: StrictStr
@@ -245,11 +247,47 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: The proxy's own JSON: compact, non-ASCII kept as is (as `json.dumps(..., ensure_ascii=False)`).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _stored(reminder: Reminder) -> dict[str, Any]:
+    # the field values themselves: every one is already a JSON value (strings, numbers, lists, objects)
+    return {"set": sorted(reminder.model_fields_set), "values": reminder.__dict__}
+
+
 def dump_json(reminder: Reminder) -> str:
     """The reminder as JSON that `load_json` restores exactly, which fields the sender set
     included: how a reminder waits in shared state for another replica to deliver it."""
-    return json.dumps({"set": sorted(reminder.model_fields_set), "values": reminder.model_dump(mode="json")},
-                      ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(_stored(reminder))
+
+
+def json_bytes(value: Any) -> int:
+    """The UTF-8 bytes ``value`` takes in the proxy's JSON (lone surrogates counted, not refused)."""
+    text = _ENCODER.encode(value)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def encoded_size(reminder: Reminder) -> int:
+    """What ``reminder`` costs queued in shared state: the bytes of `dump_json`, every field, `_meta`
+    and unknown field included (SPEC §12: each queued reminder is bounded as a whole)."""
+    return json_bytes(_stored(reminder))
+
+
+#: what `dump_json` writes before the values: the list of set fields (every name, quoted) and keys
+_SET_BYTES = 320
+
+
+def size_at_most(reminder: Reminder) -> int:
+    """An upper bound of `encoded_size`, several times cheaper (the hot path: most reminders are far
+    below their limit).  pydantic-core encodes the values; it writes the same JSON as the stdlib
+    except that a float in exponent form may be one byte shorter (``1e-7``, not ``1e-07``), hence
+    a quarter more."""
+    try:
+        values = len(Reminder.__pydantic_serializer__.to_json(reminder))
+    except PydanticSerializationError:  # a lone surrogate: the stdlib decoder lets them through
+        return encoded_size(reminder)
+    return _SET_BYTES + values * 5 // 4 + 1
 
 
 def load_json(text: str) -> Reminder:

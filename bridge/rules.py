@@ -83,6 +83,10 @@ class Trust(_Model):
     max_body_bytes: Annotated[int, Field(ge=1)] = 4096
     max_tags: Annotated[int, Field(ge=0)] = 16
     max_tag_chars: Annotated[int, Field(ge=1)] = 64
+    max_id_bytes: Annotated[int, Field(ge=1)] = 128
+    max_dedupe_key_bytes: Annotated[int, Field(ge=1)] = 256
+    #: the whole reminder as the proxy holds and queues it (JSON: every field, `_meta`, unknown fields)
+    max_reminder_bytes: Annotated[int, Field(ge=1)] = 16384
     max_pending_per_session: Annotated[int, Field(ge=1)] = 64
     strip_control: bool = True
     role_hint_ceiling: RoleHint | None = None

@@ -200,7 +200,7 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         sys.stderr.write(f"reminder-bridge serve: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         return 2
     if shared is not None:
-        await shared.start()  # Redis away at start-up: logged now, served per on_unavailable, retried
+        await shared.check()  # Redis away, full or refusing: logged now, served per on_unavailable, retried
     admin_runner = None
     if admin and (worker is None or worker.index == 0):
         from bridge.admin import start_admin
@@ -208,7 +208,7 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         try:
             admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token,
                                              settings=admin_settings,
-                                             degraded=shared.degraded_reason if shared is not None else None)
+                                             degraded=shared.readiness if shared is not None else None)
         except AdminError as exc:
             await runner.cleanup()
             sys.stderr.write(f"reminder-bridge serve: {exc}\n")

@@ -118,7 +118,7 @@ async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: R
                  admin_settings: Any = None, shared: Any = None) -> int:
     runner = None
     if shared is not None:
-        await shared.start()
+        await shared.check()  # never raises: a Redis that refuses starts the proxy degraded
     if admin:  # aiohttp and prometheus_client are imported only for an admin port
         from bridge.admin import AdminError, start_admin
 
@@ -126,7 +126,7 @@ async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: R
             runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
                                        and proxy.child.get_returncode() is None, token=token,
                                        settings=admin_settings,
-                                       degraded=shared.degraded_reason if shared is not None else None)
+                                       degraded=shared.readiness if shared is not None else None)
         except AdminError as exc:
             sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
             return 2

@@ -109,12 +109,9 @@ class A2AFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
             return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
-        try:
-            pending = None if peer == "standard" else await self.queued.count(task_id)
-        except StateUnavailable as exc:
-            return self.state_refused(msg, reminder, INJECT_METHOD, exc)
         kept, refusal = await self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
-                                          target=peer, pending=pending)
+                                          target=peer, pending=None if peer == "standard" else
+                                          (lambda: self.queued.count(task_id)))  # counted once the content passed
         if kept is None:
             return refusal
         if peer == "standard":

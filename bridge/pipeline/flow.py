@@ -42,6 +42,9 @@ _CONNECTIONS = itertools.count(1)
 _own_ids = itertools.count(1)
 
 Handled = list[Command] | None  # None: forward the frame untouched
+#: What a message gets when handling its reminder failed inside the proxy (a bug): never the frame untouched
+INTERNAL_CODE = -32603
+INTERNAL_MESSAGE = "reminder could not be handled: internal error"
 #: What feeding a flow gives: the commands, or (only while it waits on shared state) an awaitable of them
 Outcome = list[Command] | Awaitable[list[Command]]
 
@@ -97,6 +100,7 @@ class Flow:
         self._start_ns: int | None = None
         self._attributes: dict[str, Any] | None = None
         self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
+        self._carrying = False  # a reminder of the message being handled reached the policy
         #: while a frame waits on shared state: done when the last work queued behind it is done
         self._tail: asyncio.Future[None] | None = None
         self.recorder.track(self)
@@ -142,9 +146,10 @@ class Flow:
         try:
             return await self._decode(frame, origin, dest, headers)
         except Exception as exc:  # a pipeline bug costs neither the frame, nor the stream, nor the connection
+            # (a message whose reminder reached the policy never gets here: `_dispatch` answers it)
             self._inbound = None
             self.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
-                              why="the frame goes on untouched")
+                              why="the frame carries no reminder the proxy decoded: it goes on untouched")
             return [Forward(dest, frame)]
 
     def _run(self, work: Coroutine[Any, Any, list[Command]]) -> Outcome:
@@ -200,11 +205,16 @@ class Flow:
         if not isinstance(msg, dict):
             return None
         self._inbound, self._span, self._attributes = msg, None, None
+        self._carrying = False
         calls = len(self.calls)
         try:
             if origin == PEER and "method" not in msg and (answer := await self._own_answer(msg)) is not None:
                 return answer
             out = await (self.on_host(msg) if origin == HOST else self.on_peer(msg))
+        except Exception as exc:
+            if not self._carrying or observes(self.stage):
+                raise  # no reminder decoded (or `observe`, which changes nothing): `_handle_async` forwards it
+            return self._internal_error(msg, origin, exc)
         finally:
             self._inbound = None
         if out is not None and observes(self.stage):
@@ -213,6 +223,24 @@ class Flow:
                     del self.calls[own]
             return None  # the decisions were counted and logged; the wire is untouched
         return out
+
+    def _internal_error(self, msg: dict[str, Any], origin: str, exc: Exception) -> list[Command]:
+        """A bug while handling a message whose reminder the policy saw: the reminder is never passed
+        on untranslated.  A request gets -32603 naming the cause, a response (that would have carried
+        the reminder) becomes that error toward its destination, a notification is dropped; all
+        counted and logged."""
+        method = msg.get("method")
+        why = f"internal error ({type(exc).__name__}): the reminder is never passed on untranslated"
+        self.recorder.log("pipeline_error", level="error", side=origin, method=method, error=type(exc).__name__,
+                          why=why)
+        request = is_request(msg)
+        if not request and "method" in msg:
+            self.record("dropped", method, why=why)
+            return []
+        self.record("refused", method, why=why)
+        to = origin if request else (HOST if origin == PEER else PEER)
+        error = error_response(msg.get("id"), INTERNAL_CODE, INTERNAL_MESSAGE, {"reason": type(exc).__name__})
+        return [self.reply(to, msg, error) if request else Send(to, dumps(error))]
 
     async def _own_answer(self, msg: dict[str, Any]) -> Handled:
         """The answer to one of the proxy's own requests goes to the handler that asked, never on
@@ -462,8 +490,8 @@ class Flow:
     # -- the policy ----------------------------------------------------------------------------
     async def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
                deliver: Callable[[Reminder], Handled] | None = None, session: Any = None,
-               pending: int | None = None, source: str | None = None, target: str | None = None,
-               request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
+               pending: int | Callable[[], Awaitable[int]] | None = None, source: str | None = None,
+               target: str | None = None, request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
         """The policy, once per decoded reminder, just before it is encoded for the other side.
 
         Returns ``(reminder, [])`` to go on with (possibly cleaned: control characters stripped,
@@ -471,12 +499,16 @@ class Flow:
         send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
         (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
         ``session``: the session it belongs to (default: this connection); ``pending``: how many
-        reminders that session holds when this one would be held too.  ``request=False`` treats a
+        reminders that session holds when this one would be held too (or a coroutine function that
+        counts them in shared state: asked only once the trust limits passed).  ``request=False`` treats a
         reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
         notification: refusing it drops the reminder, not the message.
         """
+        self._carrying = True
         session = self.connection if session is None else session
         request = is_request(msg) if request is None else request
+        if self.policy.shared is None and callable(pending):  # this process's own tables: nothing to protect
+            pending = await pending()
         admit = self.policy.admit if self.policy.shared is None else self.policy.admit_shared
         verdict = admit(reminder, request=request, server=self.route, session=session, now=self.clock(),
                         from_peer=origin == PEER, pending=pending, shadow=observes(self.stage))

@@ -14,6 +14,7 @@ flows call `admit_shared`.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,16 +139,24 @@ class Policy:
         return verdict
 
     async def admit_shared(self, reminder: Reminder, *, request: bool, server: str, session: Any, now: float,
-                           from_peer: bool = True, pending: int | None = None, shadow: bool = False) -> Verdict:
-        """`admit` with the budget charged on the shared state; `closed` and down: ``unavailable``."""
-        verdict = self._screen(reminder, from_peer, pending)
-        if verdict.ok and self.enabled:
-            try:
-                charged = await self.charge_shared(verdict.reminder, server=server, session=session)
-            except StateUnavailable as exc:
-                verdict.unavailable = exc
+                           from_peer: bool = True, pending: int | Callable[[], Awaitable[int]] | None = None,
+                           shadow: bool = False) -> Verdict:
+        """`admit` with the budget charged on the shared state; `closed` and down: ``unavailable``.
+        ``pending`` may be a coroutine function counting what the session holds in shared state: it
+        is awaited only once the content passed the trust limits, so nothing over a limit touches state."""
+        counted = pending if not callable(pending) else None
+        verdict = self._screen(reminder, from_peer, counted)
+        if not verdict.ok or not self.enabled:
+            return verdict
+        try:
+            if callable(pending) and (refusal := pending_refusal(self.trust, await pending())) is not None:
+                verdict.refusal = refusal
                 return verdict
-            self._charged(verdict, charged, shadow)
+            charged = await self.charge_shared(verdict.reminder, server=server, session=session)
+        except StateUnavailable as exc:
+            verdict.unavailable = exc
+            return verdict
+        self._charged(verdict, charged, shadow)
         return verdict
 
     def _screen(self, reminder: Reminder, from_peer: bool, pending: int | None) -> Verdict:

@@ -1,17 +1,19 @@
-"""Trust limits on untrusted reminder content (SPEC §2, §7).  Pure.
+"""Trust limits on untrusted reminder content (SPEC §2, §7, §12).  Pure.
 
 `screen` cleans what can be cleaned (control characters, a `roleHint` above the peer's ceiling)
-and refuses what cannot (a body or tags over their limits, a session holding too many
-reminders).  Every refusal names the limit and its configured value, so the error a user sees
-says what to change.
+and refuses what cannot (a body, tags, id or dedupe key over their limits, a reminder too large
+as a whole, a session holding too many reminders).  Every refusal names the field, the limit and
+its configured value, so the error a user sees says what to change.  The policy screens before it
+touches any state (budgets, queues), so nothing over a limit ever reaches Redis or memory.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.model import ROLE_HINT_RANK, Reminder
+from bridge.model import CAMEL, ROLE_HINT_RANK, Reminder, encoded_size, json_bytes, size_at_most
 from bridge.rules import Trust
 
 #: C0 (U+0000-U+001F) and C1 (U+0080-U+009F) control characters, except \t and \n.
@@ -74,6 +76,11 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
             return TrustRefusal("max_tag_chars", trust.max_tag_chars,
                                 f"reminder refused: `tags[{i}]` is {len(tag)} characters, over "
                                 f"max_tag_chars = {trust.max_tag_chars}")
+    for name, value, limit in (("id", reminder.id, trust.max_id_bytes),
+                               ("dedupeKey", reminder.dedupe_key, trust.max_dedupe_key_bytes)):
+        if value is not None and (size := len(value.encode("utf-8", "surrogatepass"))) > limit:
+            key = "max_id_bytes" if name == "id" else "max_dedupe_key_bytes"
+            return TrustRefusal(key, limit, f"reminder refused: `{name}` is {size} bytes, over {key} = {limit}")
     ceiling = trust.role_hint_ceiling
     if from_peer and ceiling is not None and ROLE_HINT_RANK[reminder.role_hint] > ROLE_HINT_RANK[ceiling]:
         changes["roleHint"] = f"{reminder.role_hint} lowered to role_hint_ceiling = {ceiling}"
@@ -83,7 +90,24 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
     if update:
         reminder = reminder.model_copy(update=update)
         reminder.model_fields_set.update(k for k in update if k != "originals")
+    limit = trust.max_reminder_bytes
+    if size_at_most(reminder) > limit and (size := encoded_size(reminder)) > limit:
+        name, largest = _largest_field(reminder)
+        return TrustRefusal("max_reminder_bytes", limit, f"reminder refused: it is {size} bytes as a whole, over "
+                            f"max_reminder_bytes = {limit} (the largest field is `{name}`, {largest} bytes)")
     return Screened(reminder, changes)
+
+
+def _largest_field(reminder: Reminder) -> tuple[str, int]:
+    """The wire name and encoded size of the field that weighs most: `_meta` (with the proxy's own
+    originals), an unknown field by its own name (the sender's: escaped and shortened), or a known one."""
+    sizes = {CAMEL[attr]: json_bytes(value) for attr, value in reminder.__dict__.items() if attr in CAMEL}
+    sizes["_meta"] = json_bytes(reminder.meta) + json_bytes(reminder.originals)
+    for key, value in reminder.extra.items():
+        shown = json.dumps(key[:40], ensure_ascii=False)[1:-1]
+        sizes[shown if len(key) <= 40 else shown + "..."] = json_bytes(key) + json_bytes(value)
+    name = max(sizes, key=sizes.__getitem__)
+    return name, sizes[name]
 
 
 def pending_refusal(trust: Trust, pending: int) -> TrustRefusal | None:

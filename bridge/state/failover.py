@@ -1,10 +1,14 @@
-"""Redis with a safety net: what a replica does when the shared state cannot be reached.
+"""Redis with a safety net: what a replica does when the shared state cannot serve it.
 
-Why this shape: Redis being down, slow or restarting must never stall ordinary traffic, and must not
-flood the logs.  The first operation that fails (connection refused or reset, a socket timeout, a
-Redis that refuses writes) marks the backend *degraded*, logs one line and starts a background probe;
-from then on no operation touches Redis (so none waits for a timeout) until the probe (a small write,
-with exponential backoff from 50 ms to 1 s) succeeds, which logs one recovery line.
+Why this shape: Redis being down, slow, full or refusing must never stall ordinary traffic, must
+never let a reminder through undecided, and must not flood the logs.  Every exception an operation
+raises is classified by `bridge.state.failures.cause` (by type: connection, timeout, auth, ACL,
+OOM, READONLY, loading, any other error reply, an unreadable answer).  The first failure marks the
+backend *degraded*, logs one line saying why and starts a background probe; from then on no
+operation touches Redis (so none waits for a timeout) until the probe succeeds, which logs one
+recovery line.  The probe (`RedisState.probe`) runs every kind of command the proxy needs, budget
+script and `TIME` included, with exponential backoff from 50 ms to 1 s: a Redis that answers PING
+but refuses the budget script stays an outage.  The start-up check and /readyz run the same probe.
 
 While degraded, ``on_unavailable`` says what reminders get:
 
@@ -12,6 +16,8 @@ While degraded, ``on_unavailable`` says what reminders get:
   in ``fallback_ops``;
 - ``closed``: `StateUnavailable` at once, counted in ``refused_ops``; flows answer reminder requests
   with -32000 ``scope = "state"`` and hold or drop reminder notifications.
+
+Each failed call to Redis (probes included) is counted by cause, for `/metrics`.
 
 Records are also written through to memory while Redis is up, so an outage does not forget the
 sessions this replica has seen; queue takes and record reads after an
@@ -21,34 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.state.base import BucketCharge, StateUnavailable
+from bridge.state.failures import CAUSES, cause, describe
 from bridge.state.memory import MemoryState
-from bridge.state.redis_backend import RedisState
+from bridge.state.redis_backend import PROBE_ROUND_TRIPS, RedisState
 from bridge.urls import redact
 
 if TYPE_CHECKING:
     from bridge.policy.budget import Exceeded
 
 OnUnavailable = Literal["open", "closed"]
-#: error replies that mean "Redis cannot serve writes right now", not "this command is wrong"
-_UNAVAILABLE_REPLIES = ("LOADING", "BUSY", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS", "TRYAGAIN",
-                        "CLUSTERDOWN", "MISCONF")
-
-
-def unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` means the backend is unreachable or refusing service (vs a programming error)."""
-    if isinstance(exc, (TimeoutError, OSError)):
-        return True
-    try:
-        from redis.exceptions import ConnectionError, ResponseError, TimeoutError as RedisTimeout
-    except ImportError:  # pragma: no cover - the redis extra is what builds a RedisState at all
-        return False
-    if isinstance(exc, (ConnectionError, RedisTimeout)):  # includes auth failures and LOADING
-        return True
-    return isinstance(exc, ResponseError) and str(exc).lstrip().upper().startswith(_UNAVAILABLE_REPLIES)
+#: /readyz checks a healthy Redis again (the probe) at most this often; while degraded the
+#: recovery probe is what checks
+READY_CHECK_S = 1.0
 
 
 def _no_log(event: str, **fields: Any) -> None:
@@ -70,11 +65,19 @@ class FailoverState:
         self.probe_max_s = probe_max_s
         #: every call to the primary ends by then, whatever the client does (socket timeouts come first)
         self.deadline_s = primary.timeout_s * 2 + 0.05
+        #: the probe is several calls in a row: each has the socket timeout, the whole this deadline
+        self.probe_deadline_s = self.deadline_s * PROBE_ROUND_TRIPS
         self.degraded = False
         self.outages = 0
         self.fallback_ops = 0
         self.refused_ops = 0
+        #: failed calls to Redis (operations and probes), by `failures.cause` label
+        self.failures: Counter[str] = Counter()
+        #: why the replica is degraded now: the cause label and the error, as the last failure said
+        self.cause: str | None = None
+        self.error: str | None = None
         self._since = 0.0
+        self._checked = -READY_CHECK_S
         self._ops_at_outage = 0
         self._probe: asyncio.Task | None = None
         self._closed = False
@@ -85,7 +88,7 @@ class FailoverState:
         """For /readyz and /metrics."""
         return {"backend": "redis", "degraded": self.degraded, "on_unavailable": self.on_unavailable,
                 "outages": self.outages, "fallback_ops": self.fallback_ops, "refused_ops": self.refused_ops,
-                "script_reloads": self.primary.script_reloads}
+                "failures": dict(self.failures), "cause": self.cause, "script_reloads": self.primary.script_reloads}
 
     def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
         """Metrics for the admin port (`bridge.telemetry.register_collector`)."""
@@ -101,18 +104,34 @@ class FailoverState:
              "closed).",
              [("", {**labels, "served_by": "memory"}, float(self.fallback_ops)),
               ("", {**labels, "served_by": "refused"}, float(self.refused_ops))]),
+            ("reminder_bridge_state_failures_total", "counter",
+             "Calls to the shared state (operations and probes) that failed, by cause (connection, timeout, auth, "
+             "noperm, oom, readonly, loading, noscript, error, malformed).",
+             [("", {**labels, "cause": label}, float(n)) for label, n in sorted(self.failures.items())]),
         ]
 
     def degraded_reason(self) -> str | None:
         """For /readyz: why this replica is degraded (still ready: ordinary traffic flows), or None."""
         if not self.degraded:
             return None
-        serving = "per-replica memory" if self.on_unavailable == "open" else "refusing reminder requests"
-        return f"shared state unavailable ({redact(self.primary.url)}), serving {serving}"
+        serving = "serving per-replica memory" if self.on_unavailable == "open" else "refusing reminders"
+        return f"shared state unavailable ({redact(self.primary.url)}: {self.cause}: {self.error}), {serving}"
+
+    async def readiness(self) -> str | None:
+        """`degraded_reason`, after checking a healthy Redis again with the probe (at most once per
+        `READY_CHECK_S`): /readyz says whether the commands the proxy needs succeed, not whether a
+        PING answers, even while no reminder has tried them lately."""
+        if not self.degraded and time.monotonic() - self._checked >= READY_CHECK_S:
+            self._checked = time.monotonic()  # one check at a time, however many probes ask
+            await self.check()
+        return self.degraded_reason()
 
     # -- outage bookkeeping ----------------------------------------------------------------------------
 
-    def _outage(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, label: str) -> None:
+        """One failed call: counted, and the replica degraded (logged once per outage)."""
+        self.failures[label] += 1
+        self.cause, self.error = label, describe(exc)
         if self.degraded or self._closed:
             return
         self.degraded = True
@@ -120,55 +139,71 @@ class FailoverState:
         self._since = time.monotonic()
         self._ops_at_outage = self.fallback_ops + self.refused_ops
         self.log("state_unavailable", backend="redis", url=redact(self.primary.url),
-                 on_unavailable=self.on_unavailable, error=f"{type(exc).__name__}: {exc}"[:300],
+                 on_unavailable=self.on_unavailable, cause=label, why=CAUSES[label], error=self.error,
                  serving="per-replica memory" if self.on_unavailable == "open" else "refusals (scope=state)")
         if self._probe is None or self._probe.done():
             self._probe = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _probed(self) -> bool:
+        """One run of the probe, within the deadline; a failure is counted by cause, not raised
+        (an exception the classifier does not know keeps the outage too, as "error")."""
+        try:
+            async with asyncio.timeout(self.probe_deadline_s):
+                await self.primary.probe()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._failed(exc, cause(exc) or "error")
+            return False
+        self._checked = time.monotonic()
+        return True
 
     async def _recover(self) -> None:
         delay = self.probe_min_s
         while not self._closed:
             await asyncio.sleep(delay)
-            try:
-                async with asyncio.timeout(self.deadline_s):
-                    await self.primary.probe()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
+            if not await self._probed():
                 delay = min(delay * 2, self.probe_max_s)
                 continue
             self.degraded = False
+            self.cause = self.error = None
             self.log("state_recovered", backend="redis", url=redact(self.primary.url),
                      down_ms=round((time.monotonic() - self._since) * 1000),
                      ops_while_down=self.fallback_ops + self.refused_ops - self._ops_at_outage)
             return
 
     async def _primary(self, op: str, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
-        """(True, result) from Redis, or (False, None) when it is (now) unavailable."""
+        """(True, result) from Redis, or (False, None) when it is (now) unavailable.  Raises only what
+        is not a state failure at all (a bug)."""
         if self.degraded:
             return False, None
         try:
             async with asyncio.timeout(self.deadline_s):
                 return True, await getattr(self.primary, op)(*args, **kwargs)
         except Exception as exc:
-            if not unavailable(exc):
+            label = cause(exc)
+            if label is None:
                 raise
-            self._outage(exc)
+            self._failed(exc, label)
             return False, None
 
     def _down(self) -> None:
         """Account for one operation Redis could not serve; raises in `closed` mode."""
         if self.on_unavailable == "closed":
             self.refused_ops += 1
-            raise StateUnavailable(cause="redis unavailable")
+            raise StateUnavailable(cause=f"redis unavailable: {self.cause}")
         self.fallback_ops += 1
 
     # -- the API ---------------------------------------------------------------------------------------
 
-    async def start(self) -> bool:
-        """Optional at startup: find out now whether Redis answers (False: degraded, logged once)."""
-        ok, _ = await self._primary("probe")
-        return ok
+    async def check(self) -> bool:
+        """Whether every command the proxy needs succeeds now (the probe); False: degraded, logged
+        once, served per ``on_unavailable`` and retried in the background.  Never raises, so at
+        start-up a Redis that is away, full, read-only or refusing by ACL is one clear log line and
+        a degraded start, never a crash."""
+        if self.degraded:
+            return False
+        return await self._probed()
 
     async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
         ok, result = await self._primary("charge", charges)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from bridge.state.base import BucketCharge, exceeded, ttl_ms, unique
+from bridge.state.failures import MalformedAnswer
 
 if TYPE_CHECKING:
     from bridge.policy.budget import Exceeded
@@ -146,6 +148,27 @@ class _Script:
 
 _CHARGE, _LEVELS, _PUSH, _TAKE = (_Script(s) for s in (CHARGE, LEVELS, QUEUE_PUSH, QUEUE_TAKE))
 
+#: the logical key of every probe key (bucket, queue, record): flows always name theirs "<route>:…"
+PROBE_KEY = "(probe)"
+PROBE_TTL_S = 10.0
+#: the most round trips `RedisState.probe` makes: 7 commands, 4 of them scripts Redis may have to be sent again
+PROBE_ROUND_TRIPS = 11
+
+
+@contextmanager
+def _shaped(what: str, answer: Any) -> Iterator[None]:
+    """Reading ``answer`` failed: Redis answered, but not as ``what`` does (`MalformedAnswer`)."""
+    try:
+        yield
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise MalformedAnswer(f"{what} answered {type(answer).__name__}: {exc}") from None
+
+
+def _strings(items: Any) -> list[str]:
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise TypeError("not a list of strings")
+    return items
+
 
 class RedisState:
     """Shared state in one Redis database, every key under ``key_prefix``.
@@ -202,7 +225,7 @@ class RedisState:
             args += [repr(float(c.rate_per_min)), c.burst]
         return keys, args
 
-    # -- the API ---------------------------------------------------------------------------------------
+    # -- the API: every answer is checked for the shape the script or command gives ------------------
 
     async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
         charges = unique(charges)
@@ -212,26 +235,40 @@ class RedisState:
         answer = await self._run(_CHARGE, keys, args)
         if answer == 0:
             return None
-        index, level, wait = answer
-        return exceeded(charges[int(index) - 1], float(level), int(wait))
+        with _shaped("CHARGE", answer):
+            index, level, wait = answer
+            if not 1 <= int(index) <= len(charges):
+                raise IndexError(f"bucket {index} of {len(charges)}")
+            return exceeded(charges[int(index) - 1], float(level), int(wait))
 
     async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:
         if not charges:
             return []
         keys, args = self._bucket_args(charges)
-        return [float(v) for v in await self._run(_LEVELS, keys, args)]
+        answer = await self._run(_LEVELS, keys, args)
+        with _shaped("LEVELS", answer):
+            levels = [float(v) for v in answer]
+            if len(levels) != len(charges):
+                raise ValueError(f"{len(levels)} levels for {len(charges)} buckets")
+            return levels
 
     async def queue_push(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
                          ttl_s: float) -> tuple[list[str], list[str]]:
-        replaced, evicted = await self._run(_PUSH, self.queue_keys(key),
-                                            [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
-        return list(replaced), list(evicted)
+        answer = await self._run(_PUSH, self.queue_keys(key),
+                                 [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
+        with _shaped("QUEUE_PUSH", answer):
+            replaced, evicted = answer
+            return _strings(replaced), _strings(evicted)
 
     async def queue_take(self, key: str) -> list[str]:
-        return list(await self._run(_TAKE, self.queue_keys(key), []))
+        answer = await self._run(_TAKE, self.queue_keys(key), [])
+        with _shaped("QUEUE_TAKE", answer):
+            return _strings(answer)
 
     async def queue_len(self, key: str) -> int:
-        return int(await self.redis.llen(self.queue_keys(key)[0]))
+        answer = await self.redis.llen(self.queue_keys(key)[0])
+        with _shaped("LLEN", answer):
+            return int(answer)
 
     async def put_record(self, key: str, record: dict[str, Any], ttl_s: float) -> None:
         await self.redis.set(self.record_key(key), json.dumps(record, separators=(",", ":")), px=ttl_ms(ttl_s))
@@ -239,15 +276,28 @@ class RedisState:
     async def get_record(self, key: str, *, ttl_s: float | None = None) -> dict[str, Any] | None:
         name = self.record_key(key)
         text = await (self.redis.get(name) if ttl_s is None else self.redis.getex(name, px=ttl_ms(ttl_s)))
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        with _shaped("GET", text):
+            record = json.loads(text)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            return record
 
     async def probe(self) -> None:
-        """A write with a short TTL: succeeds only when Redis takes writes again (not merely answers
-        PING while loading, read-only or out of memory)."""
-        await self.redis.set(f"{self.key_prefix}probe", "1", px=10_000)
-
-    async def ping(self) -> bool:
-        return bool(await self.redis.ping())
+        """Each kind of command the proxy relies on, on keys of its own that expire: both budget
+        scripts (by the server's `TIME`), both queue scripts, `LLEN`, a record write and a sliding
+        read.  Succeeds only when every one does, so an outage ends, and /readyz says ready, only
+        when reminders can be served again: not when a PING answers while Redis is loading, full,
+        read-only, or refusing a command by ACL.  Raises what the first refusal raised."""
+        bucket = BucketCharge(PROBE_KEY, 60_000_000, 1_000_000)  # refills within a microsecond: never empty
+        await self.charge([bucket])
+        await self.levels([bucket])
+        await self.queue_push(PROBE_KEY, "probe", "{}", dedupe_key="probe", limit=1, ttl_s=PROBE_TTL_S)
+        await self.queue_len(PROBE_KEY)
+        await self.queue_take(PROBE_KEY)
+        await self.put_record(PROBE_KEY, {}, PROBE_TTL_S)
+        await self.get_record(PROBE_KEY, ttl_s=PROBE_TTL_S)
 
     async def close(self) -> None:
         await self.redis.aclose()

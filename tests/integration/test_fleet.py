@@ -24,9 +24,10 @@ STANDARD_HOST = {"reminders": {}}
 
 
 def fleet(tmp_path, route: str, state: str, replicas: int = 2, admin: bool = False,
-          on_unavailable: str = "open") -> list[Running]:
+          on_unavailable: str = "open", key_prefix: str | None = None) -> list[Running]:
     rules = tmp_path / "rules.toml"
-    rules.write_text(route + f'\n[state]\nurl = "{state}"\nkey_prefix = "rb-fleet-{uuid.uuid4().hex[:8]}:"\n'
+    key_prefix = key_prefix or f"rb-fleet-{uuid.uuid4().hex[:8]}:"
+    rules.write_text(route + f'\n[state]\nurl = "{state}"\nkey_prefix = "{key_prefix}"\n'
                      f'timeout_ms = 200\non_unavailable = "{on_unavailable}"\n')
     out = []
     for _ in range(replicas):

@@ -224,7 +224,7 @@ async def test_every_key_the_redis_backend_writes_has_a_ttl(redis_url):
         await state.levels([slow, quick, BucketCharge("unseen", 60, 1)])
         await state.probe()
         keys = [k async for k in state.redis.scan_iter(match=key_prefix + "*")]
-        assert len(keys) == 8  # 2 buckets, 2 × (list + hash), a record, the probe
+        assert len(keys) == 9  # 2 buckets, 2 × (list + hash), a record, the probe's bucket and record
         ttls = {k[len(key_prefix):]: await state.redis.pttl(k) for k in keys}
         assert all(ttl > 0 for ttl in ttls.values()), ttls
         assert 19_000 < ttls["b:slow"] <= 20_000
@@ -360,17 +360,28 @@ async def test_a_flushed_script_cache_is_refilled(redis_url):
         await state.close()
 
 
-async def test_a_wrong_key_type_is_an_error_not_an_outage(redis_url):
-    events = []
+@pytest.mark.parametrize("mode", ["open", "closed"])
+async def test_an_error_reply_or_an_unreadable_answer_is_unavailable_never_raised(redis_url, mode):
+    """A key of the wrong type or a record that is not a JSON object (someone else writing under the
+    prefix) leaves the operation as undecided as a refused connection: it takes `on_unavailable`,
+    counted by cause, and the probe (on keys of its own) ends the outage."""
+    log = Log()
     primary = RedisState(redis_url, key_prefix=prefix())
-    state = FailoverState(primary, MemoryState(), "open", lambda e, **f: events.append(e))
+    state = FailoverState(primary, MemoryState(), mode, log)
     try:
         await primary.redis.set(primary.bucket_key("taken"), "not a hash")
-        from redis.exceptions import ResponseError
-
-        with pytest.raises(ResponseError, match="WRONGTYPE"):
-            await state.charge([BucketCharge("taken", 60, 1)])
-        assert not state.degraded and events == []
+        await primary.redis.set(primary.record_key("mcp:s1"), "[1, 2]")
+        for attempt in (lambda: state.charge([BucketCharge("taken", 60, 1)]), lambda: state.get_record("mcp:s1")):
+            if mode == "open":
+                assert await attempt() is None  # served by this replica's memory: a full bucket, no record
+            else:
+                with pytest.raises(StateUnavailable):
+                    await attempt()
+            await _until(lambda: not state.degraded, within=5.0)
+        assert dict(state.failures) == {"error": 1, "malformed": 1}
+        assert log.events() == ["state_unavailable", "state_recovered"] * 2
+        causes = [fields["cause"] for event, fields in log.lines if event == "state_unavailable"]
+        assert causes == ["error", "malformed"]
     finally:
         await state.close()
 
@@ -424,14 +435,15 @@ async def test_open_mode_serves_from_memory_while_redis_is_down_and_recovers(red
         tight = BucketCharge("tight", 60, 1)
         assert await state.charge([tight]) is None and await state.charge([tight]) is not None
 
+        reloads = state.primary.script_reloads
         redis_server.start()  # same port, empty, no scripts cached
         took = await _until(lambda: not state.degraded, within=5.0)
         assert took < 3.0
         assert log.events() == ["state_unavailable", "state_recovered"]
         assert log.lines[1][1]["ops_while_down"] == 53
-        reloads = state.primary.script_reloads
+        assert state.primary.script_reloads == reloads + 4  # the probe ran all four scripts: NOSCRIPT, handled
         assert await state.charge([GENEROUS]) is None
-        assert state.primary.script_reloads == reloads + 1  # NOSCRIPT after the restart, handled
+        assert state.primary.script_reloads == reloads + 4
         assert state.fallback_ops == 53  # served by Redis again
         assert await state.queue_take("task") == ["R1"]  # queued locally while down: not stranded
         assert log.events() == ["state_unavailable", "state_recovered"]
@@ -512,7 +524,7 @@ async def test_redis_down_at_startup_is_one_outage(redis_server):
     redis_server.kill()
     state = failover(redis_server.url, "open", log)
     try:
-        assert not await state.start()
+        assert not await state.check()
         assert await state.charge([GENEROUS]) is None
         assert state.stats()["degraded"] and log.events() == ["state_unavailable"]
         redis_server.start()

@@ -463,3 +463,31 @@ def test_user_sees_the_message_as_a_jsonrpc_error():
     assert send.to == "host"
     assert json.loads(send.data) == {"jsonrpc": "2.0", "id": 5, "error": {
         "code": -32602, "message": "invalid reminder: `params.ttlTurns` must be an integer >= 1 (got 2.0)"}}
+
+
+# -- the size of a reminder as a whole (SPEC §12) -------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from bridge.model import Reminder, dump_json, encoded_size, load_json, size_at_most  # noqa: E402
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                               max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.text(min_size=1).filter(str.strip), texts=st.lists(st.text(), min_size=3, max_size=3),
+       tags=st.lists(st.text(min_size=1).filter(str.strip), max_size=4), meta=st.none() | st.dictionaries(
+           st.text(max_size=8), _JSON, max_size=4), extra=st.dictionaries(st.text(max_size=8), _JSON, max_size=3))
+def test_the_cheap_size_bound_is_never_below_the_stored_size(body, texts, tags, meta, extra):
+    """Whatever the text (quotes, control characters, astral or lone surrogates) and whatever JSON
+    rides in `_meta` or unknown fields (floats in exponent form, NaN, huge integers), the bound the
+    policy checks first is at least what the reminder costs queued, which is exactly `dump_json`."""
+    reminder = Reminder(id=texts[0] or "r", body=body, dedupe_key=texts[1], source=texts[2], tags=tags,
+                        meta=meta, extra=extra)
+    stored = dump_json(reminder)
+    assert encoded_size(reminder) == len(stored.encode("utf-8", "surrogatepass"))
+    assert size_at_most(reminder) >= encoded_size(reminder)
+    assert json.dumps(load_json(stored).model_dump(mode="json"), sort_keys=True) == json.dumps(
+        reminder.model_dump(mode="json"), sort_keys=True)

@@ -164,6 +164,11 @@ def test_a_request_over_budget_gets_the_structured_error():
      "reminder refused: 3 tags, over max_tags = 2", {"limit": "max_tags", "value": 2}),
     ("max_tag_chars = 4", {"tags": ["ok", "toolong"]},
      "reminder refused: `tags[1]` is 7 characters, over max_tag_chars = 4", {"limit": "max_tag_chars", "value": 4}),
+    ("max_id_bytes = 4", {"id": "toolong"},
+     "reminder refused: `id` is 7 bytes, over max_id_bytes = 4", {"limit": "max_id_bytes", "value": 4}),
+    ("max_dedupe_key_bytes = 4", {"dedupeKey": "ünï"},
+     "reminder refused: `dedupeKey` is 5 bytes, over max_dedupe_key_bytes = 4",
+     {"limit": "max_dedupe_key_bytes", "value": 4}),
     ("strip_control = true", {"body": "\x07\x1b\u0085"},
      "reminder refused: `body` is empty once control characters are stripped (strip_control = true)",
      {"limit": "strip_control", "value": True}),
@@ -174,6 +179,16 @@ def test_each_content_limit_refuses_an_inject_naming_the_limit_and_its_value(tru
     assert to == HOST
     assert reply["error"] == {"code": -32602, "message": message, "data": data}
     assert f.recorder.trust_refusals[("acp", "fs", data["limit"])] == 1
+
+
+def test_a_reminder_too_large_as_a_whole_is_refused_naming_its_largest_field_before_any_token_is_taken():
+    f = acp("[defaults.trust]\nmax_reminder_bytes = 1024\n[defaults.budget]\nrate = 1\nburst = 1\nkey = \"session\"\n")
+    [(to, reply)] = decode(f.from_host(inject(7, notes="x" * 2000)))
+    assert to == HOST and reply["error"]["code"] == -32602
+    assert reply["error"]["data"] == {"limit": "max_reminder_bytes", "value": 1024}
+    assert reply["error"]["message"].startswith("reminder refused: it is ")
+    assert "over max_reminder_bytes = 1024 (the largest field is `notes`, 2009 bytes)" in reply["error"]["message"]
+    assert decode(f.from_host(inject(8)))[0][0] == PEER  # the session's one token was not spent on it
 
 
 def test_pending_per_session_refuses_the_inject_that_would_overflow():
