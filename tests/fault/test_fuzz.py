@@ -1,8 +1,8 @@
-"""Hypothesis fuzz of every codec, the pre-filter and the pipelines (SPEC §8): over more than
+"""Hypothesis fuzz of every codec, the pre-filter and the pipelines (spec §8): over more than
 10,000 generated messages no exception escapes, and every frame either leaves byte-identical (the
 very bytes object that came in) or is rewritten into output that is valid JSON-RPC and, where it
 carries a reminder, valid against the published schema (../shared/schemas) or, for the proposed
-messages no published schema covers yet, against SPEC §3–§5 transcribed below.
+messages no published schema covers yet, against spec §3–§5 transcribed below.
 
 Generated messages are reminder-shaped often (every dialect's slot, fields in both casings, valid
 values mixed with arbitrary JSON) and serialized with random spacing, key casing and `\\u` escapes
@@ -119,12 +119,12 @@ JSONRPC = Draft202012Validator({"oneOf": [
 ]})
 _TEXT = {"type": "string", "minLength": 1}
 _TAGS = {"type": "array", "items": {"type": "string"}}
-#: Harn's reminder object (SPEC §2–§5: either casing on MCP and A2A metadata).
+#: Harn's reminder object (spec §2–§5: either casing on MCP and A2A metadata).
 HARN_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
     "id": {"type": "string"}, "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS,
     "ttlTurns": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},  # Harn writes null (= no TTL)
     "ttl_turns": {"type": "integer", "minimum": 1}}})
-#: ACP `session/remind` params: flat snake_case, `mode` always written (SPEC §4).
+#: ACP `session/remind` params: flat snake_case, `mode` always written (spec §4).
 ACP_REMIND = Draft202012Validator({"type": "object", "required": ["sessionId", "body", "mode"], "properties": {
     "body": _TEXT, "tags": _TAGS, "ttl_turns": {"type": "integer", "minimum": 1},
     "mode": {"enum": ["interrupt_immediate", "finish_step", "audit_only", "interrupt", "after_current_operation",
@@ -136,7 +136,7 @@ ACP_INJECT = Draft202012Validator({"type": "object", "required": ["sessionId", "
     "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
     "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
     "mode": {"enum": list(MODE_VALUES)}}})
-#: ACP reminder updates toward a standard client (SPEC §4).
+#: ACP reminder updates toward a standard client (spec §4).
 ACP_UPDATES = {
     "reminder_emitted": Draft202012Validator({"type": "object", "required": ["reminderId", "body"], "properties": {
         "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "dedupeKey": {"type": "string"},
@@ -147,7 +147,7 @@ ACP_UPDATES = {
     "reminder_expired": Draft202012Validator({"type": "object", "required": ["reminderId", "phase"], "properties": {
         "phase": {"enum": ["ttl_expired", "cleared", "compacted_out"]}}}),
 }
-#: A2A standard reminder (ProtoJSON enum names, SPEC §5).
+#: A2A standard reminder (ProtoJSON enum names, spec §5).
 A2A_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
     "id": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
     "propagate": {"type": "string", "pattern": "^REMINDER_PROPAGATION_"},

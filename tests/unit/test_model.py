@@ -1,4 +1,4 @@
-"""SPEC §2, the canonical reminder: every validation rule, with the exact message a user sees.
+"""spec §2, the canonical reminder: every validation rule, with the exact message a user sees.
 
 Everything is decoded through the real codecs (the way the proxy reads a wire), never by
 building the pydantic model directly, so the field names in the messages are the ones the
