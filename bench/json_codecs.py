@@ -2,7 +2,7 @@
 (needs the test extra for the fuzz corpus, and orjson / msgspec to compare; each missing one is
 reported, not required).
 
-For every frame of three corpora (the conversion vectors in ../shared/vectors, the frames the
+For every frame of three corpora (the conversion vectors in tests/vectors, the frames the
 rewrite bench feeds the pipeline, and a fuzz corpus drawn from tests/fault/test_fuzz.py's
 strategies) and a set of edge cases spec §8 cares about (integers beyond 64 bits, lone
 surrogates, key order, duplicate keys, number spellings), each codec decodes the frame and
@@ -62,7 +62,7 @@ def codecs() -> dict[str, Codec | str]:
 
 
 def vectors() -> list[bytes]:
-    root = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+    root = Path(__file__).resolve().parents[1] / "tests" / "vectors"
     frames = []
     for path in sorted(root.glob("*.json")):
         case = json.loads(path.read_text())

@@ -1,9 +1,10 @@
-"""Shared fixtures: where the shared contract (SPEC, schemas, vectors) lives beside the clone.
+"""Shared fixtures: the wire contract's schemas and vectors, and a real `redis-server`.
 
-CI checks the project out next to `shared/`; a bare clone has no such folder, so every test
-that needs it skips with a reason instead of failing.
+The contract travels with the clone (docs/spec.md, tests/schemas/, tests/vectors/), so no test
+needs anything beside it; tests/unit/test_contract.py checks the copies against ../shared when a
+CI checkout has it there.
 
-Also a real `redis-server` for the shared-state tests: `redis_url` (one per session) and
+A real `redis-server` for the shared-state tests: `redis_url` (one per session) and
 `redis_server` (one per test, to kill, restart and pause).
 """
 from __future__ import annotations
@@ -20,34 +21,27 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared contract not found at {path} (CI checks it out beside the clone)")
-    return path
+from tests.paths import SCHEMAS, VECTORS
 
 
 @pytest.fixture(scope="session")
 def schemas_dir() -> Path:
-    return _need(SHARED / "schemas")
+    return SCHEMAS
 
 
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
-    return _need(SHARED / "vectors")
+    return VECTORS
 
 
 @pytest.fixture(scope="session")
-def load_schema(schemas_dir: Path):
-    """load_schema("mcp-2025-11-25.schema.json") → the parsed document (cached)."""
+def load_schema():
+    """load_schema("mcp-2025-11-25.schema.json") → the parsed document from tests/schemas (cached)."""
     cache: dict[str, dict] = {}
 
     def load(name: str) -> dict:
         if name not in cache:
-            cache[name] = json.loads(_need(schemas_dir / name).read_text())
+            cache[name] = json.loads((SCHEMAS / name).read_text())
         return cache[name]
 
     return load

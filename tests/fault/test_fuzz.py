@@ -1,7 +1,7 @@
 """Hypothesis fuzz of every codec, the pre-filter and the pipelines (spec §8): over more than
 10,000 generated messages no exception escapes, and every frame either leaves byte-identical (the
 very bytes object that came in) or is rewritten into output that is valid JSON-RPC and, where it
-carries a reminder, valid against the published schema (../shared/schemas) or, for the proposed
+carries a reminder, valid against the published schema (tests/schemas) or, for the proposed
 messages no published schema covers yet, against spec §3–§5 transcribed below.
 
 Generated messages are reminder-shaped often (every dialect's slot, fields in both casings, valid
@@ -30,7 +30,7 @@ from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
-from tests.paths import SHARED as SHARED_ROOT
+from tests.paths import SCHEMAS
 
 pytestmark = pytest.mark.fault
 
@@ -70,20 +70,10 @@ def ran_at_least(name: str, messages: int) -> None:
 
 
 # -- schemas ---------------------------------------------------------------------------------------
-SHARED = SHARED_ROOT / "schemas"
-#: MCP's proposed ReminderSpec, as in ../shared/schemas/mcp-notifications-reminder.schema.json (used
-#: verbatim from there when present; this copy keeps the fuzz meaningful in a bare clone).
-REMINDER_SPEC = {"type": "object", "required": ["id", "body"], "properties": {
-    "id": {"type": "string"}, "body": {"type": "string", "minLength": 1},
-    "tags": {"type": "array", "items": {"type": "string"}}, "dedupeKey": {"type": "string"},
-    "ttlTurns": {"type": "integer", "minimum": 1}, "preserveOnCompact": {"type": "boolean"},
-    "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
-    "firedAtTurn": {"type": ["integer", "null"]}}}
 
 
-def _load(name: str) -> dict[str, Any] | None:
-    path = SHARED / name
-    return json.loads(path.read_text()) if path.exists() else None
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / name).read_text())
 
 
 def _validator(doc: dict[str, Any], definition: str | None = None, patch: dict[str, Any] | None = None):
@@ -92,19 +82,12 @@ def _validator(doc: dict[str, Any], definition: str | None = None, patch: dict[s
     return Draft202012Validator(schema)
 
 
-_mcp_reminder_doc = _load("mcp-notifications-reminder.schema.json")
-_mcp_doc = _load("mcp-2025-11-25.schema.json")
 _acp_doc = _load("acp-v1.schema.json")
-MCP_REMINDER = _validator(_mcp_reminder_doc) if _mcp_reminder_doc else Draft202012Validator({
-    "type": "object", "required": ["jsonrpc", "method", "params"], "properties": {
-        "jsonrpc": {"const": "2.0"}, "method": {"const": "notifications/reminder"},
-        "params": {"type": "object", "required": ["reminder"], "properties": {"reminder": REMINDER_SPEC}}}})
-SPEC = Draft202012Validator(_mcp_reminder_doc["$defs"]["ReminderSpec"] if _mcp_reminder_doc else REMINDER_SPEC)
-MCP_LOG = _validator(_mcp_doc, "LoggingMessageNotification") if _mcp_doc else None
+MCP_REMINDER = _validator(_load("mcp-notifications-reminder.schema.json"))
+MCP_LOG = _validator(_load("mcp-2025-11-25.schema.json"), "LoggingMessageNotification")
 ACP_NOTIFICATION = _validator(_acp_doc, "SessionNotification", patch={"SessionUpdate": {
-    "type": "object", "required": ["sessionUpdate"], "properties": {"sessionUpdate": {"type": "string"}}}}) \
-    if _acp_doc else None
-ACP_PROMPT = _validator(_acp_doc, "PromptRequest") if _acp_doc else None
+    "type": "object", "required": ["sessionUpdate"], "properties": {"sessionUpdate": {"type": "string"}}}})
+ACP_PROMPT = _validator(_acp_doc, "PromptRequest")
 
 JSONRPC = Draft202012Validator({"oneOf": [
     {"type": "object", "required": ["jsonrpc", "method"], "properties": {
@@ -177,15 +160,13 @@ def check_message(protocol: str, msg: Any) -> list[str]:
         if method == "notifications/reminder":
             problems += _errors(MCP_REMINDER, msg)
         elif method == "notifications/message":
-            if MCP_LOG is not None:
-                problems += _errors(MCP_LOG, msg)
+            problems += _errors(MCP_LOG, msg)
             meta = params.get("_meta") if isinstance(params, dict) else None
             for reminder in _harn_reminders(meta) if isinstance(meta, dict) else []:
                 problems += _errors(HARN_REMINDER, reminder)
     elif protocol == "acp":
         if method == "session/update" and isinstance(params, dict):
-            if ACP_NOTIFICATION is not None:
-                problems += _errors(ACP_NOTIFICATION, params)
+            problems += _errors(ACP_NOTIFICATION, params)
             update = params.get("update") if isinstance(params.get("update"), dict) else {}
             kind = update.get("sessionUpdate")
             harn = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
@@ -197,7 +178,7 @@ def check_message(protocol: str, msg: Any) -> list[str]:
             problems += _errors(ACP_REMIND, params)
         elif method == "session/inject_reminder":
             problems += _errors(ACP_INJECT, params)
-        elif method == "session/prompt" and ACP_PROMPT is not None:
+        elif method == "session/prompt":
             problems += _errors(ACP_PROMPT, params)
     elif protocol == "a2a":
         if method == "InjectTaskReminder" and isinstance(params, dict):

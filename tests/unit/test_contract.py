@@ -1,9 +1,10 @@
-"""The wire contract travels with the clone: docs/spec.md.
+"""The wire contract travels with the clone: docs/spec.md, tests/vectors and tests/schemas.
 
 Every `spec §N` cited anywhere in the repository names a section of docs/spec.md. Where a CI
-checkout has the shared contract beside the clone (../shared), the spec is checked against it:
-the same sections under the same numbers and titles. Without ../shared those comparisons skip,
-with nothing to compare with.
+checkout has the shared contract beside the clone (../shared), the copies are checked against it:
+the same sections under the same numbers and titles, every shared vector and schema byte for byte.
+Without ../shared those comparisons skip, with nothing to compare with: the only tests that skip
+for the contract.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT, SHARED, SPEC
+from tests.paths import ROOT, SCHEMAS, SHARED, SPEC, VECTORS
 
 shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared contract at {SHARED} to compare the "
                                                          "copies with (a CI checkout has it beside the clone)")
@@ -84,3 +85,25 @@ def test_the_sections_keep_every_numbered_item_of_the_shared_ones():
     for number, (_, body) in theirs.items():
         items = re.findall(r"^(\d+)\. ", body, re.M)
         assert re.findall(r"^(\d+)\. ", ours[number][1], re.M) == items, f"§{number}"
+
+
+def _files(directory: Path, pattern: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob(pattern)) if p.name != "README.md"}
+
+
+@shared
+def test_every_shared_vector_is_copied_unchanged():
+    theirs, ours = _files(SHARED / "vectors", "*.json"), _files(VECTORS, "*.json")
+    assert theirs
+    missing = sorted(theirs.keys() - ours.keys())
+    changed = sorted(name for name in theirs.keys() & ours.keys() if theirs[name] != ours[name])
+    assert not missing and not changed, f"copy ../shared/vectors/*.json again: missing {missing}, changed {changed}"
+
+
+@shared
+def test_the_schemas_are_the_shared_ones():
+    theirs, ours = _files(SHARED / "schemas", "*"), _files(SCHEMAS, "*")
+    assert theirs
+    assert sorted(ours) == sorted(theirs), "tests/schemas must hold exactly the files of ../shared/schemas"
+    changed = sorted(name for name in theirs if theirs[name] != ours[name])
+    assert not changed, f"copy ../shared/schemas again: {changed} differ"
