@@ -1,4 +1,5 @@
-"""Shared fixtures: the wire contract's schemas and vectors, and a real `redis-server`.
+"""Shared fixtures: the wire contract's schemas and vectors, a real `redis-server`, and the run's
+closing list of tests a missing real component kept from running.
 
 The contract travels with the clone (docs/spec.md, tests/schemas/, tests/vectors/), so no test
 needs anything beside it; tests/unit/test_contract.py checks the copies against ../shared when a
@@ -10,8 +11,6 @@ A real `redis-server` for the shared-state tests: `redis_url` (one per session) 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import REDIS, install_command, skipped_for_missing
 from tests.paths import SCHEMAS, VECTORS
 
 
@@ -47,6 +47,26 @@ def load_schema():
     return load
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """End the run (after pytest's own summaries, before its closing count) by naming every test a
+    missing real component kept from running, and the one command that installs them all."""
+    yield
+    skips = [(report.nodeid, str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr))
+             for report in terminalreporter.stats.get("skipped", [])]
+    missing = skipped_for_missing(skips)
+    if not missing:
+        return
+    terminalreporter.section("skipped: real components missing on this machine", yellow=True)
+    for component, nodeids in missing.items():
+        tests = "1 test" if len(nodeids) == 1 else f"{len(nodeids)} tests"
+        terminalreporter.write_line(f"{component.name} is not installed; {tests} did not run:")
+        for nodeid in nodeids:
+            terminalreporter.write_line(f"    {nodeid}")
+    terminalreporter.write_line("Install them all with:")
+    terminalreporter.write_line(f"    {install_command(missing)}", bold=True)
+
+
 # -- a real Redis for the shared-state tests (bridge/state, docs/deploy.md) ------------------------------
 
 def _free_port() -> int:
@@ -57,12 +77,11 @@ def _free_port() -> int:
 
 def redis_server_binary() -> str:
     """The `redis-server` on PATH; skips (or fails, with REMINDER_BRIDGE_REQUIRE_REDIS=1) without one."""
-    found = shutil.which("redis-server")
+    found = REDIS.path()
     if found is None:
-        why = ("redis-server is not on PATH (Debian: apt-get install redis-server; .ci/run installs it); "
-               "the shared-state tests need a real Redis")
-        if os.environ.get("REMINDER_BRIDGE_REQUIRE_REDIS") == "1":
-            pytest.fail(f"REMINDER_BRIDGE_REQUIRE_REDIS=1 but {why}", pytrace=False)
+        why = REDIS.missing()
+        if REDIS.required:
+            pytest.fail(f"{REDIS.require_env}=1 but this test {why}", pytrace=False)
         pytest.skip(why)
     return found
 
