@@ -12,8 +12,10 @@ fresh random examples on each run.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+import bridge
 from bridge.pipeline.factory import make_flow
 from bridge.dialects import a2a as a2a_codecs
 from bridge.dialects import acp as acp_codecs
@@ -33,6 +36,14 @@ from bridge.telemetry import Recorder
 from tests.paths import SCHEMAS
 
 pytestmark = pytest.mark.fault
+
+# Hypothesis also draws constants from the source of every local module loaded when it generates an
+# example, so the bridge modules other tests happened to import would change what a derandomized
+# run draws (and a subset of the suite could fail where the whole passes). Load them all first: the
+# same tree draws the same examples, whatever else runs.
+for _module in pkgutil.walk_packages(bridge.__path__, "bridge."):
+    if not _module.name.endswith(".__main__"):
+        importlib.import_module(_module.name)
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 FUZZ = settings(deadline=None, database=None, derandomize=not os.environ.get("FUZZ_RANDOM"),
