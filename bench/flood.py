@@ -97,7 +97,7 @@ def run(quick: bool) -> list[dict]:
         return [{"scenario": "budget flood", "skipped": "needs Linux /proc to read CPU time and resident size"}]
     seconds, rate = (3.0, 100_000) if quick else (10.0, 100_000)
     try:
-        importlib.import_module("bridge.policy")  # budgets (SPEC §7)
+        importlib.import_module("bridge.policy")  # budgets (spec §7)
     except ImportError:
         return [{"scenario": "budget flood", "skipped": "this build has no bridge.policy (budgets)"}]
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,10 +1,10 @@
-"""Would a faster JSON library pay, and would it keep SPEC §8? `python -m bench.json_codecs`
+"""Would a faster JSON library pay, and would it keep spec §8? `python -m bench.json_codecs`
 (needs the test extra for the fuzz corpus, and orjson / msgspec to compare; each missing one is
 reported, not required).
 
-For every frame of three corpora (the conversion vectors in ../shared/vectors, the frames the
+For every frame of three corpora (the conversion vectors in tests/vectors, the frames the
 rewrite bench feeds the pipeline, and a fuzz corpus drawn from tests/fault/test_fuzz.py's
-strategies) and a set of edge cases SPEC §8 cares about (integers beyond 64 bits, lone
+strategies) and a set of edge cases spec §8 cares about (integers beyond 64 bits, lone
 surrogates, key order, duplicate keys, number spellings), each codec decodes the frame and
 encodes the result as the proxy writes JSON (compact, UTF-8, non-ASCII as is); "decode" rows use
 the library to decode only and the stdlib to encode. It reports CPU per frame, and fidelity against
@@ -62,7 +62,7 @@ def codecs() -> dict[str, Codec | str]:
 
 
 def vectors() -> list[bytes]:
-    root = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+    root = Path(__file__).resolve().parents[1] / "tests" / "vectors"
     frames = []
     for path in sorted(root.glob("*.json")):
         case = json.loads(path.read_text())

@@ -1,7 +1,7 @@
 """Memory: the stdio proxy's resident size idle, and holding 10,000 ACP sessions × 5 reminders.
 
 The agent (bench/peers.py `acp-none`) has no reminder support, so the proxy holds every injected
-reminder itself (SPEC §4, agent `none` fallback) until the session's next prompt.  The client
+reminder itself (spec §4, agent `none` fallback) until the session's next prompt.  The client
 declares standard reminders and injects 5 reminders with distinct dedupe keys into each session.
 Resident size is read from /proc; the bare asyncio relay around the same agent is the baseline
 for what a Python process relaying stdio costs at rest.

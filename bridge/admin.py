@@ -1,4 +1,4 @@
-"""The admin port (SPEC §9, §13): `/healthz`, `/readyz`, Prometheus `/metrics`, and the operator
+"""The admin port (spec §9, §13): `/healthz`, `/readyz`, Prometheus `/metrics`, and the operator
 console (`/`, `/api/status`, `/api/events`; docs/console.md), loopback by default.
 
 With a token configured every request must prove it: `Authorization: Bearer TOKEN` (scripts,

@@ -244,7 +244,7 @@ def mcp_script(c: Conversation) -> list[str]:
 
 
 def channel_script(c: Conversation) -> list[str]:
-    """Claude Code with channels (SPEC §11): the reminder is pushed into the session, the tool result
+    """Claude Code with channels (spec §11): the reminder is pushed into the session, the tool result
     goes on as the server sent it."""
     missing: list[str] = []
     got = c.host_sends(_rpc(1, "initialize", {

@@ -1,4 +1,4 @@
-"""Text that is safe to show a human (SPEC §13): the one place that decides how peer text looks on
+"""Text that is safe to show a human (spec §13): the one place that decides how peer text looks on
 an operator's terminal or page.
 
 Peers choose clientInfo names, reminder ids and dedupe keys.  Printed raw, an ESC or BEL sequence

@@ -1,4 +1,4 @@
-"""The rendering envelope for sides with no reminder support (SPEC §6)."""
+"""The rendering envelope for sides with no reminder support (spec §6)."""
 from __future__ import annotations
 
 from collections.abc import Iterable

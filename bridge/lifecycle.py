@@ -1,4 +1,4 @@
-"""Per-session reminder lifecycle the proxy keeps itself (SPEC §4): dedupe by key, TTL counted
+"""Per-session reminder lifecycle the proxy keeps itself (spec §4): dedupe by key, TTL counted
 in completed prompt turns, `audit_only` never rendered.  Pure: no I/O, no clock.
 
 Used two ways: to *hold* reminders for an agent with no reminder support (the proxy renders

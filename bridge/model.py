@@ -1,4 +1,4 @@
-"""The canonical reminder (SPEC §2): the one model every dialect decodes into and encodes from.
+"""The canonical reminder (spec §2): the one model every dialect decodes into and encodes from.
 
 Values are held in the standard vocabulary.  What a wire value loses on the way in (a Harn
 alias such as ``in_pipeline``) is remembered in ``originals`` so an encoder that can express it
@@ -21,16 +21,16 @@ Mode = Literal["interrupt_immediate", "finish_step", "audit_only"]
 Authority = Literal["contract", "corrective", "advisory"]
 
 PROPAGATE_VALUES: tuple[str, ...] = ("all", "session", "none")
-#: highest authority first: a peer's `roleHint` above its route's ceiling is lowered to it (SPEC §7)
+#: highest authority first: a peer's `roleHint` above its route's ceiling is lowered to it (spec §7)
 ROLE_HINT_VALUES: tuple[str, ...] = ("system", "developer", "user_block", "ephemeral_cache")
 ROLE_HINT_RANK: dict[str, int] = {hint: len(ROLE_HINT_VALUES) - i for i, hint in enumerate(ROLE_HINT_VALUES)}
 MODE_VALUES: tuple[str, ...] = ("interrupt_immediate", "finish_step", "audit_only")
 AUTHORITY_VALUES: tuple[str, ...] = ("contract", "corrective", "advisory")
 SOURCE_VALUES: tuple[str, ...] = ("host", "provider", "hook", "bridge", "inherited")
 
-#: The proxy's own `_meta` key for values a target wire cannot express (SPEC §2).
+#: The proxy's own `_meta` key for values a target wire cannot express (spec §2).
 ORIGINAL_KEY = "reminder-bridge/original"
-#: Marks lifecycle updates the proxy made up itself (SPEC §4).
+#: Marks lifecycle updates the proxy made up itself (spec §4).
 SYNTHESIZED_KEY = "reminder-bridge/synthesized"
 
 
@@ -200,7 +200,7 @@ def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
 
 
 def _explain(attr: str, err: dict[str, Any]) -> str:
-    """The rule ``err`` broke, in the words of SPEC §2 (the value is added by `ReminderError`)."""
+    """The rule ``err`` broke, in the words of spec §2 (the value is added by `ReminderError`)."""
     kind = err["type"]
     if kind == "literal_error":
         allowed = {"propagate": PROPAGATE_VALUES, "role_hint": ROLE_HINT_VALUES, "mode": MODE_VALUES,
@@ -270,7 +270,7 @@ def json_bytes(value: Any) -> int:
 
 def encoded_size(reminder: Reminder) -> int:
     """What ``reminder`` costs queued in shared state: the bytes of `dump_json`, every field, `_meta`
-    and unknown field included (SPEC §12: each queued reminder is bounded as a whole)."""
+    and unknown field included (spec §12: each queued reminder is bounded as a whole)."""
     return json_bytes(_stored(reminder))
 
 

@@ -1,4 +1,4 @@
-"""Rules files (SPEC §7): the TOML schema, loading, and problems that name file, line and key.
+"""Rules files (spec §7): the TOML schema, loading, and problems that name file, line and key.
 
 tomllib parses; pydantic validates; a small locator maps every dotted key back to its line
 so that `reminder-bridge check` can say `FILE:LINE: KEY: MESSAGE` for every problem at once.
@@ -33,7 +33,7 @@ __all__ = [
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
-#: A host side may also speak a host adapter (SPEC §11): a codec toward a host with a push path of
+#: A host side may also speak a host adapter (spec §11): a codec toward a host with a push path of
 #: its own, for one protocol only, and never picked by `auto`.
 HostDialect = Literal["auto", "standard", "legacy", "none", "claude-channel"]
 HOST_DIALECTS: tuple[str, ...] = typing.get_args(HostDialect)
@@ -56,7 +56,7 @@ class _Model(BaseModel):
 
 
 class Fallback(_Model):
-    """What to do when one side has no reminder support at all (SPEC §3-§5)."""
+    """What to do when one side has no reminder support at all (spec §3-§5)."""
 
     mcp_host_none: Literal["tool_result", "drop"] = "tool_result"
     acp_agent_none: Literal["hold", "off"] = "hold"
@@ -78,7 +78,7 @@ class Budget(GlobalBudget):
 
 
 class Trust(_Model):
-    """Limits on untrusted reminder content (SPEC §7)."""
+    """Limits on untrusted reminder content (spec §7)."""
 
     max_body_bytes: Annotated[int, Field(ge=1)] = 4096
     max_tags: Annotated[int, Field(ge=0)] = 16
@@ -268,7 +268,7 @@ class Route(RouteSettings):
 
 
 class Telemetry(_Model):
-    """OpenTelemetry export (SPEC §9)."""
+    """OpenTelemetry export (spec §9)."""
 
     exporter: Literal["none", "console", "otlp"] = "none"
     otlp_endpoint: str | None = None
@@ -283,7 +283,7 @@ class Telemetry(_Model):
 
 
 class Admin(_Model):
-    """The admin port: /healthz, /readyz, /metrics, the console (SPEC §9, §13)."""
+    """The admin port: /healthz, /readyz, /metrics, the console (spec §9, §13)."""
 
     listen: str = "127.0.0.1:9464"
     token: str = ""
@@ -340,7 +340,7 @@ class Rules(_Model):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     admin: Admin = Field(default_factory=Admin)
     limits: Limits = Field(default_factory=Limits)
-    #: where budgets, queued reminders and session records live (SPEC §12): this process, or Redis
+    #: where budgets, queued reminders and session records live (spec §12): this process, or Redis
     state: StateSettings = Field(default_factory=StateSettings)
 
     @field_validator("version")

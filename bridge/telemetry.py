@@ -1,4 +1,4 @@
-"""What the proxy did and why (SPEC §9): counters, a latency histogram, pending-queue gauges,
+"""What the proxy did and why (spec §9): counters, a latency histogram, pending-queue gauges,
 OpenTelemetry spans and one structured JSON log line per notable decision.
 
 Flows only ever call `Recorder.reminder(...)` (through `Flow.record`) and `Recorder.carrier(...)`
@@ -27,8 +27,8 @@ from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METH
 from bridge.display import MAX_SHOWN_ID, clip, safe_json
 from bridge.model import Reminder
 
-#: The actions a reminder can meet (SPEC §9 `reminder.action`); `channel`: sent as a Claude Code
-#: channel event (SPEC §11), told apart from `rewritten` because it lands in a live session.
+#: The actions a reminder can meet (spec §9 `reminder.action`); `channel`: sent as a Claude Code
+#: channel event (spec §11), told apart from `rewritten` because it lands in a live session.
 ACTIONS = ("rewritten", "channel", "passed", "queued", "attached", "rendered", "dropped", "invalid", "rate_limited",
            "coalesced", "synthesized", "refused")
 #: Later steps of a reminder already traced when it was decoded: counted and logged, no span of their own.
@@ -54,7 +54,7 @@ def trace_keys() -> tuple[str, ...]:
 
 
 class Tracing:
-    """Spans for reminders (SPEC §9), or only trace-context propagation.
+    """Spans for reminders (spec §9), or only trace-context propagation.
 
     Modes: ``spans`` (an SDK tracer provider with the configured exporter and sampler),
     ``propagation_only`` (no spans; the caller's context is carried into rewritten messages),

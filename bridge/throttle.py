@@ -1,4 +1,4 @@
-"""Throttling of wrong admin tokens, per client address (SPEC §13, docs/console.md).
+"""Throttling of wrong admin tokens, per client address (spec §13, docs/console.md).
 
 Every credential the admin port judges (a bearer token, the sign-in form, the `?token=` link)
 goes through `Throttle.admit` and then `Throttle.failed` or `Throttle.succeeded`, with no await in

@@ -1,16 +1,16 @@
-"""Shared fixtures: where the shared contract (SPEC, schemas, vectors) lives beside the clone.
+"""Shared fixtures: the wire contract's schemas and vectors, a real `redis-server`, and the run's
+closing list of tests a missing real component kept from running.
 
-CI checks the project out next to `shared/`; a bare clone has no such folder, so every test
-that needs it skips with a reason instead of failing.
+The contract travels with the clone (docs/spec.md, tests/schemas/, tests/vectors/), so no test
+needs anything beside it; tests/unit/test_contract.py checks the copies against ../shared when a
+CI checkout has it there.
 
-Also a real `redis-server` for the shared-state tests: `redis_url` (one per session) and
+A real `redis-server` for the shared-state tests: `redis_url` (one per session) and
 `redis_server` (one per test, to kill, restart and pause).
 """
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,37 +20,51 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared contract not found at {path} (CI checks it out beside the clone)")
-    return path
+from tests.components import REDIS, install_command, skipped_for_missing
+from tests.paths import SCHEMAS, VECTORS
 
 
 @pytest.fixture(scope="session")
 def schemas_dir() -> Path:
-    return _need(SHARED / "schemas")
+    return SCHEMAS
 
 
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
-    return _need(SHARED / "vectors")
+    return VECTORS
 
 
 @pytest.fixture(scope="session")
-def load_schema(schemas_dir: Path):
-    """load_schema("mcp-2025-11-25.schema.json") → the parsed document (cached)."""
+def load_schema():
+    """load_schema("mcp-2025-11-25.schema.json") → the parsed document from tests/schemas (cached)."""
     cache: dict[str, dict] = {}
 
     def load(name: str) -> dict:
         if name not in cache:
-            cache[name] = json.loads(_need(schemas_dir / name).read_text())
+            cache[name] = json.loads((SCHEMAS / name).read_text())
         return cache[name]
 
     return load
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """End the run (after pytest's own summaries, before its closing count) by naming every test a
+    missing real component kept from running, and the one command that installs them all."""
+    yield
+    skips = [(report.nodeid, str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr))
+             for report in terminalreporter.stats.get("skipped", [])]
+    missing = skipped_for_missing(skips)
+    if not missing:
+        return
+    terminalreporter.section("skipped: real components missing on this machine", yellow=True)
+    for component, nodeids in missing.items():
+        tests = "1 test" if len(nodeids) == 1 else f"{len(nodeids)} tests"
+        terminalreporter.write_line(f"{component.name} is not installed; {tests} did not run:")
+        for nodeid in nodeids:
+            terminalreporter.write_line(f"    {nodeid}")
+    terminalreporter.write_line("Install them all with:")
+    terminalreporter.write_line(f"    {install_command(missing)}", bold=True)
 
 
 # -- a real Redis for the shared-state tests (bridge/state, docs/deploy.md) ------------------------------
@@ -63,12 +77,11 @@ def _free_port() -> int:
 
 def redis_server_binary() -> str:
     """The `redis-server` on PATH; skips (or fails, with REMINDER_BRIDGE_REQUIRE_REDIS=1) without one."""
-    found = shutil.which("redis-server")
+    found = REDIS.path()
     if found is None:
-        why = ("redis-server is not on PATH (Debian: apt-get install redis-server; .ci/run installs it); "
-               "the shared-state tests need a real Redis")
-        if os.environ.get("REMINDER_BRIDGE_REQUIRE_REDIS") == "1":
-            pytest.fail(f"REMINDER_BRIDGE_REQUIRE_REDIS=1 but {why}", pytrace=False)
+        why = REDIS.missing()
+        if REDIS.required:
+            pytest.fail(f"{REDIS.require_env}=1 but this test {why}", pytrace=False)
         pytest.skip(why)
     return found
 

@@ -1,4 +1,4 @@
-"""Reloading the rules while a proxy runs (SPEC §7): on SIGHUP and when the file changes, for
+"""Reloading the rules while a proxy runs (spec §7): on SIGHUP and when the file changes, for
 `stdio` and `serve` alike (the decision is `bridge.policy.reload.apply_reload`)."""
 from __future__ import annotations
 

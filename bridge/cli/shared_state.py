@@ -1,4 +1,4 @@
-"""The shared state a command runs on (SPEC §12): `--state URL`, else the rules file's `[state]`."""
+"""The shared state a command runs on (spec §12): `--state URL`, else the rules file's `[state]`."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -38,23 +38,36 @@ def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
     return writes(flow.from_peer(frame) if toward == HOST else flow.from_host(frame))
 
 
+def translate_lines(protocol: str, toward: str, source: str, target: str, data: bytes,
+                    recorder: Recorder | None = None) -> bytes:
+    """What `translate` prints for one message: one `{"to": …, "message": …}` line per message the
+    proxy writes, nothing for a drop (tests/vectors' runner calls it in-process)."""
+    lines = []
+    for command in translate(protocol, toward, source, target, data, recorder):
+        message = command.data
+        if b"\n" in message:  # a pretty-printed input that passes unchanged: keep one line per message
+            message = dumps(json.loads(message))
+        lines.append(b'{"to":"' + command.to.encode() + b'","message":' + message + b"}\n")
+    return b"".join(lines)
+
+
 def _is_card(frame: bytes) -> bool:
     return b'"jsonrpc"' not in frame and b"supportedInterfaces" in frame
 
 
+def target_problem(protocol: str, toward: str, target: str) -> str | None:
+    """Why `translate` refuses ``--target`` with the other options, or None."""
+    problem = host_dialect_problem(target, protocol)
+    if problem is None and target in HOST_ADAPTERS and toward != HOST:
+        problem = f'"{target}" is a host dialect: it only translates --toward host'
+    return problem
+
+
 def _cmd_translate(args: argparse.Namespace) -> int:
-    problem = host_dialect_problem(args.target, args.protocol)
-    if problem is None and args.target in HOST_ADAPTERS and args.toward != HOST:
-        problem = f'"{args.target}" is a host dialect: it only translates --toward host'
-    if problem is not None:
+    if (problem := target_problem(args.protocol, args.toward, args.target)) is not None:
         sys.stderr.write(f"reminder-bridge translate: --target {problem}\n")
         return 2
-    data = sys.stdin.buffer.read()
-    out = sys.stdout.buffer
-    for command in translate(args.protocol, args.toward, args.source, args.target, data):
-        message = command.data
-        if b"\n" in message:  # a pretty-printed input that passes unchanged: keep one line per message
-            message = dumps(json.loads(message))
-        out.write(b'{"to":"' + command.to.encode() + b'","message":' + message + b"}\n")
-    out.flush()
+    sys.stdout.buffer.write(translate_lines(args.protocol, args.toward, args.source, args.target,
+                                            sys.stdin.buffer.read()))
+    sys.stdout.buffer.flush()
     return 0

@@ -1,4 +1,4 @@
-"""The operator console on the admin port (SPEC §13, docs/console.md): a live reminders page, a
+"""The operator console on the admin port (spec §13, docs/console.md): a live reminders page, a
 status API with a migration-readiness verdict per route, a Server-Sent Events feed of decisions,
 and the `reminder-bridge status` command.
 

@@ -4,7 +4,7 @@
 proxy's hot path, so both are cheap, never await and encode no JSON: a decision is counted into
 the readiness statistics (only when it is legacy input from the host side) and, when someone
 watches `/api/events`, one summary of it is made and appended to each watcher's bounded queue.
-A summary holds only what the event shows (SPEC §13), so a queue pins no peer data: the body's
+A summary holds only what the event shows (spec §13), so a queue pins no peer data: the body's
 size, never the body (unless `show_bodies`, and then shortened), a shortened client name, id and
 reason, a keyed hash of the session.  With nobody watching, a decision costs a few comparisons.
 JSON is encoded by each watcher's own writer task, for the events it actually sends.

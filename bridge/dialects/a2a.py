@@ -1,4 +1,4 @@
-"""A2A v1.0 codecs (SPEC §5): `InjectTaskReminder` + `reminderUpdate` frames (standard) and
+"""A2A v1.0 codecs (spec §5): `InjectTaskReminder` + `reminderUpdate` frames (standard) and
 `metadata.harn.reminder(s)` on messages and stream events (legacy)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ GET_TASK_METHODS = ("GetTask", "tasks/get")
 EVENT_KINDS = ("task", "statusUpdate", "artifactUpdate", "message")
 REASONS = {"deduped": "REMINDER_DEDUPED", "expired": "REMINDER_EXPIRED"}
 
-#: SPEC §2: standard wires have no `authority`; it rides in `metadata["reminder-bridge/original"]`.
+#: spec §2: standard wires have no `authority`; it rides in `metadata["reminder-bridge/original"]`.
 STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata", carries=ALL_ATTRS - {"authority"},
                                integral_floats=True)
 LEGACY_SHAPE = ReminderShape("a2a.legacy", HARN, integral_floats=True)

@@ -1,4 +1,4 @@
-"""ACP codecs (SPEC §4): `session/inject_reminder` + lifecycle updates (standard) and Harn's
+"""ACP codecs (spec §4): `session/inject_reminder` + lifecycle updates (standard) and Harn's
 `session/remind` + `_meta.harn.reminder` on `reminder_emitted` (legacy)."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ REMIND_SHAPE = ReminderShape(
                        "role_hint", "fired_at_turn", "mode", "authority", "source"}),
     only_values={"source": frozenset({"bridge"})},
 )
-#: `source` is required on `reminder_emitted` (SPEC §4); one the proxy holds itself came from the client.
+#: `source` is required on `reminder_emitted` (spec §4); one the proxy holds itself came from the client.
 EMITTED_SHAPE = ReminderShape(
     "acp.emitted", STANDARD, id_key="reminderId", extras_inline=False,
     carries=frozenset({"id", "body", "tags", "dedupe_key", "source", "provider_id", "fired_at_turn"}),
@@ -179,7 +179,7 @@ class AcpLegacy:
         harn = meta.get("harn") if isinstance(meta, dict) else None
         extensions = harn.get("sessionUpdateExtensions") if isinstance(harn, dict) else None
         if isinstance(extensions, list) and EMITTED in extensions:
-            return dict(FULL_CAPABILITY)  # Harn supports every value (SPEC §4)
+            return dict(FULL_CAPABILITY)  # Harn supports every value (spec §4)
         return None
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Host adapter `claude-channel` (SPEC §11): reminders as Claude Code channel events.
+"""Host adapter `claude-channel` (spec §11): reminders as Claude Code channel events.
 
 Claude Code (>= 2.1.80, research preview) listens for `notifications/claude/channel` from an
 MCP server that declares `capabilities.experimental["claude/channel"]` in its `initialize`
@@ -49,7 +49,7 @@ CHANNEL_METHOD = "notifications/claude/channel"
 #: the key under `capabilities.experimental` that makes Claude Code register a listener
 CAPABILITY_KEY = "claude/channel"
 
-#: Meta keys in the order they are written (SPEC §11).
+#: Meta keys in the order they are written (spec §11).
 META_KEYS = ("reminder_id", "source", "tags", "role_hint", "dedupe_key", "ttl_turns")
 #: Meta key → Reminder attribute, for decoding.
 _ATTR_OF = {"reminder_id": "id", "source": "source", "tags": "tags", "role_hint": "role_hint",
@@ -137,7 +137,7 @@ def normalise_meta(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> dict
 
 
 def meta_of(reminder: Reminder) -> dict[str, str]:
-    """The channel `meta` for one reminder (SPEC §11), in :data:`META_KEYS` order."""
+    """The channel `meta` for one reminder (spec §11), in :data:`META_KEYS` order."""
     return normalise_meta((
         ("reminder_id", reminder.id),
         ("source", reminder.source),  # canonical standard value; None is left out
@@ -251,7 +251,7 @@ class ClaudeChannel:
             elif attr in ("id", "dedupe_key") and isinstance(value, str):
                 value = value.strip()
                 if not value:
-                    continue  # empty means absent (SPEC §2): a fresh id is generated
+                    continue  # empty means absent (spec §2): a fresh id is generated
             elif attr == "source" and isinstance(value, str):
                 value = STANDARD.to_canonical("source", value)
             values[attr] = value

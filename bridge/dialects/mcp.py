@@ -1,4 +1,4 @@
-"""MCP codecs (SPEC §3): `notifications/reminder` (standard) and Harn's logging channel (legacy)."""
+"""MCP codecs (spec §3): `notifications/reminder` (standard) and Harn's logging channel (legacy)."""
 from __future__ import annotations
 
 from typing import Any
@@ -138,8 +138,8 @@ class McpLegacy:
         write_at(caps, cap, "_meta", "harn", "reminders")
 
 
-#: What servers and hosts speak (SPEC §3): decoded from a server, written toward a host.
+#: What servers and hosts speak (spec §3): decoded from a server, written toward a host.
 CODECS = {"standard": McpStandard, "legacy": McpLegacy}
-#: What the proxy can write toward a host: those, and the host adapters (SPEC §11), which no
+#: What the proxy can write toward a host: those, and the host adapters (spec §11), which no
 #: server speaks to the proxy and `auto` never picks.
 HOST_CODECS = {**CODECS, ClaudeChannel.dialect: ClaudeChannel}

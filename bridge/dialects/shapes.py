@@ -1,7 +1,7 @@
 """How one reminder object is spelled on one wire slot, and the generic encode/decode for it.
 
 Each protocol codec names a few `ReminderShape`s (casing, vocabulary, which fields the slot can
-carry) and lets this module do the field work, so the lossless-round-trip rule of SPEC §2 lives
+carry) and lets this module do the field work, so the lossless-round-trip rule of spec §2 lives
 in one place: what a slot cannot carry goes under ``_meta["reminder-bridge/original"]`` and
 comes back on decode.
 """
@@ -22,7 +22,7 @@ _IDENTITY = {attr: {v: v for v in values} for attr, values in CANONICAL.items()}
 _MODE_ALIASES = {"interrupt": "interrupt_immediate", "after_current_operation": "finish_step", "steer": "finish_step",
                  "queue": "audit_only", "wait_for_completion": "audit_only"}
 _SOURCE_ALIASES = {"stdlib_provider": "provider", "in_pipeline": "provider"}
-#: Harn spellings a standard wire reads but never writes: they go back under `_meta` instead (SPEC §2).
+#: Harn spellings a standard wire reads but never writes: they go back under `_meta` instead (spec §2).
 _HARN_ONLY = {"mode": frozenset(_MODE_ALIASES), "source": frozenset(_SOURCE_ALIASES)}
 
 
@@ -109,7 +109,7 @@ class ReminderShape:
     meta_key: str = "_meta"
     extras_inline: bool = True
     #: A2A carries metadata as a protobuf Struct, where every number is a double: `2.0` there
-    #: means 2. Elsewhere a float turn count is refused (SPEC §2).
+    #: means 2. Elsewhere a float turn count is refused (spec §2).
     integral_floats: bool = False
     #: attr → the only wire values this slot accepts; another value rides in `_meta[ORIGINAL_KEY]`
     only_values: dict[str, frozenset[str]] = field(default_factory=dict)

@@ -19,7 +19,7 @@ def serve(name: str, handle: Callable[[dict], list[dict]]) -> int:
     """Answer each line on stdin with `handle`'s messages, in order, until EOF (exit code 0).
 
     A line that is not a JSON object is skipped with a note on stderr: a malformed frame
-    must not take the peer down (SPEC §8.3 expects the connection to survive it).
+    must not take the peer down (spec §8.3 expects the connection to survive it).
     """
     for line in sys.stdin.buffer:
         if not line.strip():

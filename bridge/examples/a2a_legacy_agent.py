@@ -1,7 +1,7 @@
 """An in-process legacy A2A v1.0 agent that carries reminders in `metadata.harn`.
 
 Harn never shipped its A2A reminder channel (research/harn.md §2.3), so this peer uses
-the shape SPEC §5 assumes: reminders arrive as `metadata.harn.reminder(s)` on
+the shape spec §5 assumes: reminders arrive as `metadata.harn.reminder(s)` on
 `SendMessage` (or on its message), and the agent sends one back as metadata on a
 stream event. No HTTP: callers hand it JSON-RPC dicts and get the responses back,
 which keeps it usable both behind a test HTTP app and directly in unit tests.

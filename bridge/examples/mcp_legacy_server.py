@@ -19,7 +19,7 @@ PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 
 
 def capabilities() -> dict:
-    """Server capabilities, with the legacy reminder declaration under `_meta.harn` (SPEC §3).
+    """Server capabilities, with the legacy reminder declaration under `_meta.harn` (spec §3).
 
     A function, not a constant, so a caller that edits a result in-process cannot change
     what the next one receives.

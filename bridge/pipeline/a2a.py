@@ -1,4 +1,4 @@
-"""A2A caller ↔ remote agent (SPEC §5), v1.0 JSON-RPC with v0.3 method names recognised.
+"""A2A caller ↔ remote agent (spec §5), v1.0 JSON-RPC with v0.3 method names recognised.
 
 One flow serves one route (all HTTP requests to it), because reminders queued for a task on one
 request are attached to the next message for that task on another.

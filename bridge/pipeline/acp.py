@@ -1,4 +1,4 @@
-"""ACP client ↔ agent (SPEC §4): injects toward the agent, lifecycle updates toward the client."""
+"""ACP client ↔ agent (spec §4): injects toward the agent, lifecycle updates toward the client."""
 from __future__ import annotations
 
 import copy
@@ -74,7 +74,7 @@ class AcpFlow(Flow):
         msg_id = msg.get("id")
         is_request = "id" in msg
         if not self.host.known:
-            self.host.learn(source)  # SPEC §4: else the inject method the client uses
+            self.host.learn(source)  # spec §4: else the inject method the client uses
         if refuses_legacy(self.stage) and source == "legacy":
             self.record("refused", method, source=source, why="legacy inject refused at stage enforce")
             if not is_request:
@@ -328,7 +328,7 @@ def _session_key(session_id: Any) -> Any:
 
 
 def _reason(error: dict[str, Any]) -> str:
-    """A short machine-readable cause for an agent's inject error (SPEC §4: add `data.reason`)."""
+    """A short machine-readable cause for an agent's inject error (spec §4: add `data.reason`)."""
     message = str(error.get("message", ""))
     for part in message.split(": "):
         if part.startswith("HARN-RMD-"):

@@ -33,7 +33,7 @@ from bridge.rules import RouteSettings
 from bridge.state.base import StateUnavailable
 from bridge.telemetry import Recorder, trace_keys
 
-#: Prefix of every JSON-RPC id the proxy invents (SPEC §8.6): random per process and made of
+#: Prefix of every JSON-RPC id the proxy invents (spec §8.6): random per process and made of
 #: letters and digits only (no writer escapes those), so no host or peer collides with it and the
 #: pre-filter finds the answers by it whatever else a frame holds.
 OWN_ID_PREFIX = f"rb{secrets.token_hex(4)}n"
@@ -69,7 +69,7 @@ class Flow:
         self.settings = settings or RouteSettings()
         self.recorder = recorder or Recorder()
         self.route = self.recorder.route
-        #: trust limits and budgets (SPEC §7); give one over a shared `BudgetState` to share budgets
+        #: trust limits and budgets (spec §7); give one over a shared `BudgetState` to share budgets
         self.policy = policy if policy is not None else Policy(self.settings, route=self.route)
         #: monotonic seconds (budgets, wakeups) and wall-clock seconds (timestamps on the wire)
         self.clock = clock or time.monotonic
@@ -392,7 +392,7 @@ class Flow:
 
     def negotiated(self) -> dict[str, Any] | None:
         """What another replica needs to go on with this session (its handshake's outcome), as a
-        JSON record; None when there is nothing to share (SPEC §12)."""
+        JSON record; None when there is nothing to share (spec §12)."""
         return None
 
     def restore(self, record: dict[str, Any]) -> None:
@@ -532,7 +532,7 @@ class Flow:
     def state_refused(self, msg: dict[str, Any], reminder: Reminder, method: str,
                       exc: StateUnavailable) -> list[Command]:
         """A reminder request whose queue lives in shared state that is away (`closed`): the
-        structured error with ``scope = "state"`` (SPEC §12), and the decision counted."""
+        structured error with ``scope = "state"`` (spec §12), and the decision counted."""
         self.record("refused", method, reminder, why=f"{STATE_MESSAGE} (on_unavailable = closed): {exc.cause}")
         return [self.reply(HOST, msg, error_response(msg.get("id"), BUDGET_CODE, STATE_MESSAGE, exc.data()),
                            STATE_RETRY_MS)]

@@ -1,4 +1,4 @@
-"""MCP host ↔ server (SPEC §3): reminders flow toward the host only."""
+"""MCP host ↔ server (spec §3): reminders flow toward the host only."""
 from __future__ import annotations
 
 import copy
@@ -61,7 +61,7 @@ class McpFlow(Flow):
         self._watch_host()
 
     def negotiated(self) -> dict[str, Any] | None:
-        """What the handshake settled, as a JSON record another replica can `restore` (SPEC §12);
+        """What the handshake settled, as a JSON record another replica can `restore` (spec §12);
         None before the handshake."""
         if not self.state.handshake_seen:
             return None
@@ -145,7 +145,7 @@ class McpFlow(Flow):
         return None
 
     def _learn_host(self, caps: Any, client_info: Any, era: str) -> None:
-        """The host's handshake: its era, and its reminder dialect (SPEC §3 `auto`)."""
+        """The host's handshake: its era, and its reminder dialect (spec §3 `auto`)."""
         self.state.era = era
         first = not self.state.handshake_seen
         self.state.handshake_seen = True
@@ -215,7 +215,7 @@ class McpFlow(Flow):
         return out
 
     def _offer_channel(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Toward a Claude Code channel host (SPEC §11): the `claude/channel` capability and the
+        """Toward a Claude Code channel host (spec §11): the `claude/channel` capability and the
         paragraph that tells the model what the events are. The reminder capabilities go: this host
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
         result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),

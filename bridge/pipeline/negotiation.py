@@ -1,4 +1,4 @@
-"""The per-connection facts the SPEC's rules read, each rule in one place: which reminder dialect
+"""The per-connection facts the spec's rules read, each rule in one place: which reminder dialect
 each side speaks, and what the route's stage lets the proxy do.
 
 `Side` is one row of a flow's state table: what the rules configured, what the handshake (or the

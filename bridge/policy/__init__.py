@@ -1,4 +1,4 @@
-"""The one policy layer (SPEC §7): trust limits, then budgets, for every reminder of every transport.
+"""The one policy layer (spec §7): trust limits, then budgets, for every reminder of every transport.
 
 Pure and transport-blind.  A `Policy` is built from a route's `RouteSettings` (and the rules
 file's global ceiling); flows ask it once per decoded reminder::
@@ -8,7 +8,7 @@ file's global ceiling); flows ask it once per decoded reminder::
 and turn a refusal into a JSON-RPC error (requests) or a drop / coalesce (notifications).  The
 budget buckets live in a `BudgetState` that outlives the `Policy`, so a rules reload builds a
 new `Policy` over the same state and surviving keys keep their tokens.  With shared state
-(``shared``: a Redis-backed `StateBackend`, SPEC §12) the buckets live there instead, fleet-wide, and
+(``shared``: a Redis-backed `StateBackend`, spec §12) the buckets live there instead, fleet-wide, and
 flows call `admit_shared`.
 """
 from __future__ import annotations
@@ -27,10 +27,10 @@ from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
 __all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
            "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
 
-#: A request over budget (SPEC §7).
+#: A request over budget (spec §7).
 BUDGET_CODE = -32000
 BUDGET_MESSAGE = "reminder budget exceeded"
-#: A reminder request while shared state is down and `on_unavailable = "closed"` (SPEC §12).
+#: A reminder request while shared state is down and `on_unavailable = "closed"` (spec §12).
 STATE_MESSAGE = "reminder state unavailable"
 #: How soon a notification held while shared state is down is tried again.
 STATE_RETRY_MS = 1000

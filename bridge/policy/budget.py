@@ -1,4 +1,4 @@
-"""Reminder budgets (SPEC §7): token buckets with an injected clock, in bounded state.
+"""Reminder budgets (spec §7): token buckets with an injected clock, in bounded state.
 
 Pure: no I/O and no clock of its own; every call is given ``now`` (seconds, monotonic).
 A bucket holds at most ``burst`` tokens and gains ``rate / 60`` per second; a reminder costs
@@ -56,7 +56,7 @@ class Exceeded:
     rate: float
 
     def data(self) -> dict[str, Any]:
-        """The JSON-RPC error `data` of a refused request (SPEC §7)."""
+        """The JSON-RPC error `data` of a refused request (spec §7)."""
         return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
                 "scope": self.scope}
 

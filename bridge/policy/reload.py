@@ -1,4 +1,4 @@
-"""Hot reload of a rules file (SPEC §7): notice a change, validate it whole, and only then apply.
+"""Hot reload of a rules file (spec §7): notice a change, validate it whole, and only then apply.
 
 The one part of the policy package that touches the file system (a `stat` per poll, a read per
 change).  The commands call `RulesFile.poll()` on a timer and `RulesFile.reload()` on SIGHUP; a

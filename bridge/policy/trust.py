@@ -1,4 +1,4 @@
-"""Trust limits on untrusted reminder content (SPEC §2, §7, §12).  Pure.
+"""Trust limits on untrusted reminder content (spec §2, §7, §12).  Pure.
 
 `screen` cleans what can be cleaned (control characters, a `roleHint` above the peer's ceiling)
 and refuses what cannot (a body, tags, id or dedupe key over their limits, a reminder too large

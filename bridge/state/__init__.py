@@ -1,4 +1,4 @@
-"""Reminder state shared across replicas and workers (SPEC §12, docs/deploy.md).
+"""Reminder state shared across replicas and workers (spec §12, docs/deploy.md).
 
     state = open_state(settings.url, key_prefix=settings.key_prefix,
                        on_unavailable=settings.on_unavailable, timeout_ms=settings.timeout_ms, log=log)

@@ -1,4 +1,4 @@
-"""The state interface the flows use (SPEC §12): budgets, queued reminders and per-session
+"""The state interface the flows use (spec §12): budgets, queued reminders and per-session
 records, behind one protocol with a memory and a Redis backend.
 
 Why a protocol and not a base class: the memory backend is also called synchronously on the hot path
@@ -27,7 +27,7 @@ class BucketCharge:
     """One token bucket a reminder pays one token into.
 
     ``key``: the bucket's fleet-wide identity (route, kind and key, e.g. ``"fs:server:fs"``);
-    ``scope``: what a refusal names (SPEC §7 ``data.scope``, e.g. ``"server:fs"``), the key if None.
+    ``scope``: what a refusal names (spec §7 ``data.scope``, e.g. ``"server:fs"``), the key if None.
     A bucket holds at most ``burst`` tokens and gains ``rate_per_min / 60`` per second.
     """
 

@@ -1,4 +1,4 @@
-"""What a shared-state error means, decided in one place and by type (SPEC §12).
+"""What a shared-state error means, decided in one place and by type (spec §12).
 
 "Unavailable" is any error from shared state that is not a well-formed answer: Redis unreachable
 or slow, credentials or ACL refused, out of memory, a read-only replica, still loading, scripts

@@ -52,7 +52,7 @@ def check_state_url(url: str | None) -> str | None:
 
 
 class StateSettings(BaseModel):
-    """Where budgets, queued reminders, dedupe keys and session records live (SPEC §12)."""
+    """Where budgets, queued reminders, dedupe keys and session records live (spec §12)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 

@@ -8,7 +8,7 @@ one event at a time, and bytes the pipeline passes are forwarded unchanged.
 Which pipeline: one per MCP 2025-11-25 session (`Mcp-Session-Id`, held in a bounded table with
 sliding idle expiry), one per request otherwise (a 2026-07-28 request is self-contained; an A2A
 request shares only the route's per-task reminder queues).  No reminder state is ever shared
-between two sessions or two requests (SPEC §10).
+between two sessions or two requests (spec §10).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from bridge.transports.sse import Event, EventTooLarge, SseSplitter, events, mes
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 SESSION_HEADER = "mcp-session-id"
 MODERN_VERSION = "2026-07-28"
-#: The answer to a JSON-RPC request the upstream could not give (SPEC §8.3).
+#: The answer to a JSON-RPC request the upstream could not give (spec §8.3).
 UPSTREAM_ERROR = -32603
 #: How often the session tables drop idle sessions (each session's own timers are its flow's).
 HOUSEKEEPING = 5.0
@@ -157,7 +157,7 @@ class HttpRoute:
 
         An MCP session id the proxy does not hold (made up, evicted, expired, or from before a
         restart) gets fresh state of its own, with the host's dialect unknown: `none` unless the
-        rules name one (SPEC §10), never another session's pipeline.  With shared state, a session
+        rules name one (spec §10), never another session's pipeline.  With shared state, a session
         another replica negotiated goes on here with what its handshake settled.
         """
         if self.protocol == "mcp":
@@ -482,7 +482,7 @@ class HttpProxy:
     async def jsonrpc(self, route: HttpRoute, request: web.Request, body: bytes,
                       holding: Holding) -> web.StreamResponse:
         """The host's JSON-RPC request through its session's flow: the proxy's own calls go first
-        (SPEC §5: inject, then forward), then the request itself, or the proxy's own answer."""
+        (spec §5: inject, then forward), then the request itself, or the proxy's own answer."""
         route.rpc_url = route.upstream_url(request.path, "")
         session, kept = await route.session_for(request)
         session.headers = self._upstream_headers(route, request)
@@ -725,7 +725,7 @@ class HttpProxy:
 
         An upstream that goes away mid-stream, or sends an event over `max_event_bytes`, ends the
         stream cleanly; if the host's request has not been answered on it yet, a JSON-RPC error
-        event answers it first (SPEC §8.3)."""
+        event answers it first (spec §8.3)."""
         response = _Relayed(status=upstream.status, headers=_response_headers(upstream))
         first = await _start_relay(request, upstream, response)
         stream = _Stream(response)

@@ -1,4 +1,4 @@
-"""Per-session state of `serve` (SPEC §10): one pipeline per session, never shared.
+"""Per-session state of `serve` (spec §10): one pipeline per session, never shared.
 
 A `Session` is what the proxy keeps for one MCP 2025-11-25 session, or for one request that is
 its own session (MCP 2026-07-28, A2A, a WebSocket): its pipeline, the server-sent-event streams

@@ -75,7 +75,7 @@ _OWN = b'"' + OWN_ID_PREFIX.encode()
 
 class InFlight:
     """Ids of the host's requests the child has not answered yet, so that a child that dies
-    leaves none of them waiting (SPEC §8.3): each gets a JSON-RPC error naming the exit.
+    leaves none of them waiting (spec §8.3): each gets a JSON-RPC error naming the exit.
 
     Read off the bytes, never decoded (`bridge.jsonrpc.ids_in`). Only blocks holding `"id"` are
     looked at (toward the host, only while something is in flight).

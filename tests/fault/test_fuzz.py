@@ -1,8 +1,8 @@
-"""Hypothesis fuzz of every codec, the pre-filter and the pipelines (SPEC §8): over more than
+"""Hypothesis fuzz of every codec, the pre-filter and the pipelines (spec §8): over more than
 10,000 generated messages no exception escapes, and every frame either leaves byte-identical (the
 very bytes object that came in) or is rewritten into output that is valid JSON-RPC and, where it
-carries a reminder, valid against the published schema (../shared/schemas) or, for the proposed
-messages no published schema covers yet, against SPEC §3–§5 transcribed below.
+carries a reminder, valid against the published schema (tests/schemas) or, for the proposed
+messages no published schema covers yet, against spec §3–§5 transcribed below.
 
 Generated messages are reminder-shaped often (every dialect's slot, fields in both casings, valid
 values mixed with arbitrary JSON) and serialized with random spacing, key casing and `\\u` escapes
@@ -12,8 +12,10 @@ fresh random examples on each run.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+import bridge
 from bridge.pipeline.factory import make_flow
 from bridge.dialects import a2a as a2a_codecs
 from bridge.dialects import acp as acp_codecs
@@ -30,9 +33,17 @@ from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
-from tests.paths import SHARED as SHARED_ROOT
+from tests.paths import SCHEMAS
 
 pytestmark = pytest.mark.fault
+
+# Hypothesis also draws constants from the source of every local module loaded when it generates an
+# example, so the bridge modules other tests happened to import would change what a derandomized
+# run draws (and a subset of the suite could fail where the whole passes). Load them all first: the
+# same tree draws the same examples, whatever else runs.
+for _module in pkgutil.walk_packages(bridge.__path__, "bridge."):
+    if not _module.name.endswith(".__main__"):
+        importlib.import_module(_module.name)
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 FUZZ = settings(deadline=None, database=None, derandomize=not os.environ.get("FUZZ_RANDOM"),
@@ -70,20 +81,10 @@ def ran_at_least(name: str, messages: int) -> None:
 
 
 # -- schemas ---------------------------------------------------------------------------------------
-SHARED = SHARED_ROOT / "schemas"
-#: MCP's proposed ReminderSpec, as in ../shared/schemas/mcp-notifications-reminder.schema.json (used
-#: verbatim from there when present; this copy keeps the fuzz meaningful in a bare clone).
-REMINDER_SPEC = {"type": "object", "required": ["id", "body"], "properties": {
-    "id": {"type": "string"}, "body": {"type": "string", "minLength": 1},
-    "tags": {"type": "array", "items": {"type": "string"}}, "dedupeKey": {"type": "string"},
-    "ttlTurns": {"type": "integer", "minimum": 1}, "preserveOnCompact": {"type": "boolean"},
-    "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
-    "firedAtTurn": {"type": ["integer", "null"]}}}
 
 
-def _load(name: str) -> dict[str, Any] | None:
-    path = SHARED / name
-    return json.loads(path.read_text()) if path.exists() else None
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / name).read_text())
 
 
 def _validator(doc: dict[str, Any], definition: str | None = None, patch: dict[str, Any] | None = None):
@@ -92,19 +93,12 @@ def _validator(doc: dict[str, Any], definition: str | None = None, patch: dict[s
     return Draft202012Validator(schema)
 
 
-_mcp_reminder_doc = _load("mcp-notifications-reminder.schema.json")
-_mcp_doc = _load("mcp-2025-11-25.schema.json")
 _acp_doc = _load("acp-v1.schema.json")
-MCP_REMINDER = _validator(_mcp_reminder_doc) if _mcp_reminder_doc else Draft202012Validator({
-    "type": "object", "required": ["jsonrpc", "method", "params"], "properties": {
-        "jsonrpc": {"const": "2.0"}, "method": {"const": "notifications/reminder"},
-        "params": {"type": "object", "required": ["reminder"], "properties": {"reminder": REMINDER_SPEC}}}})
-SPEC = Draft202012Validator(_mcp_reminder_doc["$defs"]["ReminderSpec"] if _mcp_reminder_doc else REMINDER_SPEC)
-MCP_LOG = _validator(_mcp_doc, "LoggingMessageNotification") if _mcp_doc else None
+MCP_REMINDER = _validator(_load("mcp-notifications-reminder.schema.json"))
+MCP_LOG = _validator(_load("mcp-2025-11-25.schema.json"), "LoggingMessageNotification")
 ACP_NOTIFICATION = _validator(_acp_doc, "SessionNotification", patch={"SessionUpdate": {
-    "type": "object", "required": ["sessionUpdate"], "properties": {"sessionUpdate": {"type": "string"}}}}) \
-    if _acp_doc else None
-ACP_PROMPT = _validator(_acp_doc, "PromptRequest") if _acp_doc else None
+    "type": "object", "required": ["sessionUpdate"], "properties": {"sessionUpdate": {"type": "string"}}}})
+ACP_PROMPT = _validator(_acp_doc, "PromptRequest")
 
 JSONRPC = Draft202012Validator({"oneOf": [
     {"type": "object", "required": ["jsonrpc", "method"], "properties": {
@@ -119,12 +113,12 @@ JSONRPC = Draft202012Validator({"oneOf": [
 ]})
 _TEXT = {"type": "string", "minLength": 1}
 _TAGS = {"type": "array", "items": {"type": "string"}}
-#: Harn's reminder object (SPEC §2–§5: either casing on MCP and A2A metadata).
+#: Harn's reminder object (spec §2–§5: either casing on MCP and A2A metadata).
 HARN_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
     "id": {"type": "string"}, "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS,
     "ttlTurns": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},  # Harn writes null (= no TTL)
     "ttl_turns": {"type": "integer", "minimum": 1}}})
-#: ACP `session/remind` params: flat snake_case, `mode` always written (SPEC §4).
+#: ACP `session/remind` params: flat snake_case, `mode` always written (spec §4).
 ACP_REMIND = Draft202012Validator({"type": "object", "required": ["sessionId", "body", "mode"], "properties": {
     "body": _TEXT, "tags": _TAGS, "ttl_turns": {"type": "integer", "minimum": 1},
     "mode": {"enum": ["interrupt_immediate", "finish_step", "audit_only", "interrupt", "after_current_operation",
@@ -136,7 +130,7 @@ ACP_INJECT = Draft202012Validator({"type": "object", "required": ["sessionId", "
     "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
     "propagate": {"enum": list(PROPAGATE_VALUES)}, "roleHint": {"enum": list(ROLE_HINT_VALUES)},
     "mode": {"enum": list(MODE_VALUES)}}})
-#: ACP reminder updates toward a standard client (SPEC §4).
+#: ACP reminder updates toward a standard client (spec §4).
 ACP_UPDATES = {
     "reminder_emitted": Draft202012Validator({"type": "object", "required": ["reminderId", "body"], "properties": {
         "reminderId": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "dedupeKey": {"type": "string"},
@@ -147,7 +141,7 @@ ACP_UPDATES = {
     "reminder_expired": Draft202012Validator({"type": "object", "required": ["reminderId", "phase"], "properties": {
         "phase": {"enum": ["ttl_expired", "cleared", "compacted_out"]}}}),
 }
-#: A2A standard reminder (ProtoJSON enum names, SPEC §5).
+#: A2A standard reminder (ProtoJSON enum names, spec §5).
 A2A_REMINDER = Draft202012Validator({"type": "object", "required": ["body"], "properties": {
     "id": {"type": "string"}, "body": _TEXT, "tags": _TAGS, "ttlTurns": {"type": "integer", "minimum": 1},
     "propagate": {"type": "string", "pattern": "^REMINDER_PROPAGATION_"},
@@ -177,15 +171,13 @@ def check_message(protocol: str, msg: Any) -> list[str]:
         if method == "notifications/reminder":
             problems += _errors(MCP_REMINDER, msg)
         elif method == "notifications/message":
-            if MCP_LOG is not None:
-                problems += _errors(MCP_LOG, msg)
+            problems += _errors(MCP_LOG, msg)
             meta = params.get("_meta") if isinstance(params, dict) else None
             for reminder in _harn_reminders(meta) if isinstance(meta, dict) else []:
                 problems += _errors(HARN_REMINDER, reminder)
     elif protocol == "acp":
         if method == "session/update" and isinstance(params, dict):
-            if ACP_NOTIFICATION is not None:
-                problems += _errors(ACP_NOTIFICATION, params)
+            problems += _errors(ACP_NOTIFICATION, params)
             update = params.get("update") if isinstance(params.get("update"), dict) else {}
             kind = update.get("sessionUpdate")
             harn = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
@@ -197,7 +189,7 @@ def check_message(protocol: str, msg: Any) -> list[str]:
             problems += _errors(ACP_REMIND, params)
         elif method == "session/inject_reminder":
             problems += _errors(ACP_INJECT, params)
-        elif method == "session/prompt" and ACP_PROMPT is not None:
+        elif method == "session/prompt":
             problems += _errors(ACP_PROMPT, params)
     elif protocol == "a2a":
         if method == "InjectTaskReminder" and isinstance(params, dict):

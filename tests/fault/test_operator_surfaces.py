@@ -1,4 +1,4 @@
-"""The operator's surfaces against hostile peers and guessers (issue 19, findings 7, 8 and 12; SPEC §13).
+"""The operator's surfaces against hostile peers and guessers (issue 19, findings 7, 8 and 12; spec §13).
 
 Each test runs a real `reminder-bridge serve` in front of the real faulty MCP peer
 (tests/peers/faulty_http.py), with real HTTP clients and sockets, and failed before the fix:

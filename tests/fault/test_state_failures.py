@@ -1,4 +1,4 @@
-"""Shared state that fails takes the configured path (issue 19, findings 3, 4 and 6; SPEC §12).
+"""Shared state that fails takes the configured path (issue 19, findings 3, 4 and 6; spec §12).
 
 Against a real `redis-server` that refuses in the ways operators meet: the ACL docs/deploy.md
 recommends (read out of the page, so page and test cannot drift), that ACL without `TIME`, a full

@@ -1,4 +1,4 @@
-"""The admin port (SPEC §9): health, readiness, Prometheus metrics that move as reminders are
+"""The admin port (spec §9): health, readiness, Prometheus metrics that move as reminders are
 decided, loopback by default, and an optional bearer token."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The operator console on the admin port (issue 14, SPEC §13): `/api/status`, `/api/events`, the
+"""The operator console on the admin port (issue 14, spec §13): `/api/status`, `/api/events`, the
 token and cookie rules, `reminder-bridge status`, OpenMetrics, and a watcher that never reads.
 
 The API tests run a real `reminder-bridge serve` (or `stdio`) in front of real peers over real

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
+from tests import components
 from tests.integration.test_console import (LEGACY_HOST_CAPS, ROOT, STANDARD_HOST_CAPS, TOKEN, Bridge, connect_host, remind,
                                 rpc)
 from tests.peers.processes import eventually
 
-CHROMIUM = os.environ.get("REMINDER_BRIDGE_CHROMIUM") or shutil.which("chromium")
+CHROMIUM = components.CHROMIUM.path()
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 DOCS_SCREENSHOT = ROOT / "docs" / "console.png"
@@ -32,9 +31,7 @@ except ImportError:  # pragma: no cover - the test extra installs it
 
 pytestmark = [
     pytest.mark.skipif(async_playwright is None, reason="Playwright for Python is not installed (pip install -e '.[test]')"),
-    pytest.mark.skipif(not CHROMIUM or not Path(CHROMIUM).exists(),
-                       reason="no Chromium: install the Debian package `chromium` (.ci/run does) or set "
-                              "REMINDER_BRIDGE_CHROMIUM to its path"),
+    pytest.mark.skipif(CHROMIUM is None, reason=components.CHROMIUM.missing()),
 ]
 
 

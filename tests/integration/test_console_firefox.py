@@ -11,21 +11,17 @@ show: the live feed, the budget gauge and hidden bodies (the shared helper), wit
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 
 import pytest
 
+from tests import components
 from tests.integration.test_console import TOKEN, Bridge
 from tests.integration.test_console_browser import live_feed_budget_and_hidden_bodies
 from tests.peers.marionette import Firefox, FirefoxPage
 
-FIREFOX = os.environ.get("REMINDER_BRIDGE_FIREFOX") or shutil.which("firefox-esr") or shutil.which("firefox")
+FIREFOX = components.FIREFOX.path()
 
-pytestmark = pytest.mark.skipif(
-    not FIREFOX or not shutil.which(FIREFOX),
-    reason="no Firefox: install the Debian package `firefox-esr` (.ci/run does) or set REMINDER_BRIDGE_FIREFOX "
-           "to its path")
+pytestmark = pytest.mark.skipif(FIREFOX is None, reason=components.FIREFOX.missing())
 
 # What the page loaded: every resource, with its HTTP status (0 where the browser does not say).
 LOADS = "return performance.getEntriesByType('resource').map(e => [e.name, e.responseStatus || 0]);"

@@ -1,4 +1,4 @@
-"""A fleet of `serve` replicas on one real Redis (SPEC §12): a client that lands on a different
+"""A fleet of `serve` replicas on one real Redis (spec §12): a client that lands on a different
 replica request by request sees one proxy: one budget, one task queue, one session, one dedupe.
 
 Every test starts two proxy processes with the same rules file (`[state] url` naming the test's

@@ -1,4 +1,4 @@
-"""Policy over HTTP (SPEC §7): budgets answer with Retry-After, and `serve` reloads its rules
+"""Policy over HTTP (spec §7): budgets answer with Retry-After, and `serve` reloads its rules
 without dropping sessions."""
 from __future__ import annotations
 

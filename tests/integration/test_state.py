@@ -1,4 +1,4 @@
-"""Shared state (SPEC §12) against a real redis-server: the memory and Redis backends decide alike,
+"""Shared state (spec §12) against a real redis-server: the memory and Redis backends decide alike,
 a fleet-wide budget is exact across connection pools and processes, every key expires, queues,
 and records behave, and Redis dying, restarting or stalling mid-run keeps each mode's promise.
 """

@@ -1,4 +1,4 @@
-"""The stdio transport is invisible (SPEC §8): bytes, order, stderr, exit codes and signals."""
+"""The stdio transport is invisible (spec §8): bytes, order, stderr, exit codes and signals."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""SPEC §8 through the JSON decoder the proxy uses (msgspec when `[fast]` is installed, else the
+"""spec §8 through the JSON decoder the proxy uses (msgspec when `[fast]` is installed, else the
 stdlib): values a rewrite carries on come out as they went in: integers beyond 64 bits, key
 order, lone surrogates, NaN, number spellings the stdlib would keep."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §2, the canonical reminder: every validation rule, with the exact message a user sees.
+"""spec §2, the canonical reminder: every validation rule, with the exact message a user sees.
 
 Everything is decoded through the real codecs (the way the proxy reads a wire), never by
 building the pydantic model directly, so the field names in the messages are the ones the
@@ -465,7 +465,7 @@ def test_user_sees_the_message_as_a_jsonrpc_error():
         "code": -32602, "message": "invalid reminder: `params.ttlTurns` must be an integer >= 1 (got 2.0)"}}
 
 
-# -- the size of a reminder as a whole (SPEC §12) -------------------------------------------------------
+# -- the size of a reminder as a whole (spec §12) -------------------------------------------------------
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Rules files (SPEC §7): shipped files load, and every problem names file, line, key and fix."""
+"""Rules files (spec §7): shipped files load, and every problem names file, line, key and fix."""
 import re
 import tomllib
 
@@ -413,7 +413,7 @@ def test_state_table_is_checked_and_never_shows_its_password():
     assert "unknown scheme 'http'" in ps[0].message and "hunter2" not in ps[0].message
 
 
-# ---------------------------------------------------------------- host adapters (SPEC §11)
+# ---------------------------------------------------------------- host adapters (spec §11)
 
 
 def test_claude_channel_is_an_mcp_host_dialect():

@@ -1,4 +1,4 @@
-"""OpenTelemetry (SPEC §9) with an in-memory span exporter: one span per reminder with the §9
+"""OpenTelemetry (spec §9) with an in-memory span exporter: one span per reminder with the §9
 attributes, parented to the caller's `traceparent`, and the rewritten message carrying the
 child context in `_meta`; propagation-only, sampling, HTTP headers, body capture, logs."""
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_one_span_per_reminder_with_the_spec_attributes_parented_to_the_caller()
                                               "baggage": "tenant=acme"}))
     [span] = exporter.get_finished_spans()  # the handshake's capability rewrite is no reminder: no span
     assert span.name == "notifications/message"
-    assert dict(span.attributes) == {  # rpc.system.name: semconv's name now; rpc.system: SPEC §9's
+    assert dict(span.attributes) == {  # rpc.system.name: semconv's name now; rpc.system: spec §9's
         "rpc.system.name": "jsonrpc", "rpc.system": "jsonrpc", "rpc.method": "notifications/message", "bridge.protocol": "mcp",
         "bridge.route": "fs", "bridge.stage": "translate", "reminder.action": "rewritten",
         "reminder.source_dialect": "legacy", "reminder.target_dialect": "standard",

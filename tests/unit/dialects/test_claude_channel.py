@@ -1,4 +1,4 @@
-"""The `claude-channel` host adapter (SPEC §11, issue 13): the codec, and the two test hosts that
+"""The `claude-channel` host adapter (spec §11, issue 13): the codec, and the two test hosts that
 receive channel events the way Claude Code and an official-SDK host do.
 
 Everything here is fast and runs in the normal suite (no `fault` marker): the host tests start
@@ -30,7 +30,7 @@ from tests.peers.claude_code_host import (
 from tests.paths import ROOT
 
 
-#: The SPEC §11 event, as a JSON Schema: string values, identifier keys, nothing else in params
+#: The spec §11 event, as a JSON Schema: string values, identifier keys, nothing else in params
 #: but `content`, `meta` and (trace context) `_meta`.
 EVENT_SCHEMA = {
     "type": "object",
@@ -68,7 +68,7 @@ def check(event: dict) -> None:
     assert "\n" not in line  # one stdio frame
 
 
-# -- the SPEC §11 shape ------------------------------------------------------------------------
+# -- the spec §11 shape ------------------------------------------------------------------------
 def test_full_reminder_has_exactly_the_spec_shape():
     r = Reminder(id="r1", body="src/lib.rs changed; re-read it.", tags=["workspace", "file_changed"],
                  dedupe_key="file_changed:src/lib.rs", ttl_turns=2, source="provider", role_hint="developer",
@@ -81,7 +81,7 @@ def test_full_reminder_has_exactly_the_spec_shape():
                    "meta": {"reminder_id": "r1", "source": "provider", "tags": "workspace,file_changed",
                             "role_hint": "developer", "dedupe_key": "file_changed:src/lib.rs", "ttl_turns": "2"}},
     }
-    assert list(event["params"]["meta"]) == list(META_KEYS)  # the SPEC's order
+    assert list(event["params"]["meta"]) == list(META_KEYS)  # the spec's order (§11)
     check(event)
 
 

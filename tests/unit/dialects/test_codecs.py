@@ -1,4 +1,4 @@
-"""Per protocol × dialect: every message kind decodes and encodes to the exact wire of SPEC §3–§5."""
+"""Per protocol × dialect: every message kind decodes and encodes to the exact wire of spec §3–§5."""
 from __future__ import annotations
 
 import copy

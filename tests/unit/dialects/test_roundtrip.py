@@ -1,4 +1,4 @@
-"""SPEC §2 "lossless round trips", as properties.
+"""spec §2 "lossless round trips", as properties.
 
 1. For every wire shape: decode(encode(r)) == r on the canonical fields, for any valid reminder.
 2. For any legacy (Harn) input: legacy → standard → legacy gives back an equivalent input (same

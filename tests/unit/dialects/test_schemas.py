@@ -1,4 +1,4 @@
-"""What the proxy writes is valid against the published schemas in ../shared/schemas.
+"""What the proxy writes is valid against the published schemas (tests/schemas, copies of ../shared/schemas).
 
 Every message checked here is produced by the proxy itself (`bridge.cli.translate` or a flow),
 never written by hand.

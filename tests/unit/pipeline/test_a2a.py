@@ -1,4 +1,4 @@
-"""A2A pipeline rules that need no socket (SPEC §5), fed frame by frame into the sans-I/O flow:
+"""A2A pipeline rules that need no socket (spec §5), fed frame by frame into the sans-I/O flow:
 the agent card, InjectTaskReminder toward each kind of agent (the proxy's own GetTask, queue and
 attach, dedupe, a prepended text part), legacy metadata toward a standard agent (inject first,
 or after the answer names the task), stream events in both directions, and what passes."""

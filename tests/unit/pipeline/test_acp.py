@@ -1,4 +1,4 @@
-"""ACP pipeline rules that need no socket (SPEC §4), fed frame by frame into the sans-I/O flow:
+"""ACP pipeline rules that need no socket (spec §4), fed frame by frame into the sans-I/O flow:
 dialect learning, capability advertisement, inject in both directions and its answer, agent
 errors, the proxy-held lifecycle for agents without support, lifecycle updates synthesized for
 standard clients of Harn agents, client `none`, and what passes untouched."""

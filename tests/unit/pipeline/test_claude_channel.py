@@ -1,4 +1,4 @@
-"""The MCP pipeline toward a Claude Code channel host (SPEC §11, issue 13), frame by frame through the
+"""The MCP pipeline toward a Claude Code channel host (spec §11, issue 13), frame by frame through the
 sans-I/O flow: the handshake it offers, one channel event per reminder wherever it comes from, tool
 results left alone, and the policy, stages and counters exactly as for any other host."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A bug inside the proxy while it handles a reminder (SPEC §12: a reminder is never passed on
+"""A bug inside the proxy while it handles a reminder (spec §12: a reminder is never passed on
 untranslated because something failed): the request gets -32603 naming the cause, the notification
 is dropped and counted, and a frame that carries no reminder still goes on untouched."""
 from __future__ import annotations

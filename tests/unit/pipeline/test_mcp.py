@@ -1,4 +1,4 @@
-"""MCP pipeline rules that need no socket (SPEC §3): dialect learning, the 2026-07-28 logging rule,
+"""MCP pipeline rules that need no socket (spec §3): dialect learning, the 2026-07-28 logging rule,
 fallbacks, stages and batches, fed frame by frame into the sans-I/O flow."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The four stages (SPEC §7) behave the same way on MCP, ACP and A2A, because each is one rule in
+"""The four stages (spec §7) behave the same way on MCP, ACP and A2A, because each is one rule in
 `bridge/pipeline/negotiation.py`: `observe` leaves every byte as it came, `dual` writes the
 standard form and keeps the legacy decoration, `translate` and `enforce` write the standard form
 only, and `enforce` refuses legacy reminders from the host side with one error."""

@@ -1,4 +1,4 @@
-"""Budgets (SPEC §7) as pure policy with an injected clock: exact token-bucket shares, the
+"""Budgets (spec §7) as pure policy with an injected clock: exact token-bucket shares, the
 structured refusal a request gets, the global ceiling, shadow, bounded state, reload survival."""
 from __future__ import annotations
 
