@@ -5,11 +5,12 @@ answer waits for it."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import aiohttp
 import pytest
 
-from tests.peers.processes import eventually, peer, proxy
+from tests.peers.processes import eventually, free_port, peer, proxy
 
 pytestmark = pytest.mark.fault
 
@@ -85,3 +86,149 @@ async def test_a_get_on_a_known_session_reaches_the_upstream_with_its_own_header
     finally:
         bridge.stop()
         server.stop()
+
+
+# -- 14: an A2A inject for a finished task is refused ----------------------------------------------
+A2A_HEADERS = {"A2A-Version": "1.0"}
+INJECT = {"body": "main moved; rebase before pushing.", "dedupeKey": "main"}
+
+
+def a2a_message(*texts: str, task_id: str | None = None) -> dict:
+    msg = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": t} for t in texts]}
+    if task_id:
+        msg["taskId"] = task_id
+    return msg
+
+
+async def a2a(port: int, method: str, params: dict) -> dict:
+    """One JSON-RPC call; a streamed answer gives its last event."""
+    body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with http.post(f"http://127.0.0.1:{port}/a2a", json=body, headers=A2A_HEADERS) as r:
+            if r.headers["Content-Type"].startswith("text/event-stream"):
+                return [json.loads(line[5:]) async for line in r.content if line.startswith(b"data:")][-1]
+            return await r.json()
+
+
+def state_of(event: dict) -> str | None:
+    return event.get("statusUpdate", {}).get("status", {}).get("state")
+
+
+async def get_json(port: int, path: str) -> dict:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}{path}") as r:
+            return await r.json()
+
+
+async def queued_for_tasks(admin: int) -> float:
+    """The proxy's pending gauge for reminders waiting on their task's next message."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{admin}/metrics") as r:
+            text = await r.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("reminder_bridge_pending_reminders{") and 'queue="task"' in line)
+
+
+def a2a_bridge(agent, admin: int):
+    return proxy("--protocol", "a2a", "--upstream", f"http://127.0.0.1:{agent.port}", "--peer-dialect", "legacy",
+                 "--host-dialect", "standard", "--admin", f"127.0.0.1:{admin}")
+
+
+def assert_refused_as_terminal(answer: dict, task_id: str, state: str) -> None:
+    assert "error" in answer, f"accepted for a task in state {state}: {answer}"
+    error = answer["error"]
+    assert error["code"] == -32004, answer  # A2A's UnsupportedOperationError, as for a message to that task
+    assert f"Task {task_id} is in terminal state: {state}" in error["message"]
+    assert error["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
+    assert error["data"][0]["metadata"] == {"taskId": task_id, "state": state}
+
+
+async def test_an_inject_for_a_task_in_any_terminal_state_is_refused_and_nothing_is_queued():
+    agent = peer("tests.peers.a2a_sdk_agent", "legacy")
+    admin = free_port()
+    bridge = a2a_bridge(agent, admin)
+    try:
+        tasks = {}
+        for ending, state in (("complete", "TASK_STATE_COMPLETED"), ("fail", "TASK_STATE_FAILED"),
+                              ("reject", "TASK_STATE_REJECTED")):
+            task = (await a2a(bridge.port, "SendMessage", {"message": a2a_message("go", ending)}))["result"]["task"]
+            assert task["status"]["state"] == state
+            tasks[state] = task["id"]
+        open_task = (await a2a(bridge.port, "SendMessage", {"message": a2a_message("go")}))["result"]["task"]["id"]
+        canceled = (await a2a(bridge.port, "CancelTask", {"id": open_task}))["result"]
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+        tasks["TASK_STATE_CANCELED"] = open_task
+
+        for state, task_id in tasks.items():
+            answer = await a2a(bridge.port, "InjectTaskReminder", {"taskId": task_id, "reminder": INJECT})
+            assert_refused_as_terminal(answer, task_id, state)
+        assert await queued_for_tasks(admin) == 0
+
+        # the gauge does count what an open task holds: the refusals above queued nothing
+        still_open = (await a2a(bridge.port, "SendMessage", {"message": a2a_message("go")}))["result"]["task"]["id"]
+        accepted = await a2a(bridge.port, "InjectTaskReminder", {"taskId": still_open, "reminder": INJECT})
+        assert accepted["result"]["reminderId"]
+        assert await queued_for_tasks(admin) == 1
+        assert (await get_json(agent.port, "/stats"))["reminders"] == []  # nothing rode on any message yet
+    finally:
+        bridge.stop()
+        agent.stop()
+
+
+async def test_an_inject_for_a_working_task_is_accepted_and_rides_on_its_next_message():
+    agent = peer("tests.peers.a2a_sdk_agent", "legacy")
+    admin = free_port()
+    bridge = a2a_bridge(agent, admin)
+    try:
+        body = {"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+                "params": {"message": a2a_message("hold")}}  # the agent keeps the task working until released
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            async with http.post(f"http://127.0.0.1:{bridge.port}/a2a", json=body, headers=A2A_HEADERS) as stream:
+                task_id = None
+                async for line in stream.content:
+                    if line.startswith(b"data:"):
+                        result = json.loads(line[5:])["result"]
+                        task_id = task_id or result.get("task", {}).get("id")
+                        if state_of(result) == "TASK_STATE_WORKING":
+                            break
+                task = (await a2a(bridge.port, "GetTask", {"id": task_id}))["result"]
+                assert task["status"]["state"] == "TASK_STATE_WORKING"
+                accepted = await a2a(bridge.port, "InjectTaskReminder", {"taskId": task_id, "reminder": INJECT})
+                assert accepted["result"]["reminderId"] and accepted["result"]["dedupedCount"] == 0
+                assert await queued_for_tasks(admin) == 1
+                async with http.post(f"http://127.0.0.1:{agent.port}/release") as released:
+                    assert released.status == 200
+                rest = [json.loads(line[5:])["result"] async for line in stream.content if line.startswith(b"data:")]
+        assert state_of(rest[-1]) == "TASK_STATE_INPUT_REQUIRED"
+        await a2a(bridge.port, "SendMessage", {"message": a2a_message("next", task_id=task_id)})
+        received = (await get_json(agent.port, "/stats"))["reminders"]
+        assert [(r["body"], r["id"]) for r in received] == [(INJECT["body"], accepted["result"]["reminderId"])]
+        assert await queued_for_tasks(admin) == 0
+    finally:
+        bridge.stop()
+        agent.stop()
+
+
+async def test_the_bundled_legacy_agent_takes_a_reminder_while_its_task_is_open_and_refuses_one_after():
+    agent = peer("tests.peers.a2a_legacy_http")
+    admin = free_port()
+    bridge = a2a_bridge(agent, admin)
+    try:
+        first = await a2a(bridge.port, "SendStreamingMessage", {"message": a2a_message("Rebase on main.")})
+        task_id = first["result"]["statusUpdate"]["taskId"]
+        assert first["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        accepted = await a2a(bridge.port, "InjectTaskReminder", {"taskId": task_id, "reminder": INJECT})
+        assert accepted["result"]["reminderId"]
+        done = await a2a(bridge.port, "SendMessage", {"message": a2a_message("Push it.", task_id=task_id)})
+        assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert [r["body"] for r in (await get_json(agent.port, "/stats"))["reminders"][task_id]] == [INJECT["body"]]
+
+        late = await a2a(bridge.port, "InjectTaskReminder", {"taskId": task_id, "reminder": INJECT})
+        assert_refused_as_terminal(late, task_id, "TASK_STATE_COMPLETED")
+        assert await queued_for_tasks(admin) == 0
+        again = await a2a(bridge.port, "SendMessage", {"message": a2a_message("Push again.", task_id=task_id)})
+        assert again["error"]["code"] == -32004  # the agent itself takes no message for a completed task
+        assert len((await get_json(agent.port, "/stats"))["reminders"][task_id]) == 1
+    finally:
+        bridge.stop()
+        agent.stop()
