@@ -5,11 +5,13 @@ answer waits for it."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 
 import aiohttp
 import pytest
 
+from tests.peers.jsonrpc_pipe import JsonRpcPipe
 from tests.peers.processes import eventually, free_port, peer, proxy
 
 pytestmark = pytest.mark.fault
@@ -232,3 +234,76 @@ async def test_the_bundled_legacy_agent_takes_a_reminder_while_its_task_is_open_
     finally:
         bridge.stop()
         agent.stop()
+
+
+# -- 15: an ACP inject sent before the agent's initialize answer waits for it ----------------------
+STDIO = [sys.executable, "-m", "bridge", "stdio"]
+LATE_AGENT = [sys.executable, "-m", "tests.peers.late_initialize_agent"]
+STANDARD_CLIENT = {"protocolVersion": 1, "clientCapabilities": {"reminders": {"emit": True}},
+                   "clientInfo": {"name": "eager-client", "version": "1"}}
+
+
+def answers(pipe: JsonRpcPipe, ids: set) -> dict:
+    """Read frames until every id in ``ids`` is answered; the answers by id, in arrival order."""
+    got: dict = {}
+    while not ids <= set(got):
+        msg = json.loads(pipe.next_frame())
+        if "method" not in msg and msg.get("id") in ids:
+            got[msg["id"]] = msg
+    return got
+
+
+def inject_request(msg_id: int, body: str, **fields) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": "session/inject_reminder",
+            "params": {"sessionId": "sess-loaded", "body": body, **fields}}
+
+
+def test_an_inject_sent_before_the_agents_initialize_answer_waits_and_is_then_translated():
+    acp = JsonRpcPipe(STDIO + ["--"] + LATE_AGENT)
+    try:
+        acp.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": STANDARD_CLIENT})
+        acp.send(inject_request(2, "CI is red on main.", dedupeKey="ci", ttlTurns=2))  # no mode: finish_step
+        acp.send({"jsonrpc": "2.0", "method": "_test/answer_initialize"})
+        got = answers(acp, {1, 2})
+        assert "error" not in got[2], got[2]  # sent on untranslated, the Harn agent would answer -32601
+        assert list(got) == [1, 2]  # the client learns the agent before its inject's answer
+        assert got[1]["result"]["agentCapabilities"]["reminders"]["inject"] is True  # a legacy agent, advertised
+        reminder_id = got[2]["result"]["reminderId"]
+        turn, during = acp.request("session/prompt", {"sessionId": "sess-loaded",
+                                                      "prompt": [{"type": "text", "text": "go"}]})
+        emitted = [m["params"]["update"] for m in during if m.get("method") == "session/update"
+                   and m["params"]["update"]["sessionUpdate"] == "reminder_emitted"]
+        assert [(u["reminderId"], u["body"]) for u in emitted] == [(reminder_id, "CI is red on main.")]
+        text = next(m["params"]["update"]["content"]["text"] for m in during if m.get("method") == "session/update"
+                    and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        assert "CI is red on main." in text  # delivered with an explicit mode: Harn shows it to the model
+        assert turn["result"]["stopReason"] == "end_turn"
+    finally:
+        assert acp.close() == 0
+
+
+def test_injects_over_the_waiting_bound_get_a_clear_error_and_the_connection_goes_on(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[routes.agent]\nprotocol = "acp"\n[routes.agent.trust]\nmax_pending_per_session = 3\n')
+    acp = JsonRpcPipe(STDIO + ["--rules", str(rules), "--"] + LATE_AGENT)
+    try:
+        acp.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": STANDARD_CLIENT})
+        big = {"_meta": {"com.example/blob": "x" * 400_000}}  # waiting injects are bounded in bytes too
+        acp.send(inject_request(10, "first", **big))
+        acp.send(inject_request(11, "second", **big))
+        acp.send(inject_request(12, "third", **big))  # 1.2 MB waiting: over the byte bound
+        acp.send(inject_request(13, "small"))
+        acp.send(inject_request(14, "one too many"))  # three wait already: over the count bound
+        refused = answers(acp, {12, 14})
+        assert refused[12]["error"]["code"] == -32000 and refused[12]["error"]["data"]["limit"] == "waiting_bytes"
+        assert "has not answered initialize yet" in refused[12]["error"]["message"]
+        assert refused[14]["error"]["data"] == {"limit": "max_pending_per_session", "value": 3,
+                                                "reason": "agent_not_initialized"}
+        acp.send({"jsonrpc": "2.0", "method": "_test/answer_initialize"})
+        released = answers(acp, {1, 10, 11, 13})
+        assert list(released) == [1, 10, 11, 13]
+        assert all("result" in released[i] for i in (10, 11, 13)), released
+        after, _ = acp.request("session/inject_reminder", {"sessionId": "sess-loaded", "body": "later"})
+        assert after["result"]["reminderId"]  # the agent is known now: no waiting, the connection is fine
+    finally:
+        assert acp.close() == 0
