@@ -15,8 +15,8 @@ from bridge.jsonrpc import error_response
 from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
-from bridge.policy import TRUST_CODES
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
+from bridge.policy import TRUST_CODES
 
 INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
 #: What the proxy can honour itself for an agent with no reminder support.
