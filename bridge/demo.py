@@ -317,19 +317,24 @@ def a2a_script(c: Conversation, agent: LegacyA2AAgent) -> list[str]:
     if "reminderUpdate" not in kinds or kinds.index("reminderUpdate") + 1 >= len(kinds) \
             or kinds[kinds.index("reminderUpdate") + 1] != "statusUpdate":
         missing.append("a reminderUpdate frame followed by the cleaned event")
-    got = c.host_sends(_rpc("req-2", "InjectTaskReminder", {
-        "taskId": task_id,
-        "reminder": {"body": "main was force-pushed at 14:02; rebase again before pushing.",
-                     "tags": ["git"], "dedupeKey": "main-moved", "ttlTurns": 1},
-    }), "the legacy agent has no such method: the proxy checks the task, queues and answers")
+    reminder = {"body": "main was force-pushed at 14:02; rebase again before pushing.",
+                "tags": ["git"], "dedupeKey": "main-moved", "ttlTurns": 1}
+    got = c.host_sends(_rpc("req-2", "InjectTaskReminder", {"taskId": task_id, "reminder": reminder}),
+                       "the task waits for its go-ahead (input-required); the legacy agent has no such method: "
+                       "the proxy checks the task, queues and answers")
     if not isinstance(_result(got, "req-2"), dict):
         missing.append("the proxy's InjectTaskReminder answer")
     c.host_sends(_rpc("req-3", "SendMessage", {
         "message": {"messageId": "msg-2", "taskId": task_id, "role": "ROLE_USER",
                     "parts": [{"text": "Push the rebased branch."}]},
-    }), "the queued reminder rides along as metadata.harn.reminder")
+    }), "the queued reminder rides along as metadata.harn.reminder; this turn completes the task")
     if not agent.received_reminders.get(task_id):
         missing.append("the reminder delivered to the legacy agent")
+    got = c.host_sends(_rpc("req-4", "InjectTaskReminder", {"taskId": task_id, "reminder": reminder}),
+                       "a completed task takes no further message, so the proxy refuses the inject and queues nothing")
+    refusal = next((m.get("error") for m in got if m.get("id") == "req-4"), None)
+    if not isinstance(refusal, dict) or refusal.get("code") != -32004:
+        missing.append("the refusal of an inject for a completed task")
     return missing
 
 

@@ -15,11 +15,20 @@ STREAM_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask", "message/
 GET_TASK_METHODS = ("GetTask", "tasks/get")
 EVENT_KINDS = ("task", "statusUpdate", "artifactUpdate", "message")
 REASONS = {"deduped": "REMINDER_DEDUPED", "expired": "REMINDER_EXPIRED"}
+#: Task states after which a task takes no more messages (A2A §3.1.1; v1.0 and v0.3 names).
+TERMINAL_STATES = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
+                             "completed", "failed", "canceled", "rejected"})
 
 #: spec §2: standard wires have no `authority`; it rides in `metadata["reminder-bridge/original"]`.
 STANDARD_SHAPE = ReminderShape("a2a.standard", A2A, meta_key="metadata", carries=ALL_ATTRS - {"authority"},
                                integral_floats=True)
 LEGACY_SHAPE = ReminderShape("a2a.legacy", HARN, integral_floats=True)
+
+
+def terminal_state(task: Any) -> str | None:
+    """The state of a `Task` (a `GetTask` result) when it is terminal, else None."""
+    state = get_path(task, "status", "state")
+    return state if isinstance(state, str) and state in TERMINAL_STATES else None
 
 
 def _harn(metadata: Any) -> dict[str, Any] | None:

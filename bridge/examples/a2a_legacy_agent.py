@@ -13,6 +13,8 @@ import uuid
 
 from bridge.examples.rpc import RpcError
 
+#: A2A's `UnsupportedOperationError`: a message to a task in a terminal state (§3.1.1)
+UNSUPPORTED_OPERATION = -32004
 SEND_METHODS = {"SendMessage", "message/send"}
 STREAM_METHODS = {"SendStreamingMessage", "message/stream"}
 GET_TASK_METHODS = {"GetTask", "tasks/get"}
@@ -42,9 +44,12 @@ def budget_reminder() -> dict:
 
 
 class LegacyA2AAgent:
-    """Echo agent: every message completes its task with one artifact echoing the text."""
+    """Echo agent: each message adds one artifact echoing the text. A task's first turns end
+    input-required (the worker waits for its go-ahead); its turn number ``turns_per_task`` completes
+    it, and a message to a completed task is refused, as A2A requires."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns_per_task: int = 2) -> None:
+        self.turns_per_task = turns_per_task
         self.tasks: dict[str, dict] = {}
         self.received_reminders: dict[str, list[dict]] = {}  # taskId -> reminders, in arrival order
         self._task_numbers = itertools.count(1)
@@ -113,6 +118,8 @@ class LegacyA2AAgent:
             context_id = message.get("contextId") or f"ctx-{next(self._context_numbers)}"
             task = {"id": task_id, "contextId": context_id, "status": {}, "history": [], "artifacts": []}
             self.tasks[task_id] = task
+        elif task["status"].get("state") == "TASK_STATE_COMPLETED":
+            raise RpcError(UNSUPPORTED_OPERATION, f"Task {task_id} is in terminal state: TASK_STATE_COMPLETED")
         reminders = carried_reminders(params.get("metadata")) + carried_reminders(message.get("metadata"))
         if reminders:
             self.received_reminders.setdefault(task_id, []).extend(copy.deepcopy(reminders))
@@ -128,8 +135,9 @@ class LegacyA2AAgent:
         artifact = {"artifactId": f"echo-{len(task['artifacts']) + 1}", "parts": [{"text": "echo: " + text}]}
         task["artifacts"].append(artifact)
         events.append({"artifactUpdate": {**ids, "artifact": copy.deepcopy(artifact), "lastChunk": True}})
-        task["status"] = {"state": "TASK_STATE_COMPLETED"}
-        events.append({"statusUpdate": {**ids, "status": {"state": "TASK_STATE_COMPLETED"}}})
+        done = len(task["history"]) >= self.turns_per_task
+        task["status"] = {"state": "TASK_STATE_COMPLETED" if done else "TASK_STATE_INPUT_REQUIRED"}
+        events.append({"statusUpdate": {**ids, "status": dict(task["status"])}})
         return task, events
 
 

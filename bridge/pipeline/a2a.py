@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.dialects.a2a import (
-    CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard,
+    CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard, terminal_state,
 )
 from bridge.envelope import render
 from bridge.jsonrpc import error_response
@@ -25,6 +25,8 @@ from bridge.state.base import StateUnavailable
 from bridge.state.queues import ReminderQueues
 
 TASK_NOT_FOUND = -32001
+#: A2A's `UnsupportedOperationError`: what a message to a task in a terminal state gets (§3.1.1)
+UNSUPPORTED_OPERATION = -32004
 
 
 @dataclass
@@ -239,13 +241,19 @@ class A2AFlow(Flow):
 
     async def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
                             reminder: Reminder) -> list[Command]:
-        """`GetTask` answered: an unknown task refuses the inject; a known one queues it."""
+        """`GetTask` answered: an unknown task, or one in a terminal state (it takes no more messages,
+        so the reminder could never ride on one), refuses the inject; an open one queues it."""
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
             code = error.get("code")
             text = f"Task not found: {task_id}" if code == TASK_NOT_FOUND else "task check failed"
             return [self.reply(HOST, request, error_response(request.get("id"), code if isinstance(code, int)
                                                              else TASK_NOT_FOUND, text, error.get("data")))]
+        state = terminal_state(answer.get("result"))
+        if state is not None:
+            self.record("refused", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect,
+                        session=task_id, why=f"the task is in terminal state {state}")
+            return [self.reply(HOST, request, _terminal_task_error(request.get("id"), task_id, state))]
         try:
             replaced, _ = await self.queued.add(task_id, reminder)
         except StateUnavailable as exc:
@@ -368,6 +376,16 @@ class A2AFlow(Flow):
                         iface["url"] = url
                         changed = True
         return out if changed else None
+
+
+def _terminal_task_error(msg_id: Any, task_id: str, state: str) -> dict[str, Any]:
+    """A2A's answer to a message for a finished task (`UnsupportedOperationError`, worded and detailed
+    as the a2a-sdk words it), saying why the reminder was not taken."""
+    return error_response(msg_id, UNSUPPORTED_OPERATION,
+                          f"Task {task_id} is in terminal state: {state}; it takes no more messages, "
+                          "so a reminder for it could never be delivered",
+                          [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNSUPPORTED_OPERATION",
+                            "domain": "a2a-protocol.org", "metadata": {"taskId": task_id, "state": state}}])
 
 
 def _task_id_of(result: Any) -> str | None:

@@ -13,13 +13,17 @@ from bridge.envelope import render
 from bridge.lifecycle import Deduped, Expired, SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
-from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
+from bridge.policy import TRUST_CODES
 
 INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
 #: What the proxy can honour itself for an agent with no reminder support.
 HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"], "roleHints": list(ROLE_HINT_VALUES)}
+#: The most bytes of injects one connection holds while they wait for the agent's `initialize`
+#: answer (they are also at most `trust.max_pending_per_session` in number).
+WAITING_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -29,12 +33,24 @@ class _Inject:
     session_id: Any
 
 
+@dataclass
+class _Early:
+    """An inject that arrived before the agent's dialect was known: handled once it is."""
+
+    msg: dict[str, Any]
+    source: str
+    reminder: Reminder
+    frame: bytes
+
+
 class AcpFlow(Flow):
     """One ACP connection (client = host side, agent = peer side).
 
-    State table: the two `Side`s and the stage (the flow's own), and ``sessions``: per ACP
+    State table: the two `Side`s and the stage (the flow's own); ``sessions``: per ACP
     `sessionId`, the reminders the proxy holds for an agent with no support (rendered into
-    prompts) or shadows for a legacy one (to tell a standard client about dedupe and expiry).
+    prompts) or shadows for a legacy one (to tell a standard client about dedupe and expiry);
+    ``early``: the connection's injects that arrived while the agent's `initialize` answer was
+    awaited (its dialect unknown), bounded in number and bytes, handled in order once it comes.
     """
 
     protocol = "acp"
@@ -43,6 +59,9 @@ class AcpFlow(Flow):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.sessions: dict[Any, SessionReminders] = {}
+        self.early: list[_Early] = []
+        self.early_bytes = 0
+        self.initializing = False  # the client's `initialize` went to the agent, unanswered yet
         self.host_markers = (b"emind", b"initialize")
         self.peer_markers = (b"emind",)
 
@@ -62,6 +81,7 @@ class AcpFlow(Flow):
                 if declared is not None:
                     self.host.learn(declared)
             self.expect_response(msg, "initialize")
+            self.initializing = self.initializing or "id" in msg
             return None
         if method in INJECT_METHODS:
             return await self._inject(msg, INJECT_METHODS[method])
@@ -87,7 +107,14 @@ class AcpFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=exc.loggable)
             return [self.reply(HOST, msg, invalid_params(msg_id, exc))] if is_request else []
-        session_id = session_of(params)
+        if self.initializing and not self.peer.known and not observes(self.stage):
+            return self._wait_for_agent(msg, source, decoded)  # spec §4: its dialect decides the translation
+        return await self._admit_inject(msg, source, decoded)
+
+    async def _admit_inject(self, msg: dict[str, Any], source: str, decoded: Reminder) -> Handled:
+        """An inject whose target dialect is known: the policy, then toward the agent (or held)."""
+        method = msg["method"]
+        session_id = session_of(msg.get("params"))
         target = self.peer.dialect
         held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
         reminder, refusal = await self.police(
@@ -125,6 +152,51 @@ class AcpFlow(Flow):
         self.record("rewritten", method, reminder, source=source, target=target)
         return [self.send(PEER, self.stamp(out))]
 
+    def _wait_for_agent(self, msg: dict[str, Any], source: str, reminder: Reminder) -> Handled:
+        """Keep an inject until the agent's `initialize` answer tells its dialect; one that would pass
+        the bound (in number or in bytes) is refused now, and the connection goes on."""
+        frame = self.frame_bytes()
+        limit = self.settings.trust.max_pending_per_session
+        size = self.early_bytes + len(frame)
+        if len(self.early) >= limit:
+            refusal = ("max_pending_per_session", limit, f"{len(self.early)} injects already wait for it "
+                                                          f"(max_pending_per_session = {limit})")
+        elif size > WAITING_BYTES:
+            refusal = ("waiting_bytes", WAITING_BYTES,
+                       f"the injects waiting for it would hold {size} bytes (at most {WAITING_BYTES})")
+        else:
+            self.early.append(_Early(msg, source, reminder, frame))
+            self.early_bytes += len(frame)
+            self.record("queued", msg["method"], reminder, source=source, session=session_of(msg.get("params")),
+                        why="waiting for the agent's initialize answer (its dialect decides the translation)")
+            return []
+        name, value, detail = refusal
+        why = f"reminder refused: the agent has not answered initialize yet and {detail}"
+        self.recorder.trust_refused(self.protocol, name)
+        self.record("refused" if "id" in msg else "dropped", msg["method"], reminder, source=source, why=why,
+                    session=session_of(msg.get("params")))
+        if "id" not in msg:
+            return []
+        return [self.reply(HOST, msg, error_response(msg["id"], TRUST_CODES["max_pending_per_session"], why,
+                                                     {"limit": name, "value": value,
+                                                      "reason": "agent_not_initialized"}))]
+
+    async def _after_initialize(self) -> list[Command]:
+        """The agent answered `initialize`: the injects that waited for it, in arrival order, each
+        handled as any other (one that needs no rewrite leaves as it came)."""
+        early, self.early, self.early_bytes = self.early, [], 0
+        answer, direction = self._inbound, self._direction
+        out: list[Command] = []
+        try:
+            for waited in early:
+                self._inbound, self._span, self._attributes = waited.msg, None, None
+                self._direction = "toward_peer"
+                handled = await self._admit_inject(waited.msg, waited.source, waited.reminder)
+                out += [Send(PEER, waited.frame)] if handled is None else handled
+        finally:
+            self._inbound, self._direction = answer, direction
+        return out
+
     def _pending(self, session_id: Any, reminder: Reminder) -> int:
         """What the session holds that ``reminder`` would not replace (same dedupe key)."""
         session = self.sessions.get(_session_key(session_id))
@@ -135,7 +207,18 @@ class AcpFlow(Flow):
 
     def pending_counts(self) -> dict[str, int]:
         held = sum(len(s) for s in self.sessions.values()) if self.peer.dialect == "none" else 0
-        return {"coalesce": len(self.held), "hold": held}
+        return {"coalesce": len(self.held), "hold": held, "initialize": len(self.early)}
+
+    def close(self, why: str) -> None:
+        """Injects still waiting for the agent's `initialize` answer are dropped and counted."""
+        for waited in self.early:
+            self._inbound, self._span, self._attributes = waited.msg, None, None
+            try:
+                self.record("dropped", waited.msg["method"], waited.reminder, source=waited.source, why=why)
+            finally:
+                self._inbound = None
+        self.early, self.early_bytes = [], 0
+        super().close(why)
 
     def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Handled:
         """Agent `none`: the proxy keeps the reminder and answers the inject itself."""
@@ -183,7 +266,12 @@ class AcpFlow(Flow):
     async def on_peer(self, msg: dict[str, Any]) -> Handled:
         waited = self.response_to(msg)
         if waited == "initialize" or (waited is None and isinstance(get_path(msg, "result", "agentCapabilities"), dict)):
-            return self._initialize_result(msg)
+            out = self._initialize_result(msg)
+            if waited == "initialize":
+                self.initializing = False
+                if self.early:  # after the answer: the client learns the agent before its injects' answers
+                    out = (out if out is not None else [self.forward(HOST)]) + await self._after_initialize()
+            return out
         if isinstance(waited, _Inject):
             return self._inject_result(msg, waited)
         if isinstance(waited, tuple) and waited[0] == "turn":

@@ -96,6 +96,7 @@ class Flow:
         # the message being handled, for trace context; only set on the decoded path
         self._inbound: dict[str, Any] | None = None
         self._headers: Mapping[str, str] | None = None
+        self._frame: bytes | None = None  # the frame being handled, when it is one message (not a batch)
         self._span: Any = None  # the trace context of the last decision's recorded span
         self._start_ns: int | None = None
         self._attributes: dict[str, Any] | None = None
@@ -192,11 +193,12 @@ class Flow:
             if isinstance(msg, list):
                 out = await self._batch(msg, frame, origin, dest)
             else:
+                self._frame = frame
                 handled = await self._dispatch(msg, origin)
                 out = [Forward(dest, frame)] if handled is None else \
                     [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
         finally:
-            self._headers = None
+            self._headers = self._frame = None
         if out and not (len(out) == 1 and type(out[0]) is Forward):
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
@@ -408,6 +410,11 @@ class Flow:
     def forward(self, to: str) -> Any:
         """The frame being handled, untouched (`_handle` makes it a `Forward` with its bytes)."""
         return _UNTOUCHED[to]
+
+    def frame_bytes(self) -> bytes:
+        """The bytes of the message being handled, for a flow that sends it on later untouched (a
+        member of a batch has no bytes of its own: it is encoded afresh)."""
+        return self._frame if self._frame is not None else dumps(self._inbound)
 
     def send(self, to: str, msg: dict[str, Any], *, answers: bool = False) -> Send:
         method = msg.get("method")

@@ -485,10 +485,11 @@ class HttpProxy:
         (spec §5: inject, then forward), then the request itself, or the proxy's own answer."""
         route.rpc_url = route.upstream_url(request.path, "")
         session, kept = await route.session_for(request)
-        session.headers = self._upstream_headers(route, request)
+        headers = session.headers = self._upstream_headers(route, request)  # the proxy's own requests reuse them
         commands = await _settled(session.flow, body, HOST, request.headers)
         if len(commands) == 1 and type(commands[0]) is Forward:
-            return await self.relay(route, request, body, session, kept=kept, holding=holding)  # the common case
+            return await self.relay(route, request, body, session, kept=kept, holding=holding,
+                                    headers=headers)  # the common case
         commands = await session.driver.settle(commands)
         main: Forward | Send | None = None
         calls: list[Call] = []
@@ -504,7 +505,7 @@ class HttpProxy:
         if calls:
             host += await self._calls(route, session, calls, request)
         if main is not None:
-            return await self.relay(route, request, main.data, session, kept=kept, holding=holding,
+            return await self.relay(route, request, main.data, session, kept=kept, holding=holding, headers=headers,
                                     rewritten=main if type(main) is Send else None,
                                     trace=session.flow.trace_context())
         route.learn(session.flow)
@@ -598,11 +599,14 @@ class HttpProxy:
 
     # -- relay: one request upstream, its answer back ---------------------------------------
     async def relay(self, route: HttpRoute, request: web.Request, body: bytes, session: Session | None, *,
-                    kept: bool = True, holding: Holding, rewritten: Send | None = None,
-                    trace: dict[str, str] | None = None) -> web.StreamResponse:
+                    kept: bool = True, holding: Holding, headers: dict[str, str] | None = None,
+                    rewritten: Send | None = None, trace: dict[str, str] | None = None) -> web.StreamResponse:
+        """``request`` upstream with its own end-to-end headers (``headers``: those already made for
+        it), never another request's: a GET's `Last-Event-ID` and `Accept` are the GET's, whatever the
+        session's last POST carried."""
         assert self.client is not None
-        headers = session.headers if session is not None and session.headers else \
-            self._upstream_headers(route, request)
+        if headers is None:
+            headers = self._upstream_headers(route, request)
         if rewritten is not None or trace:
             headers = dict(headers)  # the session's copy stays as the host sent it
             if rewritten is not None:

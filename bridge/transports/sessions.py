@@ -29,8 +29,9 @@ class Session:
         #: another session's (an A2A request's timers are its route's keeper's), not closed with this one
         self.driver: Any = None
         self.shared_driver = False
-        #: the headers the upstream got with the session's last request: the proxy's own requests
-        #: for the session carry them too (its Mcp-Session-Id, credentials)
+        #: the headers the upstream got with the session's last JSON-RPC POST: the proxy's own requests
+        #: for the session carry them too (its Mcp-Session-Id, credentials); a host's request always
+        #: goes upstream with its own
         self.headers: dict[str, str] | None = None
         #: open SSE answers to this session's host, oldest first: a GET stream, or POSTs still streaming
         self.streams: list[Any] = []

@@ -39,6 +39,7 @@ def test_demo_shows_rewritten_traffic_for_all_three_protocols_and_claude_code_ch
     assert '"url":"http://127.0.0.1:8080/a2a"' in out
     assert "reminderUpdate" in out
     assert "InjectTaskReminder" in out and '"method":"GetTask"' in out
+    assert '"code":-32004,"message":"Task task-1 is in terminal state: TASK_STATE_COMPLETED' in out  # after it ended
     # Claude Code with channels: capability and paragraph offered, the reminder pushed as a channel event.
     assert '"capabilities":{"tools":{},"logging":{},"experimental":{"claude/channel":{}}}' in out
     assert '"instructions":"Events in <channel source=\\"workspace\\"> tags are ambient reminders' in out

@@ -313,7 +313,7 @@ def test_a2a_stream_frames_carry_the_budget_reminder():
     agent = LegacyA2AAgent()
     frames = send(agent, "SendStreamingMessage", {"message": user_message("hello")})
     assert all(frame["id"] == "req-1" and frame["jsonrpc"] == "2.0" for frame in frames)
-    task, working, artifact, completed = (frame["result"] for frame in frames)
+    task, working, artifact, waiting = (frame["result"] for frame in frames)
     assert task["task"]["status"] == {"state": "TASK_STATE_SUBMITTED"}
     task_id, context_id = task["task"]["id"], task["task"]["contextId"]
     assert task_id == "task-1"
@@ -323,8 +323,8 @@ def test_a2a_stream_frames_carry_the_budget_reminder():
                         "dedupeKey": "budget", "ttlTurns": 1, "source": "coordinator-agent"}
     assert working["statusUpdate"]["status"] == {"state": "TASK_STATE_WORKING"}
     assert artifact["artifactUpdate"]["artifact"]["parts"] == [{"text": "echo: hello"}]
-    assert completed["statusUpdate"] == {"taskId": task_id, "contextId": context_id,
-                                         "status": {"state": "TASK_STATE_COMPLETED"}}
+    assert waiting["statusUpdate"] == {"taskId": task_id, "contextId": context_id,
+                                       "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}  # open for its next turn
     assert agent.received_reminders == {}
 
 
@@ -338,13 +338,17 @@ def test_a2a_send_message_records_reminders_from_both_places():
               "metadata": {"harn": {"reminders": [one, two]}}}
     [response] = send(agent, "message/send", params)
     task = response["result"]["task"]
-    assert (task["id"], task["contextId"], task["status"]) == ("task-9", "ctx-1", {"state": "TASK_STATE_COMPLETED"})
+    assert (task["id"], task["contextId"], task["status"]) == ("task-9", "ctx-1",
+                                                               {"state": "TASK_STATE_INPUT_REQUIRED"})
     assert agent.received_reminders == {"task-9": [one, two, three]}
 
-    send(agent, "SendMessage", {"message": user_message("again", taskId="task-9")})
+    [second] = send(agent, "SendMessage", {"message": user_message("again", taskId="task-9")})
+    assert second["result"]["task"]["status"] == {"state": "TASK_STATE_COMPLETED"}  # its second turn ends it
     [got] = send(agent, "GetTask", {"id": "task-9"})
     assert [m["parts"][0]["text"] for m in got["result"]["history"]] == ["go", "again"]
     assert len(got["result"]["artifacts"]) == 2
+    [late] = send(agent, "SendMessage", {"message": user_message("once more", taskId="task-9")})
+    assert late["error"]["code"] == -32004 and "terminal state" in late["error"]["message"]
 
 
 def test_a2a_errors():

@@ -8,8 +8,12 @@
   none      no reminder support at all
 
 The agent echoes every text part of the message back as an artifact, so a test sees exactly what
-reached it. `/stats` reports what arrived and the address every request was sent to (X-Forwarded-Host,
-else Host: a request that bypassed the proxy shows the agent's own address). Prints `PORT <n>`.
+reached it. A turn leaves the task input-required (open for the next message), unless the
+message's last text part names another ending: `complete`, `fail` or `reject` end the task in that
+terminal state, and `hold` keeps it working until `POST /release` (a test acts while it works).
+`CancelTask` cancels. `/stats` reports what arrived and the address every request was sent to
+(X-Forwarded-Host, else Host: a request that bypassed the proxy shows the agent's own address).
+Prints `PORT <n>`.
 
 Usage: python -m tests.peers.a2a_sdk_agent legacy|standard|none
 """
@@ -34,6 +38,10 @@ from starlette.responses import JSONResponse
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "none"
 STATS = {"hosts": Counter(), "reminders": [], "injects": [], "texts": []}
+#: the last text part of a message that ends its task in a terminal state, and the updater's way to say it
+ENDINGS = {"complete": "complete", "fail": "failed", "reject": "reject"}
+#: set by `POST /release`: a `hold` turn keeps its task working until then
+HOLD = asyncio.Event()
 BUDGET_REMINDER = {"id": "rem-budget", "body": "Your last action exceeded the configured cost budget.",
                    "tags": ["budget"], "dedupeKey": "budget", "ttlTurns": 1}
 
@@ -56,9 +64,16 @@ class EchoExecutor(AgentExecutor):
         decoration = {"harn": {"reminder": BUDGET_REMINDER}} if MODE == "legacy" else None
         await up.update_status(TaskState.TASK_STATE_WORKING, metadata=decoration)
         await up.add_artifact(parts=[Part(text=" | ".join(texts))], artifact_id="echo")
-        await asyncio.sleep(0.05)
-        # input-required, not completed: the task stays open for the next message (reminders ride on it)
-        await up.update_status(TaskState.TASK_STATE_INPUT_REQUIRED)
+        ending = texts[-1] if texts else ""
+        if ending == "hold":
+            HOLD.clear()
+            await HOLD.wait()
+        else:
+            await asyncio.sleep(0.05)
+        if ending in ENDINGS:
+            await getattr(up, ENDINGS[ending])()
+        else:  # input-required, not completed: the task stays open for the next message (reminders ride on it)
+            await up.update_status(TaskState.TASK_STATE_INPUT_REQUIRED)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
@@ -84,6 +99,9 @@ def main() -> None:
             headers = dict(scope["headers"])
             if scope["path"] == "/stats":
                 return await JSONResponse({**STATS, "hosts": dict(STATS["hosts"])})(scope, receive, send)
+            if scope["path"] == "/release":
+                HOLD.set()
+                return await JSONResponse({})(scope, receive, send)
             # the address the caller used: a proxy names it in X-Forwarded-Host (its Host is the agent's own)
             STATS["hosts"][headers.get(b"x-forwarded-host", headers.get(b"host", b"")).decode()] += 1
             if MODE == "standard" and scope["method"] == "POST":

@@ -42,10 +42,11 @@ def inject(msg_id, body: str = "Tests are red.", task: str = "t1", **fields) -> 
     return rpc(msg_id, "InjectTaskReminder", {"taskId": task, "reminder": {"body": body, **fields}})
 
 
-def checked(flow, command: Call, known: bool = True) -> list:
+def checked(flow, command: Call, known: bool = True, state: str = "TASK_STATE_INPUT_REQUIRED") -> list:
     """Answer the proxy's own GetTask."""
     answer = {"jsonrpc": "2.0", "id": command.id}
-    answer.update({"result": {"id": "t1"}} if known else {"error": {"code": -32001, "message": "Task not found"}})
+    answer.update({"result": {"id": "t1", "status": {"state": state}}} if known
+                  else {"error": {"code": -32001, "message": "Task not found"}})
     return flow.from_peer(frame(answer))
 
 
@@ -97,6 +98,22 @@ def test_an_unknown_task_is_refused_with_task_not_found():
     [reply] = checked(flow, call, known=False)
     error = json.loads(reply.data)["error"]
     assert error["code"] == -32001 and error["message"] == "Task not found: nope"
+
+
+def test_a_task_in_a_terminal_state_refuses_the_inject_in_either_protocol_version_and_queues_nothing():
+    for state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
+                  "completed", "canceled"):  # v1.0 and v0.3 names
+        flow = a2a()
+        [call] = flow.from_host(inject(1))
+        [reply] = checked(flow, call, state=state)
+        error = json.loads(reply.data)["error"]
+        assert error["code"] == -32004 and f"Task t1 is in terminal state: {state}" in error["message"]
+        assert flow.pending_counts()["task"] == 0
+    for state in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED", "TASK_STATE_AUTH_REQUIRED", "working"):
+        flow = a2a()
+        [call] = flow.from_host(inject(1))
+        assert "result" in json.loads(checked(flow, call, state=state)[0].data)
+        assert flow.pending_counts()["task"] == 1
 
 
 def test_toward_an_agent_without_support_the_reminder_is_a_prepended_text_part_and_audit_only_never_shows():

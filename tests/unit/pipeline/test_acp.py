@@ -94,6 +94,43 @@ def test_a_standard_inject_reaches_harn_as_session_remind_with_mode_always_writt
     assert to == HOST and answer["result"] == {"reminderId": "harn-9"}  # nothing deduped: no dedupedCount
 
 
+def test_injects_before_the_agents_initialize_answer_wait_for_it_and_then_go_as_any_other():
+    flow = make_flow("acp", None, Recorder(route="r", log=io.StringIO()))
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"protocolVersion": 1, "clientCapabilities": STANDARD_CLIENT}}))
+    early = inject(1, ttlTurns=2)
+    assert flow.from_host(early) == [] and flow.pending_counts()["initialize"] == 1
+    out = decoded(flow.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": 1, "agentCapabilities": HARN_AGENT}})))
+    assert [m.get("id") for _, m in out] == [0, 1] and out[0][0] == HOST
+    to, sent = out[1]
+    assert to == PEER and sent["method"] == "session/remind" and sent["params"]["mode"] == "finish_step"
+    assert flow.pending_counts()["initialize"] == 0
+
+    standard = make_flow("acp", None, Recorder(route="r", log=io.StringIO()))
+    standard.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}))
+    assert standard.from_host(early) == []
+    out = standard.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": 1, "agentCapabilities": {"reminders": {"inject": True, "emit": True}}}}))
+    assert [type(c) for c in out] == [Forward, Send] and out[1].data == early  # same bytes, only later
+
+
+def test_injects_wait_only_while_an_initialize_is_answered_and_never_at_stage_observe():
+    before_any = make_flow("acp", None, Recorder(route="r", log=io.StringIO()))
+    data = inject(1)
+    assert before_any.from_host(data) == [Forward(PEER, data)]  # no handshake under way: nothing to wait for
+    observing = make_flow("acp", parse_rules_text('[defaults]\nstage = "observe"\n').defaults,
+                          Recorder(route="r", log=io.StringIO()))
+    observing.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}))
+    assert observing.from_host(data) == [Forward(PEER, data)]
+    waiting = make_flow("acp", None, Recorder(route="r", log=io.StringIO()))
+    waiting.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}))
+    waiting.from_host(data)
+    waiting.close("the connection closed")
+    assert waiting.pending_counts()["initialize"] == 0
+    assert waiting.recorder.count("dropped", "acp") == 1
+
+
 def test_a_legacy_inject_reaches_a_standard_agent_in_camel_case():
     flow = acp(client_caps=LEGACY_CLIENT, agent_caps={"reminders": {"inject": True, "emit": True}})
     remind = frame({"jsonrpc": "2.0", "id": 2, "method": "session/remind", "params": {
