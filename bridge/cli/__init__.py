@@ -5,7 +5,11 @@ pipelines know nothing of the command line.
 """
 from __future__ import annotations
 
-import argparse
+from bridge.cli import hangup
+
+hangup.hold()  # first of all: a SIGHUP while the imports below run must not end the process
+
+import argparse  # noqa: E402 - after hold(), on purpose
 import importlib.util
 import os
 import platform
