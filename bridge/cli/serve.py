@@ -189,6 +189,14 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     from bridge.transports.guard import guarded_site
 
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
+    if worker is not None:  # a worker never outlives its supervisor, however the supervisor ended
+        def orphaned() -> None:
+            proxy.routes[0].recorder.log("supervisor_gone", level="warning",
+                                         why="the supervisor of --workers ended; this worker stops too")
+            stop.set()
+
+        worker.watch_supervisor(loop, orphaned)
     proxy.guard.install(loop)
     runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE,
                            keepalive_timeout=proxy.limits.idle_timeout_s)
@@ -215,7 +223,6 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
             return 2
     # every handler is in place before the `listening` line: whoever waits for it may signal at once
     stop_watching = watch_rules(rules_file, proxy.routes)
-    stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0][1] if runner.addresses else port
