@@ -26,7 +26,7 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra: pip inst
 from bridge.admin import is_loopback, split_hostport  # noqa: E402
 from bridge.state import StateSettings  # noqa: E402
 from tests.paths import ROOT
-from tests.peers.processes import Running, free_port, peer
+from tests.peers.processes import Running, peer
 
 DEPLOY = ROOT / "deploy"
 IMAGE = "reminder-bridge:0.1.0"
@@ -297,15 +297,18 @@ def test_sessions_reach_the_replica_that_holds_their_state(k8s, compose):
         assert StateSettings(url=flag(compose["services"][name]["command"], "--state")).shared
 
 
-def _run_as_shipped(args: list[str], upstream: Running, redis_url: str, admin: int) -> list[str]:
-    """A manifest's proxy command line, run here: the same hosts and flags, with the ports, the
-    upstream and the state URL replaced by local ones."""
+def _run_as_shipped(args: list[str], upstream: Running, redis_url: str) -> tuple[Running, int]:
+    """A manifest's proxy command line, run here: the same hosts and flags, with the ports (chosen
+    by the proxy), the upstream and the state URL replaced by local ones; and its admin port."""
     args = list(args)
-    args[args.index("--listen") + 1] = args[args.index("--listen") + 1].rpartition(":")[0] + ":0"
-    args[args.index("--admin") + 1] = args[args.index("--admin") + 1].rpartition(":")[0] + f":{admin}"
+    for name in ("--listen", "--admin"):
+        args[args.index(name) + 1] = args[args.index(name) + 1].rpartition(":")[0] + ":0"
     args[args.index("--upstream") + 1] = f"http://127.0.0.1:{upstream.port}"
     args[args.index("--state") + 1] = redis_url
-    return [sys.executable, "-m", "bridge", *args]
+    bridge = Running([sys.executable, "-m", "bridge", *args], "stderr")
+    # logged before the `listening` line Running waited for (the shipped --log-level info shows it)
+    admin = next(json.loads(line)["port"] for line in bridge.stderr if '"admin_listening"' in line)
+    return bridge, admin
 
 
 def _probe(command: list[str], admin: int, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -324,9 +327,8 @@ def test_each_shipped_command_line_keeps_its_admin_port_closed_and_its_probes_pa
             if tuple(args) in seen:
                 continue
             seen.add(tuple(args))
-            admin = free_port()
             monkeypatch.setenv(TOKEN, secret)  # what the Secret (or deploy/.env) gives the container
-            bridge = Running(_run_as_shipped(args, upstream, redis_url, admin), "stderr")
+            bridge, admin = _run_as_shipped(args, upstream, redis_url)
             try:
                 # logged (or not) before the `listening` line Running waited for
                 assert not [line for line in bridge.stderr if '"admin_exposed"' in line], where
@@ -340,8 +342,7 @@ def test_each_shipped_command_line_keeps_its_admin_port_closed_and_its_probes_pa
         assert len(seen) == 3  # compose (both replicas alike), the gateway, the sidecar
         # the check these runs rely on is live: the same command line without a token trips it
         monkeypatch.delenv(TOKEN)
-        bridge = Running(_run_as_shipped(compose["services"]["bridge-1"]["command"], upstream, redis_url,
-                                         free_port()), "stderr")
+        bridge, _ = _run_as_shipped(compose["services"]["bridge-1"]["command"], upstream, redis_url)
         try:
             assert [line for line in bridge.stderr if '"admin_exposed"' in line], bridge.stderr[-5:]
         finally:
