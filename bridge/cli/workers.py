@@ -136,6 +136,13 @@ def _prctl() -> Any:
         return None
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {number}"
+
+
 class _Child:
     """One worker process as the supervisor tracks it."""
 
@@ -231,8 +238,11 @@ class Supervisor:
         self.loop.remove_reader(child.ready_fd)
         os.close(child.ready_fd)
         child.ready_fd = None
-        if child.said:
-            child.listening = json.loads(child.said)
+        try:
+            child.listening = json.loads(child.said) if child.said else None
+        except ValueError:  # it died in the middle of saying it
+            return
+        if child.listening is not None:
             self._listening(child)
 
     def _listening(self, child: _Child) -> None:
@@ -269,7 +279,7 @@ class Supervisor:
         status = child.proc.returncode
         code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell says
         fields: dict[str, Any] = {"pid": child.pid, "index": child.index, "code": code,
-                                  "signal": signal.Signals(-status).name if status < 0 else None}
+                                  "signal": _signal_name(-status) if status < 0 else None}
         if self.stopping is not None:
             _log("worker_exited", **fields, restarted=False, why="the supervisor is stopping")
             self.code = self.code or code
@@ -278,11 +288,15 @@ class Supervisor:
         if serving and self._may_restart():
             _log("worker_exited", **fields, restarted=True,
                  why="it exited on its own; a new worker takes its place")
-            self._spawn(child.index, replaces=child.pid)
-            return
-        why = (f"{MAX_RESTARTS} restarts within {RESTART_WINDOW:.0f} s; stopping the others" if serving
-               else "it exited before it was listening (it could not start); stopping the others")
-        _log("worker_exited", **fields, restarted=False, why=why)
+            try:
+                self._spawn(child.index, replaces=child.pid)
+                return
+            except OSError as exc:  # out of processes or descriptors: the set cannot stay whole
+                _log("worker_not_restarted", index=child.index, error=str(exc), why="stopping the others")
+        else:
+            why = (f"{MAX_RESTARTS} restarts within {RESTART_WINDOW:.0f} s; stopping the others" if serving
+                   else "it exited before it was listening (it could not start); stopping the others")
+            _log("worker_exited", **fields, restarted=False, why=why)
         self._stop(signal.SIGTERM)
         self.code = code or 1
 
