@@ -5,7 +5,8 @@ before its event loop can take the signal. So the entry point calls `hold` befor
 import: from then on a SIGHUP is only noted. The command's real handler takes over when it is in
 place (`bridge.cli.reloading.watch_rules`), reloads once for any SIGHUP noted before (`missed`),
 and gives the signal back to `hold` when it stops, so a SIGHUP during shutdown is harmless too.
-A command that never reloads (`check`, `translate`, ...) simply ignores the signal.
+A command that never reloads (`check`, `translate`, `status`, ...) gets the default back as soon as
+the command line says which it is (`release`): a terminal that hangs up still ends it.
 
 Stdlib only, on purpose: it runs before the heavy imports it protects.
 """
@@ -27,6 +28,15 @@ def hold() -> None:
     thread may set handlers; elsewhere (an embedding application) this does nothing."""
     if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGHUP, _note)
+
+
+def release() -> None:
+    """SIGHUP's default back, for a command that never reloads (a terminal that hangs up still ends
+    it); one noted meanwhile is delivered now."""
+    if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        if missed():
+            signal.raise_signal(signal.SIGHUP)
 
 
 def missed() -> bool:

@@ -61,7 +61,7 @@ def add_serve_parser(sub: Any) -> None:
                         "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
-    p.set_defaults(func=_cmd_serve)
+    p.set_defaults(func=_cmd_serve, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
 def _workers(text: str) -> int:
