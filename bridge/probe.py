@@ -1,7 +1,7 @@
 """`python -m bridge.probe URL`: a container health check of the admin port that sends the token.
 
 A Kubernetes `httpGet` probe or a plain `curl` cannot read the bearer token from a Secret, and an
-admin port off loopback must have one (SPEC §13; the proxy warns `admin_exposed` otherwise). This
+admin port off loopback must have one (spec §13; the proxy warns `admin_exposed` otherwise). This
 reads `REMINDER_BRIDGE_ADMIN_TOKEN` from its environment, as the proxy does, and exits 0 when the
 URL (`/healthz`, `/readyz`) answers 2xx, else 1 with the reason on stderr (never the token).
 

@@ -1,4 +1,4 @@
-"""SIGHUP from the first instant: the documented reload signal (SPEC §7) must never end a proxy.
+"""SIGHUP from the first instant: the documented reload signal (spec §7) must never end a proxy.
 
 The default action of SIGHUP is to terminate, and a proxy spends half a second or more importing
 before its event loop can take the signal. So the entry point calls `hold` before any other
