@@ -77,8 +77,10 @@ def _families(group: list[Recorder], own: Iterable[Any] = ()) -> Iterable[
            "Reminders held now, by queue (coalesce, hold, tool_result, ...).",
            [("", {"protocol": p, "route": r, "queue": q}, n)
             for rec in group for (p, r, q), n in sorted(rec.pending().items())])
-    yield ("reminder_bridge_rules_reloads_total", "counter", "Rules reloads, applied or refused, by route.",
-           [("", {"route": rec.route, "result": res}, n) for rec in group for res, n in sorted(rec.reloads.items())])
+    yield ("reminder_bridge_rules_reloads_total", "counter",
+           "Rules reloads, applied or refused, by route and by the setting that decided it (field).",
+           [("", {"route": rec.route, "result": res, "field": why}, n)
+            for rec in group for (res, why), n in sorted(rec.reloads.items())])
     yield ("reminder_bridge_sessions_ended_total", "counter",
            "serve: MCP sessions whose state the proxy dropped: evicted (the table was full), expired (idle), "
            "closed (DELETE).",

@@ -169,7 +169,9 @@ class Recorder:
         self.staged: Counter[tuple[str, str, str, str]] = Counter()
         self.budget_rejections: Counter[tuple[str, str, str, str]] = Counter()  # protocol, route, scope kind, shadow
         self.trust_refusals: Counter[tuple[str, str, str]] = Counter()  # protocol, route, limit
-        self.reloads: Counter[str] = Counter()  # ok | refused
+        #: (ok | refused, the setting that decided it: `upstream`/`path` moved live, or what refused the
+        #: file: `problems`, `routes`, `protocol`, `upstream`, `path`; "" for an ordinary reload)
+        self.reloads: Counter[tuple[str, str]] = Counter()
         self.http_refused: Counter[str] = Counter()  # serve: origin | max_body_bytes | max_inflight_bytes | ...
         self.sessions_ended: Counter[str] = Counter()  # serve: evicted | expired | closed
         self.latency: dict[tuple[str, str], Histogram] = {}

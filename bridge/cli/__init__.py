@@ -5,7 +5,11 @@ pipelines know nothing of the command line.
 """
 from __future__ import annotations
 
-import argparse
+from bridge.cli import hangup
+
+hangup.hold()  # first of all: a SIGHUP while the imports below run must not end the process
+
+import argparse  # noqa: E402 - after hold(), on purpose
 import importlib.util
 import os
 import platform
@@ -111,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not getattr(args, "reloads", False):  # only `stdio` and `serve` reload on SIGHUP (see `hangup`)
+        hangup.release()
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `serve --workers` starts each worker with it
     if getattr(args, "state_dir", None):  # read by bridge/outbox/store.py, so no transport needs to know
         os.environ["REMINDER_BRIDGE_STATE_DIR"] = os.path.abspath(args.state_dir)

@@ -61,7 +61,7 @@ def add_serve_parser(sub: Any) -> None:
                         "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
-    p.set_defaults(func=_cmd_serve)
+    p.set_defaults(func=_cmd_serve, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
 def _workers(text: str) -> int:
@@ -77,6 +77,13 @@ def build_limits(args: Any, rules: Rules | None) -> Limits:
     return Limits.model_validate({**base.model_dump(), **given}) if given else base
 
 
+def with_flags(args: Any, route: RouteSettings) -> RouteSettings:
+    """A route's settings with what the command line overrides (`--allowed-origin`): at start-up,
+    and again at every reload, which would otherwise drop it."""
+    origins = getattr(args, "allowed_origin", None)
+    return route.model_copy(update={"allowed_origins": check_origins(origins)}) if origins else route
+
+
 def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
                  limits: Limits | None = None, shared: Any = None) -> list[HttpRoute]:
     """The routes to serve; ``shared``: the state backend every route's policy and flows use
@@ -86,10 +93,6 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
     dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
     log_level = getattr(args, "log_level", "warning")
     limits = limits or Limits()
-    origins = check_origins(args.allowed_origin) if getattr(args, "allowed_origin", None) else None
-
-    def settings_of(route: RouteSettings) -> RouteSettings:
-        return route.model_copy(update={"allowed_origins": origins}) if origins else route
 
     def check_dialect(name: str, protocol: str) -> None:
         problem = host_dialect_problem(args.host_dialect, protocol)
@@ -100,19 +103,20 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         for name, r in rules.routes.items():
             if r.upstream:
                 check_dialect(name, r.protocol)
-        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, settings_of(r), dialects,
-                            Policy(settings_of(r), rules.global_budget, route=name, shared=shared), tracing,
-                            log_level, limits)
-                  for name, r in rules.routes.items() if r.upstream]
+        served = {name: with_flags(args, r) for name, r in rules.routes.items() if r.upstream}
+        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, r, dialects,
+                            Policy(r, rules.global_budget, route=name, shared=shared), tracing, log_level, limits)
+                  for name, r in served.items()]
         if not routes:
             raise ValueError(f"{args.rules}: no route has an `upstream` to serve")
         return routes
     if not (args.protocol and args.upstream):
         raise ValueError("give --rules FILE, or --protocol and --upstream for one route")
     try:
-        settings = settings_of(RouteSettings(upstream=args.upstream))
+        settings = RouteSettings(upstream=args.upstream)
     except ValueError as exc:
         raise ValueError(f"--upstream: {exc}") from None
+    settings = with_flags(args, settings)
     check_dialect(UNNAMED_ROUTE, args.protocol)
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
         raise ValueError("ACP has no HTTP transport: give --protocol acp a ws:// or wss:// --upstream, or run the "
@@ -163,8 +167,8 @@ def _cmd_serve(args: Any) -> int:
             admin = rules.admin.listen
         token = rules.admin.token or token
     names = [route.name for route in proxy.routes]
-    rules_file = RulesFile(args.rules, lambda new: {n: new.routes[n] for n in names if n in new.routes}) \
-        if args.rules else None
+    rules_file = RulesFile(args.rules, lambda new: {n: with_flags(args, new.routes[n]) for n in names
+                                                    if n in new.routes}) if args.rules else None
     try:
         return run_loop(_run(proxy, host, worker.port if worker else port, admin, token=token, rules_file=rules_file,
                              admin_settings=rules.admin if rules is not None else None, shared=shared,
@@ -189,6 +193,14 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     from bridge.transports.guard import guarded_site
 
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
+    if worker is not None:  # a worker never outlives its supervisor, however the supervisor ended
+        def orphaned() -> None:
+            proxy.routes[0].recorder.log("supervisor_gone", level="warning",
+                                         why="the supervisor of --workers ended; this worker stops too")
+            stop.set()
+
+        worker.watch_supervisor(loop, orphaned)
     proxy.guard.install(loop)
     runner = web.AppRunner(proxy.app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE,
                            keepalive_timeout=proxy.limits.idle_timeout_s)
@@ -215,7 +227,6 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
             return 2
     # every handler is in place before the `listening` line: whoever waits for it may signal at once
     stop_watching = watch_rules(rules_file, proxy.routes)
-    stop = asyncio.Event()  # SIGTERM / SIGINT: stop listening, let requests in flight finish, then exit
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0][1] if runner.addresses else port

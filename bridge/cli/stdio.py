@@ -33,7 +33,7 @@ def add_stdio_parser(sub: Any) -> None:
                         "limited and why; info logs every decision")
     p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
-    p.set_defaults(func=_cmd_stdio)
+    p.set_defaults(func=_cmd_stdio, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
 def _cmd_stdio(args: argparse.Namespace) -> int:

@@ -80,44 +80,82 @@ class Reloadable(Protocol):
     name: str
     recorder: Any
     policy: Any
+    settings: RouteSettings
 
-    def apply(self, settings: RouteSettings, policy: Any) -> None: ...
+    def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
+        """(the setting, why) when this route cannot take ``settings`` while it runs; ``after``: every
+        running route's settings once the reload is applied. None when it can."""
+        ...
+
+    def apply(self, settings: RouteSettings, policy: Any) -> dict[str, dict[str, str]]:
+        """Take ``settings`` for the messages to come; returns what moved live ({setting: {from, to}})."""
+        ...
+
+
+def _protocol_refusal(old: RouteSettings, new: RouteSettings) -> tuple[str, str] | None:
+    """No route changes its protocol live, whatever the transport: its pipelines, sessions and the
+    peer it talks to are built for one."""
+    if old.protocol is None or new.protocol in (None, old.protocol):
+        return None
+    return "protocol", (f"the route speaks {old.protocol} (its pipelines and its peer are built for it); "
+                        f"serving {new.protocol} needs a restart")
+
+
+def _refused(routes: list[Reloadable], field: str) -> None:
+    for route in routes:
+        route.recorder.reloads["refused", field] += 1
 
 
 def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: str, file: str) -> bool:
     """New rules for the messages to come, route by route: a route the file still has takes them
     (its connections, learned dialects, held reminders and budget tokens stay); one it no longer
-    has keeps its rules; a file with problems changes nothing. The log says which, and
-    `reminder_bridge_rules_reloads_total{route,result}` counts it."""
+    has keeps its rules. A file with problems, or one that changes what a running route cannot
+    change live (`Reloadable.refusal`), changes nothing. The log says which and why, and
+    `reminder_bridge_rules_reloads_total{route,result,field}` counts it with the setting that decided."""
     log = routes[0].recorder
     if isinstance(result, Refused):
-        for route in routes:
-            route.recorder.reloads["refused"] += 1
-        log.log("reload_refused", level="error", file=file, trigger=trigger, problems=result.lines,
+        _refused(routes, "problems")
+        log.log("reload_refused", level="error", file=file, trigger=trigger, field="problems", problems=result.lines,
                 why="the rules file has problems; keeping the previous rules")
         return False
     present = [r for r in routes if r.name in result.routes]
     missing = [r.name for r in routes if r.name not in result.routes]
     new = sorted(set(result.rules.routes) - {r.name for r in routes}) or None
     if not present:
-        for route in routes:
-            route.recorder.reloads["refused"] += 1
-        log.log("reload_refused", level="error", file=file, trigger=trigger, missing=missing, new_routes=new,
-                why=f"none of the running routes ({', '.join(missing)}) is in the file; keeping the previous rules "
-                    f"(adding or removing routes needs a restart)")
+        _refused(routes, "routes")
+        log.log("reload_refused", level="error", file=file, trigger=trigger, field="routes", missing=missing,
+                new_routes=new, why=f"none of the running routes ({', '.join(missing)}) is in the file; keeping the "
+                                    f"previous rules (adding or removing routes needs a restart)")
         return False
+    after = {r.name: result.routes.get(r.name, r.settings) for r in routes}
     for route in present:
         settings = result.routes[route.name]
-        route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name, state=route.policy.state,
-                                     shared=route.policy.shared))  # [state] itself changes at a restart
-        route.recorder.reloads["ok"] += 1
+        refusal = _protocol_refusal(route.settings, settings) or route.refusal(settings, after)
+        if refusal is not None:
+            field, why = refusal
+            _refused(routes, field)
+            log.log("reload_refused", level="error", file=file, trigger=trigger, route=route.name, field=field,
+                    why=f"{why}; keeping the previous rules")
+            return False
+    moved: dict[str, dict[str, dict[str, str]]] = {}
+    for route in present:
+        settings = result.routes[route.name]
+        changes = route.apply(settings, Policy(settings, result.rules.global_budget, route=route.name,
+                                               state=route.policy.state,
+                                               shared=route.policy.shared))  # [state] itself changes at a restart
+        if changes:
+            moved[route.name] = changes
+        route.recorder.reloads["ok", "+".join(sorted(changes))] += 1
         route.recorder.tracing.capture_bodies = result.rules.telemetry.capture_bodies  # exporter, sampling: at restart
     for route in routes:
         if route.name in missing:
-            route.recorder.reloads["refused"] += 1
-    why = "; ".join(part for part in ("routes missing from the file keep their rules" if missing else "",
-                                      "new routes need a restart" if new else "") if part) or None
+            route.recorder.reloads["refused", "routes"] += 1
+    why = "; ".join(part for part in (
+        "routes missing from the file keep their rules" if missing else "",
+        "new routes need a restart" if new else "",
+        "requests in flight and open streams finish where they started; every new request, an existing "
+        "session's too, goes to the new upstream and path" if moved else "") if part) or None
     log.log("rules_reloaded", level="warning" if why else "info", file=file, trigger=trigger,
-            applied=[r.name for r in present], kept=missing or None, new_routes=new,
+            applied=[r.name for r in present], kept=missing or None, new_routes=new, moved=moved or None,
             stage=result.routes[present[0].name].stage if len(routes) == 1 else None, why=why)
     return True

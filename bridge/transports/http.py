@@ -101,11 +101,16 @@ class HttpRoute:
     live: set[Session] = field(init=False, default_factory=set)
     #: what the server's handshake or card said, to seed per-request pipelines
     learned: dict[str, Any] = field(init=False, default_factory=dict)
-    rpc_url: str | None = field(init=False, default=None)  # where the host posts JSON-RPC; the proxy's own requests go there too
+    #: where below the route the host posts JSON-RPC: the proxy's own requests go there too (on the
+    #: upstream the route has when they are made)
+    rpc_path: str = field(init=False, default="")
+    #: upstreams a reload moved the route away from, by URL: answers still in flight from them are
+    #: scrubbed of their secrets too
+    former: dict[str, Upstream] = field(init=False, default_factory=dict)
     proxy: Any = field(init=False, default=None)  # the HttpProxy serving the route (runs sessions' timers and calls)
 
     def __post_init__(self) -> None:
-        self.prefix = self.prefix.rstrip("/")
+        self.prefix = route_prefix(self.prefix)
         self.recorder = Recorder(route=self.name, log_level=self.log_level, tracing=self.tracing)
         if self.policy is None:
             self.policy = Policy(self.settings, route=self.name)
@@ -137,16 +142,57 @@ class HttpRoute:
         return make_flow(self.protocol, self.settings, self.recorder, policy=self.policy,
                          **{**self.dialects, **kwargs})
 
+    def _sessions(self) -> list[Session]:
+        keeper = [self.keeper] if self.keeper is not None else []
+        return [*self.sessions, *self.live, *keeper]
+
     def flows(self) -> list[Flow]:
         """Every live pipeline of this route (a reload reconfigures them all)."""
-        keeper = [self.keeper] if self.keeper is not None else []
-        found = {id(s.flow): s.flow for s in [*self.sessions, *self.live, *keeper]}
+        found = {id(s.flow): s.flow for s in self._sessions()}
         return list(found.values())
 
-    def apply(self, settings: RouteSettings, policy: Policy) -> None:
+    def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
+        """What a reload cannot move while the route runs (`bridge.policy.reload.apply_reload`): the
+        route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), or onto
+        a path another running route serves."""
+        if settings.upstream is None:
+            return "upstream", "serve needs an upstream for every route it serves (a route leaves at a restart)"
+        if settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
+            return "upstream", ("moving the upstream between HTTP and WebSocket changes how clients connect; "
+                                "that needs a restart")
+        prefix = route_prefix(settings.path)
+        taken = next((name for name, other in after.items() if name != self.name and route_prefix(other.path) == prefix),
+                     None)
+        if prefix != self.prefix and taken is not None:
+            return "path", f"path {prefix or '/'} is where route {taken!r} answers"
+        return None
+
+    def apply(self, settings: RouteSettings, policy: Policy) -> dict[str, dict[str, str]]:
+        """New settings for the requests to come. A new `upstream` takes every new request (an
+        existing session's too: an upstream that does not know the session answers 404, and an MCP
+        host starts a new one); a new `path` moves the route there. Requests in flight and open
+        streams finish where they started. Returns what moved ({setting: {from, to}})."""
+        moved: dict[str, dict[str, str]] = {}
+        if settings.upstream != self.upstream:
+            assert settings.upstream is not None  # `refusal` said so
+            old = self.former[self.upstream] = self.target
+            self.upstream, self.target = settings.upstream, Upstream(settings.upstream)
+            self.former.pop(self.upstream, None)
+            self.learned = {}  # what the old upstream declared says nothing of the new one
+            for session in self._sessions():  # the proxy's own requests for them: never the old credentials
+                if session.headers:
+                    session.headers = _reauthorized(session.headers, old.authorization, self.target.authorization)
+            moved["upstream"] = {"from": old.shown, "to": self.target.shown}
+        prefix = route_prefix(settings.path)
+        if prefix != self.prefix:
+            moved["path"] = {"from": self.prefix or "/", "to": prefix or "/"}
+            self.prefix = prefix
+            if self.proxy is not None:
+                self.proxy.sort_routes()
         self.settings, self.policy = settings, policy
         for flow in self.flows():
             flow.reconfigure(settings, policy)
+        return moved
 
     def allows(self, origin: str | None) -> bool:
         return origin_allowed(origin, self.settings.allowed_origins)
@@ -266,9 +312,12 @@ class HttpRoute:
             self.sessions.put(session_id, session)
         return bool(session_id)
 
+    def below(self, path: str) -> str:
+        """A path at the proxy as seen below the route's prefix."""
+        return path[len(self.prefix):] if path.startswith(self.prefix) else path
+
     def upstream_url(self, path: str, query: str) -> str:
-        rest = path[len(self.prefix):] if path.startswith(self.prefix) else path
-        return self.target.url(rest, query)
+        return self.target.url(self.below(path), query)
 
     def to_proxy(self, url: str, request: web.Request) -> str:
         """An upstream URL as the caller must see it: at the proxy, under this route's prefix."""
@@ -287,14 +336,33 @@ class HttpRoute:
         return urlunsplit((request.scheme, request.host, path, parts.query, parts.fragment))
 
     def shown(self, text: str) -> str:
-        """``text`` safe to show a client or a log: the upstream URL's secrets replaced."""
-        return self.target.scrub(text)
+        """``text`` safe to show a client or a log: the upstream URL's secrets replaced (and those of
+        the upstreams it had before a reload)."""
+        text = self.target.scrub(text)
+        for old in self.former.values():
+            text = old.scrub(text)
+        return text
+
+
+def _reauthorized(headers: dict[str, str], old: str | None, new: str | None) -> dict[str, str]:
+    """A session's upstream headers once the route's upstream credentials went from ``old`` to
+    ``new`` (`upstream_headers` puts the route's own in place of the client's)."""
+    out = {k: v for k, v in headers.items() if k.lower() != "authorization" or (new is None and v != old)}
+    if new is not None:
+        out["Authorization"] = new
+    return out
+
+
+def route_prefix(path: str | None) -> str:
+    """Where a route answers at the proxy: its `path` without a trailing slash ("" for every path)."""
+    return (path or "").rstrip("/")
 
 
 class HttpProxy:
     def __init__(self, routes: list[HttpRoute], upstream_timeout: float = 300.0, limits: Limits | None = None,
                  guard: Guard | None = None):
-        self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
+        self.routes = list(routes)
+        self.sort_routes()
         for route in self.routes:
             route.proxy = self
         self.upstream_timeout = upstream_timeout
@@ -390,6 +458,11 @@ class HttpProxy:
              [("", {}, guard.budget.used)]),
         ]
 
+    def sort_routes(self) -> None:
+        """The longest prefix first, so `route_for` picks the most specific route (again after a
+        reload moved one). In place: whoever holds the list sees the new order."""
+        self.routes.sort(key=lambda r: len(r.prefix), reverse=True)
+
     def route_for(self, path: str) -> HttpRoute | None:
         for route in self.routes:
             if not route.prefix or path == route.prefix or path.startswith(route.prefix + "/"):
@@ -483,7 +556,7 @@ class HttpProxy:
                       holding: Holding) -> web.StreamResponse:
         """The host's JSON-RPC request through its session's flow: the proxy's own calls go first
         (spec §5: inject, then forward), then the request itself, or the proxy's own answer."""
-        route.rpc_url = route.upstream_url(request.path, "")
+        route.rpc_path = route.below(request.path)
         session, kept = await route.session_for(request)
         headers = session.headers = self._upstream_headers(route, request)  # the proxy's own requests reuse them
         commands = await _settled(session.flow, body, HOST, request.headers)
@@ -551,7 +624,7 @@ class HttpProxy:
         """One JSON-RPC POST upstream (to the endpoint the host last used); yields every message of
         its answer, JSON or SSE."""
         assert self.client is not None
-        url = route.rpc_url or route.upstream_url(route.prefix or "/", "")
+        url = route.target.url(route.rpc_path, "")
         async with self.client.post(url, data=message, headers=headers) as response:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 async for event in events(response.content.iter_any(), self.limits.max_event_bytes):

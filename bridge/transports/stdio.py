@@ -554,12 +554,19 @@ class StdioProxy:
         return {"transport": "stdio", "protocol": protocol, "stage": self.settings.stage, "settings": self.settings,
                 "policy": self.policy, "sessions": 1 if self.flow is not None else 0}
 
-    def apply(self, settings: RouteSettings, policy: Policy) -> None:
+    def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
+        """Nothing a stdio route reads is fixed once it runs, but its protocol (which every transport
+        refuses to change): the command it wraps comes from its command line, `path` and `upstream`
+        are `serve`'s."""
+        return None
+
+    def apply(self, settings: RouteSettings, policy: Policy) -> dict[str, dict[str, str]]:
         """A reload (`bridge.policy.reload.apply_reload`): new rules for the messages to come; the
-        connection, learned dialects, held reminders and budget tokens stay."""
+        connection, learned dialects, held reminders and budget tokens stay. Nothing moves."""
         self.settings, self.policy = settings, policy
         if self.flow is not None:
             self.flow.reconfigure(settings, policy)
+        return {}
 
     def _forward_signal(self, sig: int) -> None:
         """SIGINT and SIGTERM go on to the child, whose exit ends the proxy.  SIGTERM also starts

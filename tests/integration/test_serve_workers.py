@@ -1,12 +1,13 @@
 """`serve --workers N` as an operator runs it: real processes on one real port, with a real
-redis-server as the shared state; signals reach every worker; a dead worker stops the rest and
-sets the exit code; without shared state it refuses to start and says why."""
+redis-server as the shared state; signals reach every worker; a worker that cannot start stops the
+rest and sets the exit code; without shared state it refuses to start and says why."""
 from __future__ import annotations
 
 import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -86,12 +87,21 @@ def test_sighup_reaches_every_worker(workers):
     assert workers.proc.poll() is None
 
 
-def test_a_worker_that_dies_stops_the_others_and_gives_its_exit_code(workers):
-    first, second = pids_of(workers)
-    os.kill(first, signal.SIGKILL)
-    assert workers.proc.wait(30) == 128 + signal.SIGKILL
-    wait_until(lambda: not alive(second))
-    assert any('"worker_exited"' in line for line in workers.stderr)
+def test_a_worker_that_cannot_start_stops_the_others_and_gives_its_exit_code(server, redis_url):
+    """The admin port is taken: worker 0 cannot start (exit 2), which is a configuration error, not
+    a crash to restart (a killed worker is restarted: tests/fault/test_process_lifecycle.py)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = subprocess.run([sys.executable, "-m", "bridge", "serve", "--workers", "2", "--state", redis_url,
+                                 "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{taken.getsockname()[1]}",
+                                 "--protocol", "mcp", "--upstream", f"http://127.0.0.1:{server.port}"],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr[-2000:]
+    exits = [json.loads(line) for line in result.stderr.splitlines() if '"worker_exited"' in line]
+    failed = next(e for e in exits if e["index"] == 0)
+    assert failed["code"] == 2 and failed["restarted"] is False and "could not start" in failed["why"]
+    assert not any(e["restarted"] for e in exits)
 
 
 def test_more_than_one_worker_without_shared_state_refuses_and_says_how(server):
