@@ -284,7 +284,9 @@ def test_an_inject_sent_before_the_agents_initialize_answer_waits_and_is_then_tr
 
 def test_injects_over_the_waiting_bound_get_a_clear_error_and_the_connection_goes_on(tmp_path):
     rules = tmp_path / "rules.toml"
-    rules.write_text('[routes.agent]\nprotocol = "acp"\n[routes.agent.trust]\nmax_pending_per_session = 3\n')
+    # a whole reminder may be large here (max_reminder_bytes), so only the waiting queue's own byte bound refuses
+    rules.write_text('[routes.agent]\nprotocol = "acp"\n[routes.agent.trust]\nmax_pending_per_session = 3\n'
+                     'max_reminder_bytes = 1000000\n')
     acp = JsonRpcPipe(STDIO + ["--rules", str(rules), "--"] + LATE_AGENT)
     try:
         acp.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": STANDARD_CLIENT})
