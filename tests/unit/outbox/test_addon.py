@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from bridge.pipeline.commands import Defer, Wakeup
+from bridge.pipeline.commands import Defer, Wakeup, receipts_of
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard
 from bridge.outbox.events import parse_event, to_reminder
 from bridge.rules import parse_rules_text
+from bridge.state.scope import STDIO, Scope
 from bridge.telemetry import Recorder
 
 NOTE = "ai.nimblebrain/notification"
@@ -41,44 +42,46 @@ class _Log:
         pass
 
 
-def perform(commands) -> list[tuple[str, dict]]:
+def perform(commands, flow) -> list[tuple[str, dict]]:
     """What a transport does, without one: blocking work run at once, in order (a transport runs it
-    on its background thread); what goes on a wire, decoded."""
+    on its background thread); what goes on a wire, decoded, and reported written."""
     out: list[tuple[str, dict]] = []
     for command in commands:
         if isinstance(command, Defer):
-            out += perform(command.done(run_blocking(command)))
+            out += perform(command.done(run_blocking(command)), flow)
         elif not isinstance(command, Wakeup):
             out.append((command.to, json.loads(command.data)))
+            out += perform(flow.written(receipts_of([command])), flow)
     return out
 
 
 class Link:
     """One MCP connection through the sans-I/O flow, with a hand-driven clock."""
 
-    def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = ""):
+    def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = "",
+                 scope: Scope | None = None):
         rules = (f'[routes.r]\nprotocol = "mcp"\n{route_extra}\n{table}\n')
         rules = rules.replace("STORE", str(tmp_path / "outbox.sqlite3"))
         self.log = _Log()
         self.wall = 1_800_000_000.0
         self.now = 100.0
         self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], Recorder(route="r", log=self.log),
-                              clock=lambda: self.now)
+                              clock=lambda: self.now, scope=scope or Scope.connection("r", STDIO))
         self.outbox = self.flow.addons[0] if self.flow.addons else None
         if self.outbox is not None:
             self.outbox.wall = lambda: self.wall
         self.host_caps = {"reminders": {}} if host_caps is None else host_caps
 
     def host(self, msg) -> list[tuple[str, dict]]:
-        return perform(self.flow.from_host(json.dumps(msg).encode()))
+        return perform(self.flow.from_host(json.dumps(msg).encode()), self.flow)
 
     def peer(self, msg) -> list[tuple[str, dict]]:
-        return perform(self.flow.from_peer(json.dumps(msg).encode()))
+        return perform(self.flow.from_peer(json.dumps(msg).encode()), self.flow)
 
     def tick(self, seconds: float = 0.25) -> list[tuple[str, dict]]:
         """Time passes; the flow is woken (a transport would have woken it at its `Wakeup`)."""
         self.now += seconds
-        return perform(self.flow.wake(self.now))
+        return perform(self.flow.wake(self.now), self.flow)
 
     def legacy_handshake(self, server_caps: dict | None = None) -> list[tuple[str, dict]]:
         self.host({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -271,12 +274,12 @@ def test_a_host_without_reminder_support_gets_them_in_the_next_tool_result(tmp_p
     link = Link(tmp_path, PULL, host_caps={})
     link.legacy_handshake()
     assert link.answer(only_poll(link.tick()), [event("e1", title="deploy finished")]) == []
-    pending = link.outbox.store.undelivered("r|acme://n")
+    pending = link.outbox.store.undelivered(link.outbox.source)
     assert len(pending) == 1  # queued for the tool result: not delivered yet, so a restart re-queues it
     link.host({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t"}})
     [(_, result)] = link.peer({"jsonrpc": "2.0", "id": 5, "result": {"content": []}})
     assert "deploy finished</system-reminder>" in result["result"]["content"][0]["text"]
-    assert link.outbox.store.undelivered("r|acme://n") == []
+    assert link.outbox.store.undelivered(link.outbox.source) == []
 
 
 def test_outbox_traffic_leaves_the_hot_path_alone(tmp_path):
@@ -389,4 +392,4 @@ def test_budgets_and_trust_limits_apply_to_reminders_made_from_events(tmp_path):
     assert {r["roleHint"] for r in got} == {"ephemeral_cache"}  # lowered to the route's ceiling
     assert link.flow.recorder.count("rate_limited", "mcp") == 1
     assert sum(link.flow.recorder.budget_rejections.values()) == 1
-    assert link.outbox.store.undelivered("r|acme://n") == []  # decided: never handed over again
+    assert link.outbox.store.undelivered(link.outbox.source) == []  # decided: never handed over again
