@@ -278,9 +278,33 @@ class Outboxes:
 
         await eventually(more, timeout=20)
 
+    async def held(self, host: Host, event_id: str) -> None:
+        """``host`` starts, and the proxy stores ``event_id`` for it (a host with no reminder support
+        gets it with its next tool result: until then it is held)."""
+        await host.start()
+        await self.polled(host)
+        self.write(host, event_id)
+        await self.stored(host, event_id)
+
+    async def pushed(self, host: Host, event_id: str) -> None:
+        """``host`` starts, listens, and the proxy pushes it ``event_id``."""
+        await host.start()
+        host.listen()
+        await self.polled(host)
+        self.write(host, event_id)
+        await until(host.reminders)
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+@pytest.fixture
+async def outboxes(tmp_path):
+    running = Outboxes(tmp_path)
+    await running.ready()
+    yield running
+    running.stop()
 
 
 def pull_rules(tmp_path: Path, port: int, extra: str = "") -> Path:
@@ -291,52 +315,34 @@ def pull_rules(tmp_path: Path, port: int, extra: str = "") -> Path:
     return rules
 
 
-async def test_pulled_events_reach_only_the_session_whose_upstream_produced_them(tmp_path):
-    outboxes = Outboxes(tmp_path)
-    await outboxes.ready()
+async def test_pulled_events_reach_only_the_session_whose_upstream_produced_them(tmp_path, outboxes):
     proxied = bridge(pull_rules(tmp_path, outboxes.port))
     a = Host(proxied.port, name="a")  # no reminder support: its events wait for its next tool result
     b = Host(proxied.port, {"reminders": {}}, name="b")  # listens on its GET stream
     try:
-        await a.start()
-        await outboxes.polled(a)
-        outboxes.write(a, "for-a")
-        await outboxes.stored(a, "for-a")  # stored for a, waiting for a's next tool result
-        await b.start()
-        b.listen()
-        await outboxes.polled(b)
-        outboxes.write(b, "for-b")
-        await until(b.reminders)
+        await outboxes.held(a, "for-a")
+        await outboxes.pushed(b, "for-b")  # b starts while a's event waits in the store
         assert b.event_ids() == ["for-b"]
         assert in_tool_result(await a.tool("echo", text="hi")) == ["for-a"]  # a still gets its own
     finally:
         await a.close()
         await b.close()
         proxied.stop()
-        outboxes.stop()
 
 
-async def test_after_a_kill_a_session_that_resumes_its_id_gets_its_own_held_events_and_no_one_else_does(tmp_path):
-    outboxes = Outboxes(tmp_path)
-    await outboxes.ready()
+async def test_after_a_kill_a_session_that_resumes_its_id_gets_its_own_held_events_and_no_one_else_does(
+        tmp_path, outboxes):
     rules = pull_rules(tmp_path, outboxes.port)
     proxied = bridge(rules)
     a = Host(proxied.port, name="a")
     b = Host(proxied.port, {"reminders": {}}, name="b")
     try:
-        await a.start()
-        await outboxes.polled(a)
-        outboxes.write(a, "held-for-a")
-        await outboxes.stored(a, "held-for-a")
+        await outboxes.held(a, "held-for-a")
         proxied.proc.kill()
         proxied.proc.wait(10)
         proxied = bridge(rules)
         b.port = a.port = proxied.port
-        await b.start()  # a new session on the restarted proxy
-        b.listen()
-        await outboxes.polled(b)
-        outboxes.write(b, "for-b")
-        await until(b.reminders)
+        await outboxes.pushed(b, "for-b")  # a new session on the restarted proxy
         # a never initialises again: it goes on with its Mcp-Session-Id, and its event comes with its next answer
         assert in_tool_result(await a.tool("echo", text="back")) == ["held-for-a"]
         assert b.event_ids() == ["for-b"]
@@ -344,18 +350,15 @@ async def test_after_a_kill_a_session_that_resumes_its_id_gets_its_own_held_even
         await a.close()
         await b.close()
         proxied.stop()
-        outboxes.stop()
 
 
 # -- finding 5: exactly once across kill -9 ---------------------------------------------------------
-async def test_many_kills_at_random_points_lose_and_repeat_no_pulled_event(tmp_path):
+async def test_many_kills_at_random_points_lose_and_repeat_no_pulled_event(tmp_path, outboxes):
     """A listening host whose proxy is killed again and again: events are written for its session
     while its stream is open (the kill lands at a random point of their delivery), while it has no
     stream (the proxy holds what it pulled for the host's next answer, and is killed holding it), and
     while the proxy is down.  After each restart the host resumes its session, never `initialize`:
     its next tool call, and a GET stream when it keeps one.  Every event arrives exactly once."""
-    outboxes = Outboxes(tmp_path)
-    await outboxes.ready()
     rules = pull_rules(tmp_path, outboxes.port, 'host_dialect = "standard"\n')  # resumed sessions push too
     proxied = bridge(rules)
     host = Host(proxied.port, {"reminders": {}}, name="survivor")
@@ -397,7 +400,6 @@ async def test_many_kills_at_random_points_lose_and_repeat_no_pulled_event(tmp_p
     finally:
         await host.close()
         proxied.stop()
-        outboxes.stop()
 
 
 # -- finding 11: a locked store ---------------------------------------------------------------------
