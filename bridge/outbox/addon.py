@@ -330,7 +330,9 @@ class OutboxAddOn(AddOn):
     def next_wake(self) -> float | None:
         times = [self.next_prune] + ([self.retry_at] if self.retry_at is not None else [])
         if self._pulls():
-            if not self.started or (self.stored and not self.reading and self.store.health.failing_since is None):
+            if not self.started:
+                times.append(self.store.next_start(self.source, self.now))
+            elif self.stored and not self.reading and self.store.health.failing_since is None:
                 return self.now
             for poller in self.pollers.values():
                 times.append(poller.due_at if poller.in_flight is None
@@ -347,7 +349,7 @@ class OutboxAddOn(AddOn):
             out += self._retry()
         if not self._pulls():
             return out
-        if not self.started:
+        if not self.started and now >= self._start_at(now):
             self.started = True
             out += self._start()
         out += self._deliver()
@@ -391,13 +393,16 @@ class OutboxAddOn(AddOn):
 
         return self._defer(work, done)
 
+    def _start_at(self, now: float) -> float:
+        """When polling may start: at once, except that the requests of one identity (each a flow of
+        its own, 2026-07-28) start one poll per floor between them."""
+        if self.flow.scope.kind != IDENTITY:
+            return now
+        return self.store.poll_start(self.source, now, self.cadence.floor_ms / 1000)
+
     def _start(self) -> list[Command]:
         """The first ready wake: discover events (2026-07-28 servers with the Events extension),
-        else poll the declared resource.  A 2026-07-28 request of an identity polls only when no
-        other request of it did within the poll floor (each request is a flow of its own)."""
-        if self.flow.scope.kind == IDENTITY and not self.store.poll_due(self.source, self.now,
-                                                                         self.cadence.floor_ms / 1000):
-            return []
+        else poll the declared resource."""
         if self.era == "modern" and self.server_events:
             return [self._request("events/list", {}, self._event_list)]
         self._poll_resource()

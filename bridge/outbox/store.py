@@ -131,8 +131,8 @@ class Store:
         self.claimed: set[int] = set()
         #: undelivered rows, whatever session they wait for, as the last prune counted them
         self.held_rows = 0
-        #: when each source was last polled (monotonic seconds), for flows that live one request each
-        self._polled: TTLCache = TTLCache(maxsize=10_000, ttl=3600.0)
+        #: when each source may start polling again (monotonic seconds), for flows that live one request each
+        self._starts: TTLCache = TTLCache(maxsize=10_000, ttl=3600.0)
         register_collector(METRICS)
         _OPEN.add(self)
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
@@ -145,13 +145,18 @@ class Store:
                 self.db.execute("insert into meta values ('store_id', ?)", (secrets.token_hex(6),))
         self.store_id: str = self.db.execute("select value from meta where key = 'store_id'").fetchone()[0]
 
-    def poll_due(self, source: str, now: float, every_s: float) -> bool:
-        """Whether ``source`` may be polled at ``now`` (none did within ``every_s``); if so, it is now."""
-        last = self._polled.get(source)
-        if last is not None and now - last < every_s:
-            return False
-        self._polled[source] = now
-        return True
+    def poll_start(self, source: str, now: float, every_s: float) -> float:
+        """When ``source`` may start polling, at most once per ``every_s`` (monotonic seconds): ``now``
+        (and it is taken) unless another start was less than ``every_s`` ago."""
+        due = self._starts.get(source)
+        if due is not None and now < due:
+            return due
+        self._starts[source] = now + every_s
+        return now
+
+    def next_start(self, source: str, now: float) -> float:
+        """When ``source`` may start polling next (without taking it)."""
+        return max(now, self._starts.get(source, now))
 
     def close(self) -> None:
         self.db.close()

@@ -59,13 +59,15 @@ class Link:
     """One MCP connection through the sans-I/O flow, with a hand-driven clock."""
 
     def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = "",
-                 scope: Scope | None = None):
+                 scope: Scope | None = None, beside: "Link | None" = None):
+        """``beside``: another connection of the same route (its recorder, so its store)."""
         rules = (f'[routes.r]\nprotocol = "mcp"\n{route_extra}\n{table}\n')
         rules = rules.replace("STORE", str(tmp_path / "outbox.sqlite3"))
-        self.log = _Log()
+        self.log = beside.log if beside is not None else _Log()
         self.wall = 1_800_000_000.0
         self.now = 100.0
-        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], Recorder(route="r", log=self.log),
+        recorder = beside.flow.recorder if beside is not None else Recorder(route="r", log=self.log)
+        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], recorder,
                               clock=lambda: self.now, scope=scope or Scope.connection("r", STDIO))
         self.outbox = self.flow.addons[0] if self.flow.addons else None
         if self.outbox is not None:
@@ -393,3 +395,55 @@ def test_budgets_and_trust_limits_apply_to_reminders_made_from_events(tmp_path):
     assert link.flow.recorder.count("rate_limited", "mcp") == 1
     assert sum(link.flow.recorder.budget_rejections.values()) == 1
     assert link.outbox.store.undelivered(link.outbox.source) == []  # decided: never handed over again
+
+
+# -- whose: every row belongs to the flow's scope -------------------------------------------------
+UNLISTENING = {**MODERN, "io.modelcontextprotocol/clientCapabilities": {}}  # a 2026-07-28 host without reminders
+
+
+def test_sessions_of_one_route_share_a_store_and_nothing_in_it(tmp_path):
+    a = Link(tmp_path, PULL + SERVE, host_caps={}, scope=Scope.mcp_session("r", "session-a"))
+    b = Link(tmp_path, PULL + SERVE, scope=Scope.mcp_session("r", "session-b"), beside=a)
+    assert a.outbox.store is b.outbox.store
+    for link in (a, b):
+        link.legacy_handshake(HARN_CAPS)
+    assert a.answer(only_poll(a.tick()), [event("for-a")]) == []  # a `none` host: served to a, not pushed
+    a_start, b_start = read(a, "bridge://reminders")["cursor"], read(b, "bridge://reminders")["cursor"]
+    push(a, "ra")
+    assert only_poll(b.tick())["method"] == "resources/read"  # b's own first read, and nothing of a's
+    everything = a_start.rpartition(".")[0] + ".0"
+    assert read(b, f"bridge://reminders?cursor={everything}")["events"] == []
+    assert [e["eventId"] for e in read(a, f"bridge://reminders?cursor={everything}")["events"]] == [
+        to_reminder_wire("r|acme://n", event("for-a"))["id"], "ra"]
+    assert read(b, f"bridge://reminders?cursor={b_start}")["events"] == []
+
+
+def test_a_request_that_is_nobodys_has_no_outbox_and_is_told_what_to_configure(tmp_path):
+    link = Link(tmp_path, PULL + SERVE, scope=Scope.request("r"))
+    link.host({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": UNLISTENING}})
+    assert link.tick() == []  # no poll: nothing later would carry what it found
+    refused = read(link, "bridge://reminders")
+    assert refused["error"]["code"] == -32600
+    assert 'routes.r.serve_outbox.identity = "header:<name>"' in refused["error"]["message"]
+    assert push(link, "r1") == [] and link.outbox.to_serve == []  # not recorded for anyone
+
+
+def test_requests_of_one_identity_poll_once_per_floor_and_share_what_is_held(tmp_path):
+    who = Scope.identity("r", "header:authorization", "Bearer alice")
+    first = Link(tmp_path, PULL, host_caps={}, scope=who)
+    first.host({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": UNLISTENING}})
+    poll = only_poll(first.tick())
+    assert first.answer(poll, [event("mail-1")]) == []  # held for the identity's next tool result
+    later = Link(tmp_path, PULL, host_caps={}, scope=who, beside=first)  # the identity's next request
+    later.now = first.now
+    later.host({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t", "_meta": UNLISTENING}})
+    assert later.tick(0.1) == []  # within poll_floor_ms of the last poll: none, and mail-1 is claimed by the first
+    later.now += 1.0
+    assert only_poll(later.tick())["method"] == "resources/read"  # a floor later: it polls
+    first.flow.close("the request ended")  # mail-1 was never written: it stays for the identity
+    third = Link(tmp_path, PULL, host_caps={}, scope=who, beside=first)
+    third.host({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t", "_meta": UNLISTENING}})
+    third.tick()
+    [(_, result)] = third.peer({"jsonrpc": "2.0", "id": 3, "result": {"content": []}})
+    assert "domain.active" in result["result"]["content"][0]["text"]  # mail-1, in its next request's tool result
+    assert third.outbox.store.undelivered(third.outbox.source) == []
