@@ -537,7 +537,9 @@ class HttpProxy:
         try:
             return await self._reply(host, request, session)
         finally:
-            if not kept:
+            if session.provisional:  # an id no upstream confirmed takes no room (made-up ids cannot evict)
+                route.sessions.forget(session.id, session)  # type: ignore[arg-type]
+            if not kept or session.provisional:
                 session.close("the request was answered by the proxy; nothing of it outlives the request")
 
     async def _calls(self, route: HttpRoute, session: Session, calls: list[Call],
@@ -646,7 +648,8 @@ class HttpProxy:
                                                      headers=headers, allow_redirects=False)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
-            if session is not None and not kept:
+            if session is not None and (not kept or session.provisional):
+                route.sessions.forget(session.id, session)  # type: ignore[arg-type]
                 session.close("the upstream could not be reached")
             msg_id = _request_id(body)
             if msg_id is not None:

@@ -170,7 +170,8 @@ def serve_rules(tmp_path: Path, port: int, extra: str = "") -> Path:
 
 async def test_two_sessions_on_a_route_never_read_each_others_served_outbox(tmp_path):
     upstream = peer("tests.peers.mcp_legacy_http")
-    proxied = bridge(serve_rules(tmp_path, upstream.port))
+    admin = free_port()
+    proxied = bridge(serve_rules(tmp_path, upstream.port), "--admin", f"127.0.0.1:{admin}")
     a, b = Host(proxied.port, name="a"), Host(proxied.port, name="b")
     try:
         await a.start()
@@ -184,6 +185,12 @@ async def test_two_sessions_on_a_route_never_read_each_others_served_outbox(tmp_
         mine = await a.read(f"?cursor={a_boot}")
         assert [e["data"]["reminder"]["dedupeKey"] for e in mine["events"]] == ["file_changed:a-secret.py"]
         assert (await a.read(f"?cursor={everything}"))["events"] == mine["events"]
+        for n in range(20):  # session ids nobody was given: each an empty outbox of its own, holding no room
+            b.session = f"made-up-{n}"
+            assert (await b.read(f"?cursor={everything}"))["events"] == []
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{admin}/api/status") as r:
+                assert (await r.json())["routes"][0]["sessions"] == 2
     finally:
         await a.close()
         await b.close()
