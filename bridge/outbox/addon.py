@@ -147,6 +147,7 @@ class OutboxAddOn(AddOn):
         self.to_serve: list[tuple[Reminder, int]] = []  # reminders for the served outbox, in order, each
         self.serving = 0  # with when it came (epoch ms); how many of the first are being written now
         self.unmarked: set[int] = set()  # rows written to the host whose mark did not commit
+        self.unwritten = False  # rows handed over came back unwritten: read them again at the retry
         self.retry_at: float | None = None
         self.retries = 0  # failures in a row: the next retry waits longer
         self.closed = False
@@ -320,6 +321,8 @@ class OutboxAddOn(AddOn):
     def _retry(self) -> list[Command]:
         """What the store failed, tried again."""
         self.retry_at = None
+        self.stored = self.stored or self.unwritten
+        self.unwritten = False
         out = self._serve_next()
         if self.unmarked:
             rows, self.unmarked = sorted(self.unmarked), set()
@@ -623,7 +626,9 @@ class OutboxAddOn(AddOn):
         rows = [r.token for r in receipts if r.owner == self.name]
         self.handed.difference_update(rows)
         self.store.claimed.difference_update(rows)
-        self.stored = self.stored or bool(rows)
+        if rows:  # handed over again at the retry, not at once: the session's queue may be full
+            self.unwritten = True
+            self._retry_later()
 
     def _mark(self, rowids: list[int]) -> Defer:
         """Rows done with: marked delivered (they stay claimed until that commits, so nothing hands
