@@ -47,7 +47,7 @@ from bridge.model import Reminder, uuid7
 from bridge.outbox.declaration import read_manifest, read_uri
 from bridge.outbox.events import Malformed, answer_from_read, gap_reminder, parse_answer, parse_event, to_reminder
 from bridge.outbox.poller import Cadence, Poller
-from bridge.outbox.served import BadRead, ServedOutbox, no_owner
+from bridge.outbox.served import BadRead, Behind, Incoming, Item, ServedOutbox, no_owner
 from bridge.outbox.store import Store, default_path
 from bridge.pipeline.addons import AddOn
 from bridge.pipeline.commands import HOST, PEER, Command, Defer, Receipt
@@ -144,8 +144,7 @@ class OutboxAddOn(AddOn):
         # reminders → outbox
         self.serve = ServedOutbox(serve.resource, serve.retention_s, store) if serve else None
         # work the store failed, kept to try again
-        self.to_serve: list[tuple[Reminder, int]] = []  # reminders for the served outbox, in order, each
-        self.serving = 0  # with when it came (epoch ms); how many of the first are being written now
+        self.incoming = Incoming(UNSAVED_KEPT)  # reminders on their way into the served outbox
         self.unmarked: set[int] = set()  # rows written to the host whose mark did not commit
         self.unwritten = False  # rows handed over came back unwritten: read them again at the retry
         self.retry_at: float | None = None
@@ -281,37 +280,45 @@ class OutboxAddOn(AddOn):
         if self.serve is None or not self.owned:
             return [], False
         self.flow.record("queued", method, reminder, source=source, target="outbox")
-        self.to_serve.append((reminder, int(self.wall() * 1000)))
-        over = len(self.to_serve) - UNSAVED_KEPT
-        if over > 0:  # the store has failed for a while: the oldest not being written go
-            for dropped, _ in self.to_serve[self.serving:self.serving + over]:
-                self.flow.record("dropped", method, dropped, target="outbox",
-                                 why=f"the outbox store fails and {UNSAVED_KEPT} reminders wait for it already")
-            del self.to_serve[self.serving:self.serving + over]
-        return self._serve_next(), target not in HOST_CODECS
+        incoming = self.incoming
+        item, now = incoming.arrive(reminder, int(self.wall() * 1000))
+        if not now:  # earlier ones wait for the store: this one waits behind them
+            self._dropped(incoming.keep([item]))
+            return [], target not in HOST_CODECS
+        return [self._capture([item], retry=False)], target not in HOST_CODECS
 
-    def _serve_next(self) -> list[Command]:
-        """What waits for the served outbox, in one transaction, one at a time so the outbox keeps
-        the order reminders came in; after a failure, at the retry."""
-        if self.serving or not self.to_serve or self.retry_at is not None:
-            return []
-        serve, key, items = self.serve, self.served_key, list(self.to_serve)
+    def _capture(self, items: list[Item], retry: bool) -> Defer:
+        """Reminders into the served outbox (`Incoming` keeps their order through store trouble)."""
+        serve, key, incoming = self.serve, self.served_key, self.incoming
         assert serve is not None
-        self.serving = len(items)
 
         def done(outcome: Any) -> list[Command]:
-            self.serving = 0
-            if isinstance(outcome, BaseException):
-                self.flow.recorder.log("outbox_store_error", why=f"serving {len(items)} reminder(s): {outcome}; "
-                                       "kept and tried again")
+            failed = isinstance(outcome, BaseException)
+            incoming.settled(items, retry, failed)
+            if failed:
+                if not isinstance(outcome, Behind):
+                    self.flow.recorder.log("outbox_store_error", why=f"serving {len(items)} reminder(s): "
+                                           f"{outcome}; kept and tried again")
                 self.store.health.retries += len(items)
+                if not retry:
+                    self._dropped(incoming.keep(items))
                 self._retry_later()
                 return []
-            del self.to_serve[:len(items)]
-            self.retries = 0
-            return self._serve_next()
+            if retry:
+                self.retries = 0
+            return self._serve_kept()
 
-        return [self._defer(lambda: serve.capture(key, items), done)]
+        return self._defer(lambda: incoming.write(serve, key, items, retry), done)
+
+    def _serve_kept(self) -> list[Command]:
+        """What the store could not take, once its retry is due and nothing else is being written."""
+        batch = self.incoming.due() if self.retry_at is None else None
+        return [self._capture(batch, retry=True)] if batch else []
+
+    def _dropped(self, reminders: list[Reminder]) -> None:
+        for reminder in reminders:
+            self.flow.record("dropped", None, reminder, target="outbox",
+                             why=f"the outbox store fails and {UNSAVED_KEPT} reminders wait for it already")
 
     def _retry_later(self) -> None:
         if self.retry_at is None:
@@ -323,7 +330,7 @@ class OutboxAddOn(AddOn):
         self.retry_at = None
         self.stored = self.stored or self.unwritten
         self.unwritten = False
-        out = self._serve_next()
+        out = self._serve_kept()
         if self.unmarked:
             rows, self.unmarked = sorted(self.unmarked), set()
             out.append(self._mark(rows))
@@ -665,10 +672,9 @@ class OutboxAddOn(AddOn):
             rows, store = sorted(self.unmarked), self.store
             self.unmarked.clear()
             store.lane.submit(run_quietly, store.mark_delivered, rows)
-        if len(self.to_serve) > self.serving:  # not written yet: once more, nothing waits for it
-            items, serve, key = self.to_serve[self.serving:], self.serve, self.served_key
-            self.store.lane.submit(run_quietly, serve.capture, key, items)  # type: ignore[union-attr]
-        self.to_serve.clear()
+        waiting = self.incoming.abandon()
+        if waiting:  # not written yet: once more, nothing waits for it
+            self.store.lane.submit(run_quietly, self.serve.capture, self.served_key, waiting)  # type: ignore[union-attr]
 
     def _reminder(self, event_id: str, kind: str, payload: str) -> Reminder | None:
         try:

@@ -19,7 +19,10 @@ outbox alone, whatever sequence a cursor names.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
+import sqlite3
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -37,6 +40,83 @@ NO_OWNER = -32600
 
 class BadRead(ValueError):
     """A read the proxy answers with -32602."""
+
+
+#: A reminder on its way into a served outbox: (arrival number, the reminder, when it came, epoch ms).
+Item = tuple[int, Reminder, int]
+
+
+class Behind(Exception):
+    """A reminder not written because one before it failed: it is kept with it, in order."""
+
+
+class Incoming:
+    """Reminders on their way into one served outbox, in the order they came, through store trouble.
+
+    Each is written at once, on the store's lane (so a read that comes after it sees it).  Once one
+    fails, those behind it are not written either (`behind`, set and cleared on the lane) but kept
+    with it, and one retry writes them all, in order, once no first write is still under way.  At
+    most ``limit`` are kept: beyond it the oldest go (never those a retry is writing)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.kept: list[Item] = []  # in arrival order
+        self.retrying = 0  # how many of `kept` a retry writes now
+        self.first_tries = 0
+        self.behind = False
+        self._arrivals = itertools.count()
+
+    def arrive(self, reminder: Reminder, now_ms: int) -> tuple[Item, bool]:
+        """The item for ``reminder``, and whether to write it now (else keep it behind the others)."""
+        item = (next(self._arrivals), reminder, now_ms)
+        if self.kept or self.retrying:
+            return item, False
+        self.first_tries += 1
+        return item, True
+
+    def write(self, outbox: "ServedOutbox", key: str, items: list[Item], retry: bool) -> None:
+        """On the store's lane: ``items`` into outbox ``key``, unless they are behind a failed one."""
+        if retry:
+            self.behind = False
+        elif self.behind:
+            raise Behind("behind reminders the store could not take yet")
+        try:
+            outbox.capture(key, [(reminder, now_ms) for _, reminder, now_ms in items])
+        except sqlite3.Error:
+            self.behind = True
+            raise
+
+    def settled(self, items: list[Item], retry: bool, failed: bool) -> None:
+        if retry:
+            self.retrying = 0
+            if not failed:
+                self.kept = [item for item in self.kept if item not in items]
+        else:
+            self.first_tries -= 1
+
+    def keep(self, items: list[Item]) -> list[Reminder]:
+        """Keep ``items`` for the retry, in arrival order; returns the reminders the bound drops."""
+        for item in items:
+            bisect.insort(self.kept, item, key=lambda kept: kept[0])
+        over = len(self.kept) - self.limit
+        if over <= 0:
+            return []
+        dropped = [reminder for _, reminder, _ in self.kept[self.retrying:self.retrying + over]]
+        del self.kept[self.retrying:self.retrying + over]
+        return dropped
+
+    def due(self) -> list[Item] | None:
+        """What a retry writes now: everything kept, once nothing else is being written."""
+        if self.retrying or self.first_tries or not self.kept:
+            return None
+        self.retrying = len(self.kept)
+        return list(self.kept)
+
+    def abandon(self) -> list[tuple[Reminder, int]]:
+        """The connection ended: what is kept and not being written, for one last try."""
+        waiting = [(reminder, now_ms) for _, reminder, now_ms in self.kept[self.retrying:]]
+        self.kept.clear()
+        return waiting
 
 
 class ServedOutbox:

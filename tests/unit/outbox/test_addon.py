@@ -425,7 +425,7 @@ def test_a_request_that_is_nobodys_has_no_outbox_and_is_told_what_to_configure(t
     refused = read(link, "bridge://reminders")
     assert refused["error"]["code"] == -32600
     assert 'routes.r.serve_outbox.identity = "header:<name>"' in refused["error"]["message"]
-    assert push(link, "r1") == [] and link.outbox.to_serve == []  # not recorded for anyone
+    assert push(link, "r1") == [] and link.outbox.incoming.first_tries == 0  # not recorded for anyone
 
 
 def test_requests_of_one_identity_poll_once_per_floor_and_share_what_is_held(tmp_path):
