@@ -164,6 +164,8 @@ class HttpRoute:
         if self.protocol == "mcp":
             session_id = request.headers.get(SESSION_HEADER)
             if session_id is not None and (held := self.sessions.get(session_id)) is not None:
+                if held.recorded is None and self.shared is not None:  # taken up before another replica
+                    await self._catch_up(held)  # recorded the handshake it saw: look again
                 self.remember(held, refresh=True)
                 return held, True
             if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
@@ -231,6 +233,13 @@ class HttpRoute:
     def _record_key(self, session_id: str) -> str:
         """Where another replica finds what this session's handshake settled (its scope digests the id)."""
         return Scope.mcp_session(self.name, session_id).key("record")
+
+    async def _catch_up(self, session: Session) -> None:
+        """A session held without its handshake goes on with what another replica recorded of it."""
+        record = await self._record(session.id)  # type: ignore[arg-type]
+        if record is not None:
+            session.flow.restore(record)
+            session.recorded, session.recorded_at = record, session.flow.clock()
 
     async def _record(self, session_id: str) -> dict[str, Any] | None:
         """Another replica's record of this session, its idle time restarted; None when there is no
