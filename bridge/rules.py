@@ -101,6 +101,26 @@ def _rules_path(v: str, info: ValidationInfo) -> str:
     return str(path)
 
 
+#: What an outbox `identity` may name: `header:<name>`, a header the request carries end to end.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+#: Headers that name no one: per hop, per message, or the session a 2026-07-28 request has not.
+_NOT_IDENTITIES = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+                             "upgrade", "host", "content-length", "content-type", "accept", "mcp-session-id",
+                             "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id"})
+
+
+def check_identity(value: str) -> str:
+    """`header:<name>`, lower-cased: whose outbox a request with no MCP session reads (docs/outbox.md)."""
+    kind, _, name = value.partition(":")
+    if kind != "header" or not _HEADER_NAME.fullmatch(name):
+        raise ValueError(f'must be "header:<name>", naming a request header such as authorization (got {_show(value)})')
+    if name.lower() in _NOT_IDENTITIES:
+        raise ValueError(f"{_show(name)} names no one an outbox can belong to (it is per hop, per message, or the "
+                         "session such a request has not); name a header the upstream authenticates, such as "
+                         "authorization")
+    return f"header:{name.lower()}"
+
+
 class Outbox(_Model):
     """Poll the server's notifications outbox and turn its events into reminders (docs/outbox.md)."""
 
@@ -111,6 +131,12 @@ class Outbox(_Model):
     poll_floor_ms: Annotated[int, Field(ge=100)] = 1000
     poll_ceiling_ms: Annotated[int, Field(ge=100)] = 60_000
     store: str | None = None
+    identity: str | None = None
+
+    @field_validator("identity")
+    @classmethod
+    def _identity(cls, v: str) -> str:
+        return check_identity(v)
 
     @field_validator("resource")
     @classmethod
@@ -146,6 +172,12 @@ class ServeOutbox(_Model):
     resource: str
     retention_s: Annotated[int, Field(ge=1)] = 604_800
     store: str | None = None
+    identity: str | None = None
+
+    @field_validator("identity")
+    @classmethod
+    def _identity(cls, v: str) -> str:
+        return check_identity(v)
 
     @field_validator("resource")
     @classmethod
@@ -204,6 +236,11 @@ class RouteSettings(_Model):
     serve_outbox: ServeOutbox | None = None
     #: `serve` only: browser origins whose requests the route accepts (requests without `Origin` always pass)
     allowed_origins: list[str] = Field(default_factory=lambda: [LOOPBACK_ORIGINS])
+
+    @property
+    def identity(self) -> str | None:
+        """What keys the outbox of a request with no MCP session (`header:<name>`), if the rules name it."""
+        return next((t.identity for t in (self.serve_outbox, self.outbox) if t is not None and t.identity), None)
 
     @field_validator("allowed_origins")
     @classmethod
@@ -264,6 +301,10 @@ class Route(RouteSettings):
         if (self.outbox is not None and self.serve_outbox is not None and self.outbox.store and self.serve_outbox.store
                 and self.outbox.store != self.serve_outbox.store):
             raise ValueError("outbox.store and serve_outbox.store differ; a route has one store (set it once)")
+        if (self.outbox is not None and self.serve_outbox is not None and self.outbox.identity
+                and self.serve_outbox.identity and self.outbox.identity != self.serve_outbox.identity):
+            raise ValueError("outbox.identity and serve_outbox.identity differ; a route keys its outboxes one way "
+                             "(set it once)")
         return self
 
 

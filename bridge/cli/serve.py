@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bridge.cli import workers
+from bridge.cli.readiness import degraded
 from bridge.cli.reloading import watch_rules
 from bridge.loop import loop_name
 from bridge.loop import run as run_loop
@@ -220,7 +221,7 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
         try:
             admin_runner = await start_admin(admin, proxy.routes[0].recorder, ready=lambda: True, token=token,
                                              settings=admin_settings,
-                                             degraded=shared.readiness if shared is not None else None)
+                                             degraded=degraded(shared))
         except AdminError as exc:
             await runner.cleanup()
             sys.stderr.write(f"reminder-bridge serve: {exc}\n")

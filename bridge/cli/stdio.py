@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from bridge.cli.readiness import degraded
 from bridge.cli.reloading import watch_rules
 from bridge.loop import run as run_loop
 from bridge.policy import Policy
@@ -126,7 +127,7 @@ async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: R
             runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
                                        and proxy.child.get_returncode() is None, token=token,
                                        settings=admin_settings,
-                                       degraded=shared.readiness if shared is not None else None)
+                                       degraded=degraded(shared))
         except AdminError as exc:
             sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
             return 2

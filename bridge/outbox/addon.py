@@ -12,12 +12,23 @@ their answers come back here, never forwarded. On 2026-07-28 they carry the `_me
 host's own requests carry. Each answer's events are stored, with the new cursor, in one
 transaction (`store.Store.accept`); what is stored and not yet handed over goes to the host as
 reminders (`flow.deliver`: policy, then the host's dialect or fallback) and is marked delivered
-once handed over, so each event reaches a host exactly once, across restarts too.
+once the transport reports the `Send` carrying it written to the host's connection (its
+`Receipt`), so each event reaches a host once, across restarts too.
 
 **Reminders → outbox.**  A route with `serve_outbox` records every reminder the server pushes
 in its own outbox resource, lists it in `resources/list` and answers its reads itself. A host
 that listens for reminders still gets them pushed; a host that does not (dialect `none`) gets
 them from the outbox instead of the tool-result fallback.
+
+**Whose.**  Every row, cursor and served outbox is keyed by the flow's `Scope` (its stdio
+connection, MCP session or identity): no session ever reads or receives another's.  A request
+that is nobody's beyond its answer (a 2026-07-28 request the rules name no identity for) has no
+outbox: reading the served one is refused with an error saying what to configure.
+
+**Store trouble.**  A store call that fails (locked by another process, disk full) costs the
+outbox its own work only: what could not be written (a reminder to serve, a row to mark
+delivered) is kept in memory, bounded, counted, and tried again; the store's `health` makes
+/readyz say degraded meanwhile.
 """
 from __future__ import annotations
 
@@ -27,7 +38,7 @@ import sqlite3
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bridge.dialects.mcp import CODECS, HOST_CODECS
@@ -36,11 +47,12 @@ from bridge.model import Reminder, uuid7
 from bridge.outbox.declaration import read_manifest, read_uri
 from bridge.outbox.events import Malformed, answer_from_read, gap_reminder, parse_answer, parse_event, to_reminder
 from bridge.outbox.poller import Cadence, Poller
-from bridge.outbox.served import BadRead, ServedOutbox
+from bridge.outbox.served import BadRead, Behind, Incoming, Item, ServedOutbox, no_owner
 from bridge.outbox.store import Store, default_path
 from bridge.pipeline.addons import AddOn
-from bridge.pipeline.commands import HOST, PEER, Command, Defer
+from bridge.pipeline.commands import HOST, PEER, Command, Defer, Receipt
 from bridge.pipeline.negotiation import observes
+from bridge.state.scope import IDENTITY
 
 PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -51,6 +63,10 @@ REMINDER_CAPABILITY = {"emit": True, "propagate": ["session"], "roleHints": ["us
 PRUNE_EVERY_S = 600.0
 ABANDONED_KEPT = 256
 HANDSHAKES = ("initialize", "server/discover")
+#: After the store failed some work, when to try it again: doubling from the first, up to the last.
+RETRY_FIRST_S, RETRY_LAST_S = 0.5, 30.0
+#: Reminders for the served outbox kept in memory while the store cannot take them (the oldest go beyond).
+UNSAVED_KEPT = 256
 
 
 def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.time) -> "OutboxAddOn | None":
@@ -75,7 +91,8 @@ def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.ti
     except (OSError, sqlite3.Error) as exc:
         recorder.log("outbox_off", why=f"cannot open the outbox store {str(path)!r}: {exc}")
         return None
-    return OutboxAddOn(store, route=recorder.route, pull=pull, resource=resource, serve=serve, wall=wall)
+    return OutboxAddOn(store, route=recorder.route, pull=pull, resource=resource, serve=serve,
+                       identity=settings.identity, wall=wall)
 
 
 _STORES: "weakref.WeakKeyDictionary[Any, dict[str, Store]]" = weakref.WeakKeyDictionary()
@@ -91,11 +108,17 @@ def _open(recorder: Any, path: Any) -> Store:
 
 
 class OutboxAddOn(AddOn):
-    """Per connection (stdio) or session (HTTP); `outbox_for` builds one when the route has an outbox."""
+    """Per connection (stdio) or session (HTTP); `outbox_for` builds one when the route has an outbox.
+    What it stores is keyed by its flow's scope (`flow.scope`), read when the key is needed: a
+    2025-11-25 session's flow learns its scope from the server's answer to `initialize`."""
+
+    name = "outbox"
 
     def __init__(self, store: Store, *, route: str, pull: Any = None, resource: str | None = None,
-                 serve: Any = None, wall: Callable[[], float] = time.time):
+                 serve: Any = None, identity: str | None = None, wall: Callable[[], float] = time.time):
         self.store = store
+        self.route = route
+        self.identity = identity
         self.wall = wall
         self.now = 0.0  # the last wake's monotonic clock: the only clock the state machines see
         # era and handshake
@@ -106,19 +129,47 @@ class OutboxAddOn(AddOn):
         # outbox → reminders
         self.pull = pull
         self.resource = resource
-        self.source = f"{route}|{resource or 'events'}"
+        #: what hosts are told the events come from (a reminder's id and `_meta`); rows are keyed by scope
+        self.label = f"{route}|{resource or 'events'}"
         self.cadence = Cadence(pull.poll_floor_ms, pull.poll_ceiling_ms) if pull else Cadence()
         self.pollers: dict[str, Poller] = {}
         self.started = False
         self.event_names: list[str] = []
         self.polls: dict[str, str] = {}  # own call id → channel, for reads in flight
         self.abandoned: OrderedDict[str, None] = OrderedDict()
-        self.waiting: set[int] = set()  # stored rows handed to the flow and not yet taken by the host
+        self.handed: set[int] = set()  # rows handed to the flow whose Send is not written yet (claimed)
         self.stored = True  # the store may hold undelivered events (a restart): look once
         self.reading = False  # a read of undelivered rows is under way
         self.next_prune = 0.0
         # reminders → outbox
-        self.serve = ServedOutbox(serve.resource, serve.retention_s, store, f"{route}|{serve.resource}") if serve else None
+        self.serve = ServedOutbox(serve.resource, serve.retention_s, store) if serve else None
+        # work the store failed, kept to try again
+        self.incoming = Incoming(UNSAVED_KEPT)  # reminders on their way into the served outbox
+        self.unmarked: set[int] = set()  # rows written to the host whose mark did not commit
+        self.unwritten = False  # rows handed over came back unwritten: read them again at the retry
+        self.retry_at: float | None = None
+        self.retries = 0  # failures in a row: the next retry waits longer
+        self.closed = False
+
+    # -- keys: the flow's scope --------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The key of this scope's pulled rows and cursors."""
+        return self.flow.scope.key(f"outbox-pull:{self.resource or 'events'}")
+
+    @property
+    def served_key(self) -> str:
+        assert self.serve is not None
+        return self.flow.scope.key(f"outbox:{self.serve.resource}")
+
+    @property
+    def owned(self) -> bool:
+        """Whether the flow's state outlives its request: a request that is nobody's has no outbox."""
+        return self.flow.scope.lasting
+
+    def _defer(self, work: Callable[[], Any], done: Callable[[Any], Any], replies: bool = False) -> Defer:
+        """Store work, on the store's own lane."""
+        return Defer(work, done, self.store.lane, replies)
 
     # -- pre-filter --------------------------------------------------------------------------
     def host_markers(self) -> tuple[bytes, ...]:
@@ -147,8 +198,11 @@ class OutboxAddOn(AddOn):
                 self._settle("modern")  # the host committed the connection to 2026-07-28 without a probe
         if self.serve is not None and "id" in msg:
             if method == "resources/read" and self.serve.owns(params.get("uri")):
+                if not self.owned:
+                    return [self.flow.reply(HOST, msg, no_owner(msg["id"], self.serve.resource, self.route,
+                                                                self.identity))]
                 return [self._answer_read(msg, params["uri"])]
-            if method == "resources/list":
+            if method == "resources/list" and self.owned:
                 self.flow.watch(msg, self)
         return None
 
@@ -165,8 +219,9 @@ class OutboxAddOn(AddOn):
         self.flow.refresh_markers()  # the `initialized` marker is no longer needed
 
     def _answer_read(self, msg: dict[str, Any], uri: str) -> Defer:
-        """The host reads the proxy's own outbox: answered here (off the loop), never forwarded."""
-        serve = self.serve
+        """The host reads the proxy's own outbox (its scope's): answered here (off the loop), never
+        forwarded."""
+        serve, key = self.serve, self.served_key
         assert serve is not None
         now_ms = int(self.wall() * 1000)
 
@@ -186,14 +241,14 @@ class OutboxAddOn(AddOn):
                     self.flow.record("attached", "resources/read", None, source="outbox", target="host")
             return [self.flow.reply(HOST, msg, response)]
 
-        return Defer(lambda: serve.read(uri, now_ms), done)
+        return self._defer(lambda: serve.read(key, uri, now_ms), done, replies=True)
 
     # -- responses toward the host -----------------------------------------------------------
     def on_response(self, request_method: str | None, response: dict[str, Any]) -> dict[str, Any] | None:
         if request_method in HANDSHAKES:
             return self._handshake_result(request_method, response)
         if request_method == "resources/list":
-            return self._list_result(response)
+            return self.serve.listed(response, modern=self.era == "modern")  # type: ignore[union-attr]
         return None
 
     def _handshake_result(self, method: str, response: dict[str, Any]) -> dict[str, Any] | None:
@@ -216,46 +271,78 @@ class OutboxAddOn(AddOn):
             codec.write_capability(caps, _merge_capability(codec.read_capability(caps)))
         return response
 
-    def _list_result(self, response: dict[str, Any]) -> dict[str, Any] | None:
-        """`resources/list`: the proxy's outbox joins the server's last page (or is the only entry
-        when the server has no resources at all)."""
-        listing = self.serve.listing()  # type: ignore[union-attr]
-        error = response.get("error")
-        if isinstance(error, dict) and error.get("code") == -32601:
-            result: dict[str, Any] = {"resources": [listing]}
-            if self.era == "modern":
-                result.update(resultType="complete", ttlMs=0, cacheScope="private")
-            return {"jsonrpc": "2.0", "id": response.get("id"), "result": result}
-        result = response.get("result")
-        if not isinstance(result, dict) or not isinstance(result.get("resources"), list) or result.get("nextCursor"):
-            return None
-        if not any(isinstance(r, dict) and r.get("uri") == listing["uri"] for r in result["resources"]):
-            result["resources"].append(listing)
-        return response
 
     # -- reminders the server pushes ---------------------------------------------------------
     def on_reminder(self, reminder: Reminder, method: str | None, source: str,
                     target: str) -> tuple[list[Command], bool]:
         """Record a server's reminder in the proxy's outbox; a host that listens gets it pushed as
         usual too, one that does not reads it from the outbox instead (kept)."""
-        if self.serve is None:
+        if self.serve is None or not self.owned:
             return [], False
-        serve = self.serve
-        now_ms = int(self.wall() * 1000)
+        self.flow.record("queued", method, reminder, source=source, target="outbox")
+        incoming = self.incoming
+        item, now = incoming.arrive(reminder, int(self.wall() * 1000))
+        if not now:  # earlier ones wait for the store: this one waits behind them
+            self._dropped(incoming.keep([item]))
+            return [], target not in HOST_CODECS
+        return [self._capture([item], retry=False)], target not in HOST_CODECS
+
+    def _capture(self, items: list[Item], retry: bool) -> Defer:
+        """Reminders into the served outbox (`Incoming` keeps their order through store trouble)."""
+        serve, key, incoming = self.serve, self.served_key, self.incoming
+        assert serve is not None
 
         def done(outcome: Any) -> list[Command]:
-            if isinstance(outcome, BaseException):  # the outbox could not take it
-                self.flow.recorder.log("outbox_store_error", id=reminder.id, why=f"serving: {outcome}")
-            return []
+            failed = isinstance(outcome, BaseException)
+            incoming.settled(items, retry, failed)
+            if failed:
+                if not isinstance(outcome, Behind):
+                    self.flow.recorder.log("outbox_store_error", why=f"serving {len(items)} reminder(s): "
+                                           f"{outcome}; kept and tried again")
+                self.store.health.retries += len(items)
+                if not retry:
+                    self._dropped(incoming.keep(items))
+                self._retry_later()
+                return []
+            if retry:
+                self.retries = 0
+            return self._serve_kept()
 
-        self.flow.record("queued", method, reminder, source=source, target="outbox")
-        return [Defer(lambda: serve.capture(reminder, now_ms), done)], target not in HOST_CODECS
+        return self._defer(lambda: incoming.write(serve, key, items, retry), done)
+
+    def _serve_kept(self) -> list[Command]:
+        """What the store could not take, once its retry is due and nothing else is being written."""
+        batch = self.incoming.due() if self.retry_at is None else None
+        return [self._capture(batch, retry=True)] if batch else []
+
+    def _dropped(self, reminders: list[Reminder]) -> None:
+        for reminder in reminders:
+            self.flow.record("dropped", None, reminder, target="outbox",
+                             why=f"the outbox store fails and {UNSAVED_KEPT} reminders wait for it already")
+
+    def _retry_later(self) -> None:
+        if self.retry_at is None:
+            self.retry_at = self.flow.clock() + min(RETRY_LAST_S, RETRY_FIRST_S * 2 ** self.retries)
+            self.retries += 1
+
+    def _retry(self) -> list[Command]:
+        """What the store failed, tried again."""
+        self.retry_at = None
+        self.stored = self.stored or self.unwritten
+        self.unwritten = False
+        out = self._serve_kept()
+        if self.unmarked:
+            rows, self.unmarked = sorted(self.unmarked), set()
+            out.append(self._mark(rows))
+        return out
 
     # -- timers ------------------------------------------------------------------------------
     def next_wake(self) -> float | None:
-        times = [self.next_prune]
-        if self.pull is not None and self.ready:
-            if not self.started or (self.stored and not self.reading):
+        times = [self.next_prune] + ([self.retry_at] if self.retry_at is not None else [])
+        if self._pulls():
+            if not self.started:
+                times.append(self.store.next_start(self.source, self.now))
+            elif self.stored and not self.reading and self.store.health.failing_since is None:
                 return self.now
             for poller in self.pollers.values():
                 times.append(poller.due_at if poller.in_flight is None
@@ -268,9 +355,11 @@ class OutboxAddOn(AddOn):
         if now >= self.next_prune:
             self.next_prune = now + PRUNE_EVERY_S
             out.append(self._prune())
-        if self.pull is None or not self.ready:
+        if self.retry_at is not None and now >= self.retry_at:
+            out += self._retry()
+        if not self._pulls():
             return out
-        if not self.started:
+        if not self.started and now >= self._start_at(now):
             self.started = True
             out += self._start()
         out += self._deliver()
@@ -284,22 +373,42 @@ class OutboxAddOn(AddOn):
                 out += self._poll(channel, poller)
         return out
 
+    def _pulls(self) -> bool:
+        """Whether this flow polls: the route has an outbox, the era is settled, and the flow's
+        state outlives its request (there is a later stream to deliver to)."""
+        return self.pull is not None and self.ready and self.owned
+
     def _prune(self) -> Defer:
         wall_ms = int(self.wall() * 1000)
         serve, pull, store = self.serve, self.pull, self.store
+        served_key = self.served_key if serve is not None and self.owned else None
 
-        def work() -> None:
-            if serve is not None:
-                serve.prune(wall_ms)
-            if pull is not None:
-                store.prune_inbox(wall_ms - 2 * pull.max_age_ms)
+        def work() -> tuple[int, int]:
+            if served_key is not None:
+                serve.prune(served_key, wall_ms)  # type: ignore[union-attr]
+            if pull is None:
+                return 0, 0
+            _, abandoned = store.prune_inbox(wall_ms - 2 * pull.max_age_ms)
+            return abandoned, store.held()
 
         def done(outcome: Any) -> list[Command]:
             if isinstance(outcome, BaseException):
                 self.flow.recorder.log("outbox_store_error", why=f"pruning: {outcome}")
+                return []
+            abandoned, store.held_rows = outcome
+            for _ in range(abandoned):
+                self.flow.recorder.reminder("dropped", protocol="mcp", method=None,
+                                            why="an outbox event waited 2 × max_age_ms for its session to come back")
             return []
 
-        return Defer(work, done)
+        return self._defer(work, done)
+
+    def _start_at(self, now: float) -> float:
+        """When polling may start: at once, except that the requests of one identity (each a flow of
+        its own, 2026-07-28) start one poll per floor between them."""
+        if self.flow.scope.kind != IDENTITY:
+            return now
+        return self.store.poll_start(self.source, now, self.cadence.floor_ms / 1000)
 
     def _start(self) -> list[Command]:
         """The first ready wake: discover events (2026-07-28 servers with the Events extension),
@@ -348,7 +457,7 @@ class OutboxAddOn(AddOn):
             self.polls[call.id] = channel  # type: ignore[union-attr]
             return [call]
 
-        return [Defer(lambda: store.cursor(source, channel), read)]
+        return [self._defer(lambda: store.cursor(source, channel), read)]
 
     def _abandon(self, channel: str) -> None:
         """A read given up on: its late answer is dropped (the flow still routes it here)."""
@@ -413,7 +522,7 @@ class OutboxAddOn(AddOn):
                 out += self._poll(channel, poller)
             return out
 
-        return [Defer(lambda: store.accept(source, channel, items, new_cursor, wall_ms), stored)]
+        return [self._defer(lambda: store.accept(source, channel, items, new_cursor, wall_ms), stored)]
 
     def _event_list(self, msg: dict[str, Any]) -> list[Command]:
         """`events/list` (paginated): poll every event that offers poll delivery and takes no arguments."""
@@ -445,8 +554,12 @@ class OutboxAddOn(AddOn):
 
     # -- delivery to the host ----------------------------------------------------------------
     def _deliver(self) -> list[Command]:
-        """Everything stored and not yet handed over, oldest first (read off the loop)."""
+        """Everything stored for this scope and not yet written, oldest first (read off the loop).
+        While the store fails, rows wait: one written whose mark cannot commit would come again."""
         if not self.stored or self.reading:
+            return []
+        if self.store.health.failing_since is not None:
+            self._retry_later()  # looked at again then
             return []
         self.stored = False
         self.reading = True
@@ -457,73 +570,130 @@ class OutboxAddOn(AddOn):
             if isinstance(found, BaseException):
                 self.stored = True  # try again next wake
                 self.flow.recorder.log("outbox_store_error", why=str(found))
+                self._retry_later()
                 return []
             return await self._hand_over(found)
 
-        return [Defer(lambda: store.undelivered(source), rows)]
+        return [self._defer(lambda: store.undelivered(source), rows)]
 
     async def _hand_over(self, rows: list[tuple[int, str, str, str]]) -> list[Command]:
         out: list[Command] = []
         gone: list[int] = []
         method = "events/poll" if self.server_events and self.era == "modern" else "resources/read"
+        claimed = self.store.claimed
         for rowid, event_id, kind, payload in rows:
-            if rowid in self.waiting:
-                continue  # already handed to the flow, waiting for a tool result
+            if rowid in claimed:
+                continue  # handed over already (here, or by another flow of this scope), not yet written
             reminder = self._reminder(event_id, kind, payload)
             if reminder is None:
                 gone.append(rowid)
                 continue
+            claimed.add(rowid)
             if self.serve is not None and self.flow.target() not in HOST_CODECS:
-                out.append(self._serve_instead(reminder, method))  # a host that does not listen reads it there
-                gone.append(rowid)
+                out.append(self._serve_instead(rowid, reminder, method))  # a host that does not listen reads it there
                 continue
-            self.waiting.add(rowid)
-            handed = await self.flow.deliver(reminder, method, "outbox", lambda rowid=rowid: self._handed(rowid))
-            if handed is not None:
-                out += handed
+            self.handed.add(rowid)
+            out += await self.flow.deliver(reminder, method, "outbox", Receipt(self.name, rowid))
         if gone:
+            claimed.update(gone)
             out.append(self._mark(gone))
         return out
 
-    def _serve_instead(self, reminder: Reminder, method: str) -> Defer:
-        serve = self.serve
+    def _serve_instead(self, rowid: int, reminder: Reminder, method: str) -> Defer:
+        """A pulled row moved into the served outbox, in one transaction (it is in one or the other)."""
+        serve, key, store = self.serve, self.served_key, self.store
         assert serve is not None
         now_ms = int(self.wall() * 1000)
         self.flow.record("queued", method, reminder, source="outbox", target="outbox")
 
         def done(outcome: Any) -> list[Command]:
+            store.claimed.discard(rowid)
             if isinstance(outcome, BaseException):
-                self.stored = True  # retried on the next wake
+                self.stored = True  # read again once the store is back
                 self.flow.recorder.log("outbox_store_error", id=reminder.id, why=f"serving: {outcome}")
+                self._retry_later()
             return []
 
-        return Defer(lambda: serve.capture(reminder, now_ms), done)
+        return self._defer(lambda: serve.move(key, rowid, reminder, now_ms), done)
 
-    def _handed(self, rowid: int) -> list[Command]:
-        """The host has the reminder (or the policy refused it): the row is done."""
-        self.waiting.discard(rowid)
-        return [self._mark([rowid])]
+    # -- receipts: what the transport wrote --------------------------------------------------
+    def on_written(self, receipts: Sequence[Receipt]) -> list[Command]:
+        """Rows whose reminder is on the host's connection (or was decided without a write): done."""
+        rows = [r.token for r in receipts if r.owner == self.name]
+        if not rows:
+            return []
+        self.handed.difference_update(rows)
+        if self.closed:  # written as its session ended: nobody performs commands for it any more
+            self.store.lane.submit(run_quietly, self.store.mark_delivered, rows)
+            return []
+        return [self._mark(rows)]
+
+    def on_unwritten(self, receipts: Sequence[Receipt]) -> None:
+        """Rows whose reminder never reached the host: handed over again, to this scope only."""
+        rows = [r.token for r in receipts if r.owner == self.name]
+        self.handed.difference_update(rows)
+        self.store.claimed.difference_update(rows)
+        if rows:  # handed over again at the retry, not at once: the session's queue may be full
+            self.unwritten = True
+            self._retry_later()
 
     def _mark(self, rowids: list[int]) -> Defer:
+        """Rows done with: marked delivered (they stay claimed until that commits, so nothing hands
+        them over again meanwhile; a failed mark is tried again)."""
         store = self.store
 
         def done(outcome: Any) -> list[Command]:
-            if isinstance(outcome, BaseException):  # handed over all the same; a restart would hand them over again
-                self.flow.recorder.log("outbox_store_error", why=f"marking {len(rowids)} event(s) delivered: {outcome}")
+            if isinstance(outcome, BaseException):
+                self.flow.recorder.log("outbox_store_error", why=f"marking {len(rowids)} event(s) delivered: {outcome}; "
+                                       "tried again")
+                self.unmarked.update(rowids)
+                store.health.retries += len(rowids)
+                self._retry_later()
+            else:
+                store.claimed.difference_update(rowids)
+                self.retries = 0
             return []
 
-        return Defer(lambda: store.mark_delivered(rowids), done)
+        return self._defer(lambda: store.mark_delivered(rowids), done)
+
+    def resumed(self) -> None:
+        """A 2025-11-25 session the proxy took up again (a restart) without its handshake: its era is
+        settled, so it polls and gets what is stored for it."""
+        if self.pull is not None and not self.ready:
+            self._settle("legacy")
+
+    def close(self) -> None:
+        """Rows handed over and never written go back to their scope; a mark that could not commit is
+        tried once more, on the store's lane (nothing waits for it)."""
+        self.closed = True
+        self.store.claimed.difference_update(self.handed)
+        self.handed.clear()
+        if self.unmarked:
+            rows, store = sorted(self.unmarked), self.store
+            self.unmarked.clear()
+            store.lane.submit(run_quietly, store.mark_delivered, rows)
+        waiting = self.incoming.abandon()
+        if waiting:  # not written yet: once more, nothing waits for it
+            self.store.lane.submit(run_quietly, self.serve.capture, self.served_key, waiting)  # type: ignore[union-attr]
 
     def _reminder(self, event_id: str, kind: str, payload: str) -> Reminder | None:
         try:
             data = json.loads(payload)
             if kind == "gap":
-                return gap_reminder(self.source, event_id, data.get("cursor"), self.resource or "the server's events")
-            return to_reminder(self.source, parse_event(data))
+                return gap_reminder(self.label, event_id, data.get("cursor"), self.resource or "the server's events")
+            return to_reminder(self.label, parse_event(data))
         except (ValueError, Malformed) as exc:  # only if the store was edited by hand
             self.flow.recorder.log("outbox_store_error", why=f"stored event {event_id[:80]!r} unreadable: "
                                    f"{type(exc).__name__}")
             return None
+
+
+def run_quietly(call: Callable[..., Any], *args: Any) -> None:
+    """``call(*args)`` where nothing waits for it: a store failure is the store's `health` to tell."""
+    try:
+        call(*args)
+    except sqlite3.Error:
+        pass
 
 
 def _merge_capability(found: dict[str, Any] | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_leg
 from bridge.rules import RouteSettings
 from bridge.state.base import StateUnavailable
 from bridge.state.queues import ReminderQueues
+from bridge.state.scope import Scope
 
 TASK_NOT_FOUND = -32001
 #: A2A's `UnsupportedOperationError`: what a message to a task in a terminal state gets (§3.1.1)
@@ -42,7 +43,7 @@ class _Stream:
 
 
 def _task_queues() -> ReminderQueues:
-    return ReminderQueues("a2a:task", limit=64, idle_s=3600.0, max_keys=10_000)
+    return ReminderQueues(limit=64, idle_s=3600.0, max_keys=10_000)
 
 
 @dataclass(eq=False)
@@ -94,6 +95,10 @@ class A2AFlow(Flow):
             return False
         return super().passes(data, origin)
 
+    def task_scope(self, task_id: Any) -> Scope:
+        """A task's scope: the route's, since every request of the route reaches the task by its id."""
+        return Scope.task(self.route, task_id)
+
     # -- caller → agent ------------------------------------------------------------------------
     async def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
@@ -111,9 +116,9 @@ class A2AFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
             return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
-        kept, refusal = await self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=task_id, source="standard",
-                                          target=peer, pending=None if peer == "standard" else
-                                          (lambda: self.queued.count(task_id)))  # counted once the content passed
+        kept, refusal = await self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=self.task_scope(task_id),
+                                          source="standard", target=peer, pending=None if peer == "standard" else
+                                          (lambda: self.queued.count(self.task_scope(task_id))))  # once the content passed
         if kept is None:
             return refusal
         if peer == "standard":
@@ -142,7 +147,7 @@ class A2AFlow(Flow):
         message = out["params"].get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
         try:
-            queued = await self.queued.take(task_id) if task_id else []
+            queued = await self.queued.take(self.task_scope(task_id)) if task_id else []
         except StateUnavailable:  # closed, and Redis away: the message goes on; its queue waits there
             queued = []
         if not carried and not queued:
@@ -179,7 +184,8 @@ class A2AFlow(Flow):
         (``deliver``: where one held by `coalesce` goes once its bucket has a token again)."""
         admitted = []
         for reminder in reminders:
-            kept, _ = await self.police(msg, reminder, method, origin=origin, session=session, source=source,
+            kept, _ = await self.police(msg, reminder, method, origin=origin, source=source,
+                                        session=self.task_scope(session) if session else None,
                                   target=target, request=False, deliver=deliver)
             if kept is not None:
                 admitted.append(kept)
@@ -189,7 +195,7 @@ class A2AFlow(Flow):
         """A reminder for the agent released by `coalesce`: it rides on the next message to its task
         (an inject first for a standard agent, metadata or a text part for the others)."""
         try:
-            await self.queued.add(task_id, reminder)
+            await self.queued.add(self.task_scope(task_id), reminder)
         except StateUnavailable as exc:
             self.record("dropped", method, reminder, source="legacy", target=self.peer.dialect, session=task_id,
                         why=f"{exc.message}: the released reminder could not be queued for its task")
@@ -255,7 +261,7 @@ class A2AFlow(Flow):
                         session=task_id, why=f"the task is in terminal state {state}")
             return [self.reply(HOST, request, _terminal_task_error(request.get("id"), task_id, state))]
         try:
-            replaced, _ = await self.queued.add(task_id, reminder)
+            replaced, _ = await self.queued.add(self.task_scope(task_id), reminder)
         except StateUnavailable as exc:
             return self.state_refused(request, reminder, INJECT_METHOD, exc)
         self.record("queued", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect, session=task_id)
@@ -307,7 +313,9 @@ class A2AFlow(Flow):
         except ReminderError as exc:
             self.record("invalid", "stream", source="standard", why=exc.loggable)
             return []
-        reminder, _ = await self.police(msg, decoded, "stream", origin=PEER, session=update.get("taskId"),
+        task_id = update.get("taskId")
+        reminder, _ = await self.police(msg, decoded, "stream", origin=PEER,
+                                        session=self.task_scope(task_id) if task_id else None,
                                   source="standard", target=caller, request=False)
         if reminder is None:
             return []

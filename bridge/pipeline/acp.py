@@ -17,6 +17,7 @@ from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
 from bridge.policy import TRUST_CODES
+from bridge.state.scope import ACP_SESSION, Scope
 
 INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
 #: What the proxy can honour itself for an agent with no reminder support.
@@ -64,6 +65,11 @@ class AcpFlow(Flow):
         self.initializing = False  # the client's `initialize` went to the agent, unanswered yet
         self.host_markers = (b"emind", b"initialize")
         self.peer_markers = (b"emind",)
+
+    def session_scope(self, session_id: Any) -> Scope:
+        """An ACP session's scope: its `sessionId` inside this connection, so the same id sent on two
+        connections never reaches the same budget."""
+        return self.scope.within(ACP_SESSION, session_id)
 
     # -- client → agent ------------------------------------------------------------------------
     async def on_host(self, msg: dict[str, Any]) -> Handled:
@@ -118,7 +124,7 @@ class AcpFlow(Flow):
         target = self.peer.dialect
         held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
         reminder, refusal = await self.police(
-            msg, decoded, method, origin=HOST, session=session_id, source=source, target=target,
+            msg, decoded, method, origin=HOST, session=self.session_scope(session_id), source=source, target=target,
             pending=self._pending(session_id, decoded) if held else None,
             deliver=lambda r: self._deliver_inject(msg, source, r, session_id, changed=r is not decoded,
                                                    released=True))
@@ -351,7 +357,7 @@ class AcpFlow(Flow):
             return []
         session_id = msg["params"].get("sessionId")
         reminder, refusal = await self.police(
-            msg, decoded, "session/update", origin=PEER, session=session_id, source=source,
+            msg, decoded, "session/update", origin=PEER, session=self.session_scope(session_id), source=source,
             target=self.host.dialect,
             deliver=lambda r: self._to_client(session_id, r, source, msg, changed=r is not decoded, released=True))
         if reminder is None:

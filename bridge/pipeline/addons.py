@@ -16,20 +16,27 @@ Hooks, in the order a frame meets them:
   the policy, before it is delivered. Return ``(commands, kept)``: commands to perform as well,
   and whether the add-on keeps the reminder (the host then gets nothing else).
 - ``wake(now)`` / ``next_wake()``: the add-on's own timers (a poll), through the flow's `Wakeup`.
+- ``on_written(receipts)`` / ``on_unwritten(receipts)``: `Send`s that carried the add-on's receipts
+  (`commands.Receipt`, its own ``name`` as owner) reached the host's connection, or were dropped
+  unwritten (`Flow.written`, `Flow.unwritten`).  ``on_written`` returns commands.
+- ``resumed()``: the transport goes on with a session whose handshake the flow never saw.
 - ``close()``: the connection ended.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bridge.model import Reminder
-from bridge.pipeline.commands import Command
+from bridge.pipeline.commands import Command, Receipt
 
 
 class AddOn:
     """Every hook is optional; the defaults do nothing."""
 
     flow: Any = None
+    #: the owner named by the receipts this add-on asks for
+    name = "addon"
 
     def attach(self, flow: Any) -> None:
         self.flow = flow
@@ -52,6 +59,15 @@ class AddOn:
 
     def next_wake(self) -> float | None:
         return None
+
+    def on_written(self, receipts: Sequence[Receipt]) -> list[Command]:
+        return []
+
+    def on_unwritten(self, receipts: Sequence[Receipt]) -> None:
+        pass
+
+    def resumed(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

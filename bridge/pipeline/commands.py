@@ -20,16 +20,27 @@ class Forward(NamedTuple):
     data: bytes
 
 
+class Receipt(NamedTuple):
+    """What a transport reports back (`Flow.written`) once the `Send` carrying it is on the host's
+    connection: ``owner`` (the add-on that asked, by name) and its own ``token`` (an outbox row)."""
+
+    owner: str
+    token: int
+
+
 class Send(NamedTuple):
     """A message the proxy wrote or rewrote. ``answers``: it is the response to the request being
     relayed (an HTTP transport makes it the body); ``method``: the method of a request or
-    notification, for transports that mirror it (MCP 2026-07-28 `Mcp-Method`/`Mcp-Name` headers)."""
+    notification, for transports that mirror it (MCP 2026-07-28 `Mcp-Method`/`Mcp-Name` headers).
+    ``receipts``: what it delivers that must be reported once written (`Flow.written`), or dropped
+    unwritten (`Flow.unwritten`)."""
 
     to: str
     data: bytes
     answers: bool = False
     method: str | None = None
     name: str | None = None
+    receipts: tuple[Receipt, ...] = ()
 
 
 class Reply(NamedTuple):
@@ -62,10 +73,17 @@ class Wakeup(NamedTuple):
 
 class Defer(NamedTuple):
     """Blocking work (SQLite) to run off the event loop; ``done(result)`` then gives the commands
-    that follow from it (an exception from ``work`` is passed to ``done`` as the result)."""
+    that follow from it (an exception from ``work`` is passed to ``done`` as the result).
+
+    ``lane``: the executor to run it on (the outbox store's own thread), else the transports' one.
+    ``replies``: what ``done`` gives is the answer to the request being handled, so a transport that
+    answers in the request's own response waits for it; any other Defer on an answer's path is waited
+    for only a little (`driver.STORE_WAIT_S`), and what it gives later goes out on its own."""
 
     work: Callable[[], Any]
     done: Callable[[Any], "list[Command]"]
+    lane: Any = None
+    replies: bool = False
 
 
 Command = Forward | Send | Reply | Call | Wakeup | Defer
@@ -75,3 +93,8 @@ WRITES = (Forward, Send, Reply, Call)
 def writes(commands: list[Command]) -> list[Forward | Send | Reply | Call]:
     """The commands that put bytes on a wire, in order (tests and simple transports)."""
     return [c for c in commands if isinstance(c, WRITES)]
+
+
+def receipts_of(commands: Any) -> tuple[Receipt, ...]:
+    """The receipts the given write commands carry (to report once they are written)."""
+    return tuple(r for c in commands if type(c) is Send for r in c.receipts)

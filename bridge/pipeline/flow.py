@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Reply, Send, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Receipt, Reply, Send, Wakeup
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.at_once import run_now
 from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
@@ -31,6 +31,7 @@ from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.state.base import StateUnavailable
+from bridge.state.scope import IDENTITY, REQUEST, Scope
 from bridge.telemetry import Recorder, trace_keys
 
 #: Prefix of every JSON-RPC id the proxy invents (spec §8.6): random per process and made of
@@ -38,7 +39,6 @@ from bridge.telemetry import Recorder, trace_keys
 #: pre-filter finds the answers by it whatever else a frame holds.
 OWN_ID_PREFIX = f"rb{secrets.token_hex(4)}n"
 
-_CONNECTIONS = itertools.count(1)
 _own_ids = itertools.count(1)
 
 Handled = list[Command] | None  # None: forward the frame untouched
@@ -65,7 +65,7 @@ class Flow:
     def __init__(self, settings: RouteSettings | None = None, recorder: Recorder | None = None, *,
                  host_dialect: str | None = None, peer_dialect: str | None = None, policy: Policy | None = None,
                  clock: Callable[[], float] | None = None, wall: Callable[[], float] | None = None,
-                 connection: str | None = None, addons: tuple[Any, ...] = ()):
+                 scope: Scope | None = None, addons: tuple[Any, ...] = ()):
         self.settings = settings or RouteSettings()
         self.recorder = recorder or Recorder()
         self.route = self.recorder.route
@@ -74,8 +74,9 @@ class Flow:
         #: monotonic seconds (budgets, wakeups) and wall-clock seconds (timestamps on the wire)
         self.clock = clock or time.monotonic
         self.wall = wall or time.time
-        #: the session key of a connection that names none (MCP over stdio: one connection, one session)
-        self.connection = connection or f"{self.route}#{next(_CONNECTIONS)}"
+        #: what this flow's state belongs to (spec §10): given by the transport that made the flow;
+        #: every key of the flow's state is derived from it (`bridge/state/scope.py`)
+        self.scope = scope if scope is not None else Scope.connection(self.route)
         # -- the state table every protocol shares (protocol flows add their own rows) --
         self.stage = self.settings.stage
         self.host = Side(host_dialect or self.settings.host_dialect, assumed=self.assumed[0])
@@ -307,7 +308,7 @@ class Flow:
         same after deferred work, whose outcome may change when the flow wants to wake)."""
         for i, command in enumerate(out):
             if type(command) is Defer:
-                out[i] = Defer(command.work, self._then(command.done))  # type: ignore[union-attr]
+                out[i] = command._replace(done=self._then(command.done))  # type: ignore[union-attr]
         at = self.next_wakeup() if (len(self.held) or self.addons) else None
         if at is not None and (self._asked is None or at < self._asked):
             self._asked = at
@@ -364,6 +365,48 @@ class Flow:
         for addon in self.addons:
             addon.close()
 
+    # -- what the transport tells the flow ------------------------------------------------------
+    def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
+        """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
+        (the outbox marks its rows delivered)."""
+        return self._with_wakeup(self._receipts_done(receipts)) if receipts else []
+
+    def _receipts_done(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
+        """What the owners of ``receipts`` do once they are done with: written, or decided by the flow
+        without a write (a reminder refused or dropped)."""
+        out: list[Command] = []
+        for addon in self.addons:
+            if receipts:
+                out += addon.on_written(receipts)
+        return out
+
+    def unwritten(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
+        """The `Send`s that carried ``receipts`` were dropped before they were written (their
+        session ended, its queue overflowed): their owners keep what they deliver for later."""
+        if receipts:
+            for addon in self.addons:
+                addon.on_unwritten(receipts)
+
+    def bind(self, scope: Scope) -> None:
+        """What this flow's state belongs to, learned after the flow was made: a 2025-11-25 session's
+        id comes in the server's answer to `initialize`, the request that made the flow.  Only a
+        request's or an identity's flow is bound, and only before any session of its own."""
+        if self.scope.kind not in (REQUEST, IDENTITY):
+            raise ValueError(f"a flow of {self.scope.kind} scope is not bound again")
+        self.scope = scope
+
+    def resume(self, record: dict[str, Any] | None) -> list[Command]:
+        """Go on with a session this flow's handshake never saw (a proxy restart, another replica):
+        from what shared state recorded of it, else with the host's dialect unknown (`none`, unless
+        the rules name one: spec §10).  Returns the timer its add-ons now need (an outbox poll)."""
+        if record is None:
+            self.assume_host("none")
+        else:
+            self.restore(record)
+        for addon in self.addons:
+            addon.resumed()
+        return self._with_wakeup([])
+
     # -- reload --------------------------------------------------------------------------------
     def reconfigure(self, settings: RouteSettings, policy: Policy | None = None) -> None:
         """New rules for the messages to come (a reload); the connection and what it learned stay.
@@ -416,11 +459,11 @@ class Flow:
         member of a batch has no bytes of its own: it is encoded afresh)."""
         return self._frame if self._frame is not None else dumps(self._inbound)
 
-    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False) -> Send:
+    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = ()) -> Send:
         method = msg.get("method")
         params = msg.get("params")
         name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
-        return Send(to, dumps(msg), answers, method, name if isinstance(name, str) else None)
+        return Send(to, dumps(msg), answers, method, name if isinstance(name, str) else None, receipts)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
         return Reply(to, dumps(msg), request.get("id"), retry_after_ms)
@@ -457,7 +500,7 @@ class Flow:
                                          source=source, target=target, why=why, stage=self.stage,
                                          carrier=self._carrier() if self.recorder.tracing.spans else None,
                                          attributes=attributes, start_ns=self._start_ns,
-                                         session=self.connection if session is None else session,
+                                         session=self.scope if session is None else session,
                                          direction=self._direction)
         if context is not None:
             self._span = context
@@ -505,14 +548,14 @@ class Flow:
         `roleHint` lowered), or ``(None, out)``: the reminder is refused and ``out`` is what to
         send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
         (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
-        ``session``: the session it belongs to (default: this connection); ``pending``: how many
+        ``session``: the `Scope` it belongs to (default: the flow's own); ``pending``: how many
         reminders that session holds when this one would be held too (or a coroutine function that
         counts them in shared state: asked only once the trust limits passed).  ``request=False`` treats a
         reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
         notification: refusing it drops the reminder, not the message.
         """
         self._carrying = True
-        session = self.connection if session is None else session
+        session = self.scope if session is None else session
         request = is_request(msg) if request is None else request
         if self.policy.shared is None and callable(pending):  # this process's own tables: nothing to protect
             pending = await pending()

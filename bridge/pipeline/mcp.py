@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +11,7 @@ from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
 from bridge.model import Reminder, ReminderError
-from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled, held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 from bridge.rules import UNNAMED_ROUTE
@@ -37,8 +36,8 @@ class McpState:
     #: MODERN_ERA requests in flight that opted in to log messages (the legacy channel's carrier)
     opted_in: set[Any] = field(default_factory=set)
     #: reminders waiting for the next tools/call result (host `none`, fallback `tool_result`),
-    #: each with what to do once it is handed over
-    tool_results: list[tuple[Reminder, Callable[[], list[Command]] | None]] = field(default_factory=list)
+    #: each with the receipts the result carries once it takes them
+    tool_results: list[tuple[Reminder, tuple[Receipt, ...]]] = field(default_factory=list)
     #: the handshake result told the host it is a Claude Code channel (only then does it listen)
     channel_offered: bool = False
 
@@ -166,13 +165,14 @@ class McpFlow(Flow):
         waited = self.response_to(msg)
         response: dict[str, Any] | None = None  # a rewritten copy of the message, toward the host
         after: list[Command] = []
+        receipts: tuple[Receipt, ...] = ()  # what the rewritten response delivers
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool" and self.state.tool_results:
                 if self.target() in HOST_CODECS and not self._tool_results_carry_reminders():
                     after = self._lift_tool_results()
                 else:
-                    response, after = self._append_to_tool_result(msg)
+                    response, receipts = self._append_to_tool_result(msg)
         if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
             response = self._handshake_result(msg)
         elif waited is None:
@@ -187,7 +187,7 @@ class McpFlow(Flow):
                     response = patched
         if response is None:
             return [self.forward(HOST), *after] if after else None
-        return [self.send(HOST, response, answers=True), *after]
+        return [self.send(HOST, response, answers=True, receipts=receipts), *after]
 
     def _handshake_result(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The server's capabilities: learn its dialect, rewrite what the host is told it will get."""
@@ -290,12 +290,12 @@ class McpFlow(Flow):
         return self._fall_back(reminder, method, source)
 
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
-              params_meta: dict[str, Any] | None = None) -> list[Command]:
+              params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = ()) -> list[Command]:
         """The reminder in the host's own dialect; one sent as a channel event is counted `channel`."""
         target = self.target()
         self.record("channel" if target == ClaudeChannel.dialect else "rewritten", method, reminder,
                     source=source, target=target)
-        return [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)))]
+        return [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
 
     def _unseen(self, reminder: Reminder, method: str | None, source: str | None) -> bool:
         """An `audit_only` reminder toward a channel host: dropped and counted before it costs budget,
@@ -307,44 +307,43 @@ class McpFlow(Flow):
         return True
 
     async def deliver(self, reminder: Reminder, method: str, source: str,
-                handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
+                      receipt: Receipt | None = None) -> list[Command]:
         """A reminder from elsewhere (an add-on: the outbox) to the host, as if the server had
         pushed it: the policy as for a notification (refused means dropped, or held by `coalesce`),
-        then the host's dialect or its fallback. ``handed()`` runs once the host has it, and gives
-        the commands that follow (the outbox marks the event delivered). None: it waits in the
-        tool-result queue and ``handed`` runs when a tool result takes it."""
+        then the host's dialect or its fallback.  ``receipt`` rides on the `Send` that carries the
+        reminder (a push, or the tool result that takes it), for the transport to report once it is
+        written; a reminder decided without a write (refused, dropped) is reported at once."""
+        receipts = (receipt,) if receipt is not None else ()
         if self._unseen(reminder, method, source):
-            return handed() if handed else []
+            return self._receipts_done(receipts)
         target = self.target()
         queued = target not in HOST_CODECS and self._fallback() == "tool_result"
         notification = {"jsonrpc": "2.0", "method": method}
 
         def push(admitted: Reminder) -> list[Command]:
             if self.target() in HOST_CODECS:
-                return self._push(admitted, method, source) + (handed() if handed else [])
-            return self._fall_back(admitted, method, source, handed) or []
+                return self._push(admitted, method, source, receipts=receipts)
+            return self._fall_back(admitted, method, source, receipts)
 
         admitted, refusal = await self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
                                         target=target, request=False,
                                         pending=len(self.state.tool_results) + len(self.held) if queued else None)
         if admitted is None:  # the policy said why
             coalesced = self.held.holds(held_key(reminder))
-            return refusal + (handed() if handed and not coalesced else [])  # held: handed once released
-        if target in HOST_CODECS:
-            return push(admitted)
-        return self._fall_back(admitted, method, source, handed)
+            return refusal + ([] if coalesced else self._receipts_done(receipts))  # held: reported once released
+        return push(admitted)
 
     def _fall_back(self, reminder: Reminder, method: str | None, source: str,
-                   handed: Callable[[], list[Command]] | None = None) -> list[Command] | None:
+                   receipts: tuple[Receipt, ...] = ()) -> list[Command]:
         if self._fallback() == "tool_result" and reminder.mode != "audit_only":
-            self.state.tool_results.append((reminder, handed))
+            self.state.tool_results.append((reminder, receipts))
             self.record("queued", method, reminder, source=source, target="none")
             self._watch_host()
-            return [] if handed is None else None
+            return []
         why = "audit_only reminders are never rendered" if reminder.mode == "audit_only" else \
             "host has no reminder support"
         self.record("dropped", method, reminder, source=source, target="none", why=why)
-        return [] if handed is None else handed()
+        return self._receipts_done(receipts)
 
     def target(self) -> str:
         """The host's dialect, except that a modern host may only get a log message it asked for."""
@@ -369,32 +368,30 @@ class McpFlow(Flow):
     def _fallback(self) -> str:
         return self.settings.fallback.mcp_host_none
 
-    def _append_to_tool_result(self, msg: dict[str, Any]) -> tuple[dict[str, Any] | None, list[Command]]:
-        """Waiting reminders join the tool result as one text block (its structuredContent untouched)."""
+    def _append_to_tool_result(self, msg: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[Receipt, ...]]:
+        """Waiting reminders join the tool result as one text block (its structuredContent untouched);
+        the receipts of what it now carries ride on it."""
         content = get_path(msg, "result", "content")
         if not isinstance(content, list):
-            return None, []
+            return None, ()
         queued, self.state.tool_results = self.state.tool_results, []
         out = copy.deepcopy(msg)
         out["result"]["content"].append({"type": "text", "text": render([r for r, _ in queued], self.settings.envelope)})
-        after: list[Command] = []
-        for reminder, handed in queued:
+        for reminder, _ in queued:
             self.record("rendered", "tools/call", reminder, target="none")
-            if handed is not None:
-                after += handed()
         self._watch_host()
-        return out, after
+        return out, tuple(r for _, receipts in queued for r in receipts)
 
     def _lift_tool_results(self) -> list[Command]:
         """Reminders queued for this tool result when the host has a dialect of its own now: pushed
         in it after the result, which goes on untouched (nothing is delivered twice)."""
         queued, self.state.tool_results = self.state.tool_results, []
         out: list[Command] = []
-        for reminder, handed in queued:
-            if not self._unseen(reminder, "tools/call", None):
-                out += self._push(reminder, "tools/call", None)
-            if handed is not None:
-                out += handed()
+        for reminder, receipts in queued:
+            if self._unseen(reminder, "tools/call", None):
+                out += self._receipts_done(receipts)
+            else:
+                out += self._push(reminder, "tools/call", None, receipts=receipts)
         self._watch_host()
         return out
 

@@ -23,6 +23,7 @@ from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held,
 from bridge.policy.trust import TrustRefusal, pending_refusal, screen
 from bridge.rules import GlobalBudget, RouteSettings
 from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
+from bridge.state.scope import Scope
 
 __all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
            "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
@@ -114,9 +115,9 @@ class Policy:
         self.state = state if state is not None else SHARED_STATE
         #: fleet-wide budgets (Redis); None: this process's `state`
         self.shared = shared
-        #: with shared state: the own-bucket keys charged lately (for the gauges), and what Redis
-        #: last said each bucket held (`refresh_levels`)
-        self._recent: OrderedDict[str, None] = OrderedDict()
+        #: the own-bucket keys charged lately, each with what it shows (the gauges), and, with shared
+        #: state, what Redis last said each bucket held (`refresh_levels`)
+        self._recent: OrderedDict[str, str] = OrderedDict()
         self._levels: dict[str, float] = {}
         self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
         self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
@@ -188,15 +189,19 @@ class Policy:
         except StateUnavailable:
             return Exceeded("state", 0, 0, STATE_RETRY_MS, 0.0)
 
-    def _keys(self, reminder: Reminder, server: str, session: Any) -> tuple[str, list[str]]:
-        """The kind of the route's own buckets and the keys this reminder pays into."""
+    def _keys(self, reminder: Reminder, server: str, session: Any) -> tuple[str, list[tuple[str, str]]]:
+        """The kind of the route's own buckets and the (key, shown) of each bucket this reminder pays
+        into.  A session's bucket is keyed by its `Scope` (two clients that send the same session id
+        never share one) and shows what the client knows it by; a bare string is its own key."""
         assert self.budget is not None
         kind = self.budget.key
         if kind == "server":
-            return kind, [str(server)]
+            return kind, [(str(server), str(server))]
         if kind == "session":
-            return kind, [str(session)]
-        return kind, list(reminder.tags) or [UNTAGGED]
+            if isinstance(session, Scope):
+                return kind, [(session.key("budget"), session.shown)]
+            return kind, [(str(session), str(session))]
+        return kind, [(tag, tag) for tag in reminder.tags] or [(UNTAGGED, UNTAGGED)]
 
     def charge(self, reminder: Reminder, *, server: str, session: Any,
                now: float) -> tuple[Exceeded | None, Exceeded | None]:
@@ -211,7 +216,8 @@ class Policy:
         own: list[tuple[str, str, Limit]] = []
         if self._limit is not None:
             kind, keys = self._keys(reminder, server, session)
-            own = [(kind, key, Limit(f"{kind}:{key}", self._limit.rate, self._limit.burst)) for key in keys]
+            own = [(kind, key, Limit(f"{kind}:{shown}", self._limit.rate, self._limit.burst)) for key, shown in keys]
+            self._remember(keys)
         ceiling = [(GLOBAL, GLOBAL, self._global)] if self._global is not None else []
         max_keys = self.budget.max_keys if self.budget is not None else 1
         if self.budget is not None and self.budget.shadow:
@@ -231,12 +237,8 @@ class Policy:
         own: list[BucketCharge] = []
         if self._limit is not None:
             kind, keys = self._keys(reminder, server, session)
-            own = [self._bucket(kind, key) for key in keys]
-            for key in keys:
-                self._recent[key] = None
-                self._recent.move_to_end(key)
-                if len(self._recent) > RECENT_KEYS:
-                    self._recent.popitem(last=False)
+            own = [self._bucket(kind, key, shown) for key, shown in keys]
+            self._remember(keys)
         ceiling = [self._ceiling()] if self._global else []
         if self.budget is not None and self.budget.shadow:
             if ceiling and (real := await self.shared.charge(ceiling)) is not None:
@@ -244,9 +246,17 @@ class Policy:
             return None, await self.shared.charge(own) if own else None
         return await self.shared.charge(own + ceiling), None
 
-    def _bucket(self, kind: str, key: str) -> BucketCharge:
+    def _remember(self, keys: list[tuple[str, str]]) -> None:
+        for key, shown in keys:
+            self._recent[key] = shown
+            self._recent.move_to_end(key)
+            if len(self._recent) > RECENT_KEYS:
+                self._recent.popitem(last=False)
+
+    def _bucket(self, kind: str, key: str, shown: str | None = None) -> BucketCharge:
         assert self._limit is not None
-        return BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst, f"{kind}:{key}")
+        return BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst,
+                            f"{kind}:{key if shown is None else shown}")
 
     def _ceiling(self) -> BucketCharge:
         assert self._global is not None
@@ -288,7 +298,8 @@ class Policy:
             if not found:
                 out.append({**base, "scope": f"{kind}:*", "key": None, "tokens": float(budget.burst)})
             for key, tokens in found[:most]:
-                out.append({**base, "scope": f"{kind}:{key}", "key": key, "tokens": round(tokens, 3)})
+                shown = self._recent.get(key, key)  # a session's bucket shows the session, not its scope's key
+                out.append({**base, "scope": f"{kind}:{shown}", "key": shown, "tokens": round(tokens, 3)})
         if self.global_budget is not None:
             ceiling = self.global_budget
             if self.shared is None:

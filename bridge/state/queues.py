@@ -10,32 +10,31 @@ from __future__ import annotations
 from bridge.model import Reminder, dump_json, load_json
 from bridge.state.base import StateBackend
 from bridge.state.memory import MemoryState
+from bridge.state.scope import Scope
 
 
 class ReminderQueues:
-    """``name``: the namespace of the keys (a route and what is queued, e.g. ``"agents:task"``)."""
+    """One queue per `Scope` (an A2A task), under ``scope.key(what)``."""
 
-    def __init__(self, name: str, *, limit: int, idle_s: float, max_keys: int, state: StateBackend | None = None):
-        self.name = name
+    def __init__(self, what: str = "queue", *, limit: int, idle_s: float, max_keys: int,
+                 state: StateBackend | None = None):
+        self.what = what
         self.limit = limit
         self.idle_s = idle_s
         #: shared (Redis) when given, else this process's own bounded tables
         self.state: StateBackend = state if state is not None else MemoryState(max_keys=max_keys)
 
-    def _key(self, key: str) -> str:
-        return f"{self.name}:{key}"
-
-    async def add(self, key: str, reminder: Reminder) -> tuple[list[str], list[str]]:
+    async def add(self, scope: Scope, reminder: Reminder) -> tuple[list[str], list[str]]:
         """Queue ``reminder``: (ids it replaced by dedupe key, ids pushed out by the limit)."""
-        return await self.state.queue_push(self._key(key), reminder.id, dump_json(reminder),
+        return await self.state.queue_push(scope.key(self.what), reminder.id, dump_json(reminder),
                                            dedupe_key=reminder.dedupe_key, limit=self.limit, ttl_s=self.idle_s)
 
-    async def take(self, key: str) -> list[Reminder]:
-        """Every reminder queued for ``key``, oldest first, and the queue emptied (in one step)."""
-        return [load_json(item) for item in await self.state.queue_take(self._key(key))]
+    async def take(self, scope: Scope) -> list[Reminder]:
+        """Every reminder queued for ``scope``, oldest first, and the queue emptied (in one step)."""
+        return [load_json(item) for item in await self.state.queue_take(scope.key(self.what))]
 
-    async def count(self, key: str) -> int:
-        return await self.state.queue_len(self._key(key))
+    async def count(self, scope: Scope) -> int:
+        return await self.state.queue_len(scope.key(self.what))
 
     def held(self) -> int:
         """Reminders this process holds (the pending gauge); a shared queue's are Redis's to count."""

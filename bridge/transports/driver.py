@@ -1,8 +1,9 @@
 """What every transport does with a flow's commands beyond writing bytes: timers and blocking work.
 
 `FlowDriver` keeps one timer per flow (the earliest `Wakeup` it asked for; `Flow.wake` asks for
-the next one), and runs `Defer` work on one background thread, in order, so SQLite never blocks
-the event loop and writes stay serialized. Writes (`Forward`, `Send`, `Reply`) and the proxy's
+the next one), and runs `Defer` work off the event loop, in order: on the Defer's own ``lane`` (an
+outbox store's thread), else on one background thread, so SQLite never blocks the event loop and
+one store's trouble never holds up another's work. Writes (`Forward`, `Send`, `Reply`) and the proxy's
 own requests (`Call`) go to the transport's ``write`` and ``call``.  What a flow gives is a list
 of commands, or, while it waits on shared state, an awaitable of one (`Flow.from_host`): both are
 accepted everywhere, and the flow keeps their order.
@@ -18,8 +19,12 @@ from typing import Any
 from bridge.pipeline.commands import Call, Command, Defer, Wakeup
 from bridge.pipeline.flow import Outcome
 
-#: One thread for blocking work (the outbox's SQLite store): in order, never on the event loop.
+#: One thread for blocking work that names no lane of its own: in order, never on the event loop.
 BLOCKING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-bridge-blocking")
+#: How long an answer waits for deferred work on its path (an outbox write) before it goes without
+#: it: store trouble delays the outbox's own work, never the host's answer (what the work gives
+#: later is performed on its own, as a timer's would be).
+STORE_WAIT_S = 0.05
 
 
 def run_blocking(defer: Defer) -> Any:
@@ -28,6 +33,11 @@ def run_blocking(defer: Defer) -> Any:
         return defer.work()
     except Exception as exc:  # noqa: BLE001 - the add-on decides what a failure means
         return exc
+
+
+def _start(defer: Defer) -> asyncio.Future[Any]:
+    """``defer``'s work, under way on its lane."""
+    return asyncio.get_running_loop().run_in_executor(defer.lane or BLOCKING, run_blocking, defer)
 
 
 class FlowDriver:
@@ -94,12 +104,21 @@ class FlowDriver:
             self.perform(self.flow.wake(self.flow.clock()))
 
     def _defer(self, defer: Defer) -> None:
-        future = asyncio.get_running_loop().run_in_executor(BLOCKING, run_blocking, defer)
+        self._later_done(_start(defer), defer)
+
+    def _later_done(self, future: asyncio.Future[Any], defer: Defer) -> None:
         future.add_done_callback(lambda done: None if self._closed else self.perform(defer.done(done.result())))
 
     async def settle(self, commands: Outcome) -> list[Command]:
         """``commands`` with every `Defer` run (off the loop) and replaced by what it gave, and every
-        `Wakeup` scheduled: for transports that must know all of a request's answer before replying."""
+        `Wakeup` scheduled: for transports that must know all of a request's answer before replying.
+
+        A Defer that `replies` is waited for to its end; any other gets `STORE_WAIT_S` in all, after
+        which the answer goes without it and what it gives is performed when it is done."""
+        loop = asyncio.get_running_loop()
+        return await self._settle(commands, loop.time() + STORE_WAIT_S)
+
+    async def _settle(self, commands: Outcome, deadline: float) -> list[Command]:
         if type(commands) is not list:
             commands = await commands  # type: ignore[misc]
         out: list[Command] = []
@@ -107,8 +126,13 @@ class FlowDriver:
         for command in commands:
             kind = type(command)
             if kind is Defer:
-                result = await loop.run_in_executor(BLOCKING, run_blocking, command)
-                out += await self.settle(command.done(result))  # type: ignore[union-attr]
+                future = _start(command)  # type: ignore[arg-type]
+                if not command.replies:  # type: ignore[union-attr]
+                    done, _ = await asyncio.wait([future], timeout=max(0.0, deadline - loop.time()))
+                    if not done:
+                        self._later_done(future, command)  # type: ignore[arg-type]
+                        continue
+                out += await self._settle(command.done(await future), deadline)  # type: ignore[union-attr]
             elif kind is Wakeup:
                 self.schedule(command.at)  # type: ignore[union-attr]
             else:

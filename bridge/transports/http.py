@@ -27,7 +27,7 @@ import websockets
 from aiohttp import web
 
 from bridge.jsonrpc import classify, dumps, error_response
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send, receipts_of
 from bridge.pipeline.a2a import TaskBook
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import Flow, Outcome
@@ -35,6 +35,7 @@ from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
 from bridge.state import StateUnavailable
 from bridge.state.queues import ReminderQueues
+from bridge.state.scope import MCP_SESSION, Scope
 from bridge.telemetry import Recorder, Tracing, register_collector
 from bridge.transports.forwarding import (
     HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers,
@@ -116,7 +117,7 @@ class HttpRoute:
             self.policy = Policy(self.settings, route=self.name)
         self.target = Upstream(self.upstream)
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
-        self.tasks = TaskBook(queued=ReminderQueues(f"{self.name}:task", limit=self.settings.trust.max_pending_per_session,
+        self.tasks = TaskBook(queued=ReminderQueues(limit=self.settings.trust.max_pending_per_session,
                                                     idle_s=self.limits.session_idle_s,
                                                     max_keys=self.limits.max_sessions, state=self.shared))
         self.recorder.track(self.tasks)  # its queues count once in the pending gauge
@@ -209,28 +210,38 @@ class HttpRoute:
         if self.protocol == "mcp":
             session_id = request.headers.get(SESSION_HEADER)
             if session_id is not None and (held := self.sessions.get(session_id)) is not None:
+                if held.recorded is None and self.shared is not None:  # taken up before another replica
+                    await self._catch_up(held)  # recorded the handshake it saw: look again
                 self.remember(held, refresh=True)
                 return held, True
             if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
-                # a request that is its own session: no outbox (there is no later session to deliver to)
-                return self.open_session(self.new_flow(outbox=False, **self._seeds())), False
-            flow = self.new_flow()
-            if session_id is not None:
-                record = await self._record(session_id)
-                if record is None:
-                    flow.assume_host("none")
-                else:
-                    flow.restore(record)
-                    session = self.open_session(flow)
-                    session.id, session.recorded, session.recorded_at = session_id, record, flow.clock()
-                    self.sessions.put(session_id, session)
-                    return session, True
-            return self.open_session(flow), False
+                # a request that is its own session: its outbox is its identity's, if the rules name one
+                return self.open_session(self.new_flow(scope=self.sessionless_scope(request), **self._seeds())), False
+            if session_id is None:  # an initialize, or a server without sessions: the answer tells
+                return self.open_session(self.new_flow(scope=self.sessionless_scope(request))), False
+            # a session the proxy does not hold (a restart, another replica, an id made up): its own
+            # state, held at once so that its concurrent requests share it, until the upstream refuses it
+            flow = self.new_flow(scope=Scope.mcp_session(self.name, session_id))
+            record = await self._record(session_id)
+            resumed = flow.resume(record)
+            session = self.open_session(flow)
+            session.driver.perform(resumed)
+            session.id, session.recorded, session.recorded_at = session_id, record, flow.clock()
+            session.provisional = record is None
+            self.sessions.put(session_id, session)
+            return session, True
         if self.protocol == "a2a":
-            return self.open_session(self.new_flow(**self._seeds())), False
-        return self.open_session(self.new_flow()), False
+            return self.open_session(self.new_flow(scope=Scope.request(self.name), **self._seeds())), False
+        return self.open_session(self.new_flow(scope=Scope.request(self.name))), False
+
+    def sessionless_scope(self, request: web.Request) -> Scope:
+        """A request with no MCP session: the identity the route's rules name (`outbox.identity`),
+        when it carries it, else its own (nothing of it outlives its answer)."""
+        rule = self.settings.identity
+        value = request.headers.get(rule.partition(":")[2]) if rule is not None else None
+        return Scope.identity(self.name, rule, value) if rule is not None and value else Scope.request(self.name)
 
     def open_session(self, flow: Flow) -> Session:
         session = Session(flow, self.settings.trust.max_pending_per_session)
@@ -266,8 +277,15 @@ class HttpRoute:
             self.learned["peer_declared"] = declared
 
     def _record_key(self, session_id: str) -> str:
-        """Session ids are credentials of a sort: Redis sees a digest, never the id."""
-        return f"{self.name}:mcp-session:{hashlib.sha256(session_id.encode()).hexdigest()[:32]}"
+        """Where another replica finds what this session's handshake settled (its scope digests the id)."""
+        return Scope.mcp_session(self.name, session_id).key("record")
+
+    async def _catch_up(self, session: Session) -> None:
+        """A session held without its handshake goes on with what another replica recorded of it."""
+        record = await self._record(session.id)  # type: ignore[arg-type]
+        if record is not None:
+            session.flow.restore(record)
+            session.recorded, session.recorded_at = record, session.flow.clock()
 
     async def _record(self, session_id: str) -> dict[str, Any] | None:
         """Another replica's record of this session, its idle time restarted; None when there is no
@@ -299,6 +317,17 @@ class HttpRoute:
         except StateUnavailable:
             pass  # closed and away: the session goes on here; another replica starts it afresh
 
+    def confirm(self, session: Session, upstream: aiohttp.ClientResponse) -> bool:
+        """A session taken up without its handshake stays once the upstream answers it (it knows the
+        id); one the upstream refuses goes, and takes no room."""
+        if not session.provisional:
+            return True
+        if upstream.status >= 400:
+            self.sessions.forget(session.id, session)  # type: ignore[arg-type]
+            return False
+        session.provisional = False
+        return True
+
     def adopt(self, session: Session, request: web.Request, upstream: aiohttp.ClientResponse) -> bool:
         """A new MCP 2025-11-25 pipeline becomes a session once the upstream accepted it: by the id
         its answer names, else the one the host sent. An id the upstream refused takes no room."""
@@ -309,6 +338,8 @@ class HttpRoute:
         session_id = upstream.headers.get(SESSION_HEADER) or request.headers.get(SESSION_HEADER)
         if session_id:
             session.id = session_id
+            if session.flow.scope.kind != MCP_SESSION:  # the answer to initialize named the session
+                session.flow.bind(Scope.mcp_session(self.name, session_id))
             self.sessions.put(session_id, session)
         return bool(session_id)
 
@@ -409,7 +440,7 @@ class HttpProxy:
 
         def write(command: Command) -> None:
             if command.to == HOST:  # type: ignore[union-attr]
-                self._to_host(session, [command.data])  # type: ignore[union-attr]
+                self._to_host(session, [command])
             else:
                 self._spawn(self._post(route, session, command.data))  # type: ignore[union-attr]
 
@@ -420,25 +451,29 @@ class HttpProxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _to_host(self, session: Session, frames: list[bytes]) -> None:
+    def _to_host(self, session: Session, messages: list[Command]) -> None:
+        """Messages the session's flow sends on its own: on its open stream, else ahead of its next answer."""
         stream = next((s for s in session.streams if not s.task_done), None)
         if stream is None:
-            session.hold(frames)
+            session.hold(messages)
             return
+        self._spawn(self._write_messages(session, stream.response, messages))
 
-        async def write() -> None:
-            for i, frame in enumerate(frames):
-                try:
-                    await stream.response.write(message_event(frame))
-                except (ConnectionError, RuntimeError):
-                    session.hold(frames[i:])  # the stream ended under us: the next answer takes them
-                    return
-
-        self._spawn(write())
+    async def _write_messages(self, session: Session, response: web.StreamResponse, messages: list[Command]) -> bool:
+        """``messages`` on an open SSE answer, one event each, each reported written once it is; if the
+        stream ends under us, the rest wait for the session's next answer (False)."""
+        for i, message in enumerate(messages):
+            try:
+                await response.write(message_event(message.data))  # type: ignore[union-attr]
+            except (ConnectionError, RuntimeError):
+                session.hold(messages[i:])
+                return False
+            _written(session, [message])
+        return True
 
     async def _call_and_push(self, route: HttpRoute, session: Session, call: Call) -> None:
         """A call the flow made on its own: what its answer gives the host goes to the session."""
-        host = [c.data for c in await self._calls(route, session, [call], None) if c.to == HOST]  # type: ignore[union-attr]
+        host = [c for c in await self._calls(route, session, [call], None) if c.to == HOST]  # type: ignore[union-attr]
         if host:
             self._to_host(session, host)
 
@@ -582,9 +617,13 @@ class HttpProxy:
                                     rewritten=main if type(main) is Send else None,
                                     trace=session.flow.trace_context())
         route.learn(session.flow)
-        if not kept:
-            session.close("the request was answered by the proxy; nothing of it outlives the request")
-        return self._reply(host, request, session)
+        try:
+            return await self._reply(host, request, session)
+        finally:
+            if session.provisional:  # an id no upstream confirmed takes no room (made-up ids cannot evict)
+                route.sessions.forget(session.id, session)  # type: ignore[arg-type]
+            if not kept or session.provisional:
+                session.close("the request was answered by the proxy; nothing of it outlives the request")
 
     async def _calls(self, route: HttpRoute, session: Session, calls: list[Call],
                      request: web.Request | None) -> list[Command]:
@@ -695,7 +734,8 @@ class HttpProxy:
                                                      headers=headers, allow_redirects=False)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             route.recorder.log("upstream_error", why=route.shown(_cause(exc)), url=redact(url))
-            if session is not None and not kept:
+            if session is not None and (not kept or session.provisional):
+                route.sessions.forget(session.id, session)  # type: ignore[arg-type]
                 session.close("the upstream could not be reached")
             msg_id = _request_id(body)
             if msg_id is not None:
@@ -705,8 +745,7 @@ class HttpProxy:
         adopted = kept
         async with upstream:
             if session is not None:
-                if not kept:
-                    adopted = route.adopt(session, request, upstream)
+                adopted = route.confirm(session, upstream) if kept else route.adopt(session, request, upstream)
                 route.live.add(session)
             ctype = upstream.headers.get("content-type", "")
             try:
@@ -729,7 +768,8 @@ class HttpProxy:
                         return web.json_response(_upstream_error(route, msg_id, exc), status=503 if busy else 200,
                                                  headers=retry)
                     answer, extras = await self._json_answer(route, request, session, data)
-                    return self._answer(session, request, upstream.status, answer, _response_headers(upstream), extras)
+                    return await self._answer(session, request, upstream.status, answer, _response_headers(upstream),
+                                              extras)
                 return await _stream_raw(request, upstream)
             finally:
                 route.live.discard(session)
@@ -758,43 +798,54 @@ class HttpProxy:
         return host
 
     async def _json_answer(self, route: HttpRoute, request: web.Request, session: Session,
-                           data: bytes) -> tuple[bytes, list[bytes]]:
-        """A JSON answer through the flow: (the answer, what the flow adds before it)."""
+                           data: bytes) -> tuple[Command, list[Command]]:
+        """A JSON answer through the flow: (the answer, what the flow adds before it), as the write
+        commands the flow gave (what they deliver is reported once written)."""
         if not data.strip():
-            return data, []
+            return Forward(HOST, data), []
         host = await self._through_peer(route, request, session, data)
-        answer = next((c.data for c in reversed(host) if type(c) is Forward or getattr(c, "answers", False)),  # type: ignore[union-attr]
-                      None)
-        extras = [c.data for c in host if c.data is not answer]  # type: ignore[union-attr]
+        answer = next((c for c in reversed(host) if type(c) is Forward or getattr(c, "answers", False)), None)
+        extras = [c for c in host if c is not answer]
         if answer is None:  # the flow kept the answer back (nothing to relay): the extras are all there is
-            return (extras[-1], extras[:-1]) if extras else (b"", [])
+            return (extras[-1], extras[:-1]) if extras else (Forward(HOST, b""), [])
         return answer, extras
 
-    def _answer(self, session: Session | None, request: web.Request, status: int, data: bytes,
-                headers: dict[str, str], extras: list[bytes] | None = None) -> web.Response:
-        """One JSON answer to the host. Frames its session holds, and what the flow added before the
-        answer, go first, as SSE when the host takes it (a JSON body carries one message)."""
-        before = (session.take_waiting() if session is not None and session.waiting else []) + (extras or [])
+    async def _answer(self, session: Session | None, request: web.Request, status: int, answer: Command,
+                      headers: dict[str, str], extras: list[Command] | None = None) -> web.StreamResponse:
+        """One JSON answer to the host. Messages its session holds, and what the flow added before the
+        answer, go first, as SSE when the host takes it (a JSON body carries one message).  An answer
+        that delivers something (an outbox event) is written here, so it can be reported written."""
+        data = answer.data  # type: ignore[union-attr]
+        waiting = session.take_waiting() if session is not None and session.waiting else []
+        before = waiting + (extras or [])
+        sent = [answer]
         if before and "text/event-stream" in request.headers.get("Accept", ""):
             headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
             headers["Content-Type"] = "text/event-stream"
-            body = b"".join(message_event(frame) for frame in before) + (message_event(data) if data.strip() else b"")
-            return web.Response(status=status, body=body, headers=headers)
-        if before and session is not None:
-            session.hold([f for f in before if f not in (extras or [])])  # the session's own wait for a stream
-        return web.Response(status=status, body=data, headers=headers)
+            data = b"".join(message_event(c.data) for c in before) + (  # type: ignore[union-attr]
+                message_event(data) if data.strip() else b"")
+            sent += before
+        elif before and session is not None:
+            session.hold(waiting)  # the session's own wait for a stream
+            session.flow.unwritten(receipts_of(extras or []))
+        response = web.Response(status=status, body=data, headers=headers)
+        if session is not None and receipts_of(sent):
+            await response.prepare(request)
+            await response.write_eof()
+            _written(session, sent)
+        return response
 
-    def _reply(self, host: list[Command], request: web.Request, session: Session | None) -> web.StreamResponse:
+    async def _reply(self, host: list[Command], request: web.Request, session: Session | None) -> web.StreamResponse:
         """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
         reply = next((c for c in reversed(host) if type(c) is Reply), None)
         if reply is None and not host:
             return web.Response(status=202)
-        answer = reply.data if reply is not None else host[-1].data  # type: ignore[union-attr]
-        extras = [c.data for c in host if c.data is not answer]  # type: ignore[union-attr]
+        answer = reply if reply is not None else host[-1]
+        extras = [c for c in host if c is not answer]
         headers = {"Content-Type": "application/json"}
         if reply is not None and reply.retry_after_ms is not None:
             headers["Retry-After"] = str(max(1, math.ceil(reply.retry_after_ms / 1000)))
-        return self._answer(session, request, 200, answer, headers, extras)
+        return await self._answer(session, request, 200, answer, headers, extras)
 
     async def _relay_sse(self, route: HttpRoute, request: web.Request, upstream: aiohttp.ClientResponse,
                          session: Session | None, body: bytes) -> web.StreamResponse:
@@ -807,8 +858,7 @@ class HttpProxy:
         first = await _start_relay(request, upstream, response)
         stream = _Stream(response)
         if session is not None:
-            for frame in session.take_waiting():
-                await response.write(message_event(frame))
+            await self._write_messages(session, response, session.take_waiting())
             if request.method == "GET":
                 session.streams.insert(0, stream)  # the session's own stream is where pushes go first
             else:
@@ -849,17 +899,22 @@ class HttpProxy:
         waits for a later read, and a burst costs one write, not one per event. Returns the last
         event written."""
         out: list[bytes] = []
+        delivered: list[Command] = []  # what the flow rewrote into them, reported once written
         last = None
         for event in batch:
-            data = await self._sse_event(route, request, event, session)
+            data = await self._sse_event(route, request, event, session, delivered)
             if data:
                 out.append(data)
                 last = event
         if out:
             await response.write(out[0] if len(out) == 1 else b"".join(out))
+            if session is not None and delivered:
+                _written(session, delivered)
         return last
 
-    async def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None) -> bytes:
+    async def _sse_event(self, route: HttpRoute, request: web.Request, event: Event, session: Session | None,
+                         delivered: list[Command]) -> bytes:
+        """One upstream event as the host gets it; the flow's commands for it join ``delivered``."""
         if event.data is None:
             return event.raw  # keep-alive comments and retry hints pass as they are
         if (b"event", b"endpoint") in event.fields:  # 2024-11-05 HTTP+SSE: where to POST, at the proxy
@@ -873,6 +928,7 @@ class HttpProxy:
         host = await self._through_peer(route, request, session, event.data)
         if len(host) == 1 and type(host[0]) is Forward:
             return event.raw
+        delivered += host
         return b"".join(event.with_data(c.data, keep_id=i == len(host) - 1)  # type: ignore[union-attr]
                         for i, c in enumerate(host))
 
@@ -912,14 +968,17 @@ class HttpProxy:
                 scanned = 0
                 answer, extras = await self._json_answer(route, request, session, line)
                 for extra in extras:
-                    await response.write(extra + b"\n")
-                await response.write(answer if answer is line else answer + b"\n")
+                    await response.write(extra.data + b"\n")  # type: ignore[union-attr]
+                data = answer.data  # type: ignore[union-attr]
+                await response.write(data if data is line else data + b"\n")
+                _written(session, [*extras, answer])
             scanned = len(pending)
         if pending:
             answer, extras = await self._json_answer(route, request, session, bytes(pending))
             for extra in extras:
-                await response.write(extra + b"\n")
-            await response.write(answer)
+                await response.write(extra.data + b"\n")  # type: ignore[union-attr]
+            await response.write(answer.data)  # type: ignore[union-attr]
+            _written(session, [*extras, answer])
         await response.write_eof()
         return response
 
@@ -994,6 +1053,7 @@ class HttpProxy:
                     await peer.send(command.data.decode())  # type: ignore[union-attr]
                 else:
                     await host.send_str(command.data.decode())  # type: ignore[union-attr]
+                    _written(session, [command])
 
         async def host_to_peer() -> None:
             async for msg in host:
@@ -1030,6 +1090,13 @@ class HttpProxy:
             route.live.discard(session)
             session.close("the WebSocket closed")
         return host
+
+
+def _written(session: Session, messages: list[Command]) -> None:
+    """``messages`` are on the host's connection: what they deliver counts as delivered now."""
+    receipts = receipts_of(messages)
+    if receipts:
+        session.driver.perform(session.flow.written(receipts))
 
 
 async def _drain(sender: Any, queue: asyncio.Queue[Any]) -> None:

@@ -2,8 +2,8 @@
 
 A `Session` is what the proxy keeps for one MCP 2025-11-25 session, or for one request that is
 its own session (MCP 2026-07-28, A2A, a WebSocket): its pipeline, the server-sent-event streams
-open to its host, and the frames its pipeline produced on its own (a coalesced reminder released
-when tokens came back) while no stream was open.  `SessionTable` holds a route's MCP sessions by
+open to its host, and the messages its pipeline produced on its own (a coalesced reminder released
+when tokens came back, an outbox event) while no stream was open.  `SessionTable` holds a route's MCP sessions by
 `Mcp-Session-Id`: bounded, each expiring after an idle time that slides with every use,
 evictions and expiries counted.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from bridge.pipeline.commands import Command, receipts_of
 from bridge.pipeline.flow import Flow
 
 
@@ -35,23 +36,29 @@ class Session:
         self.headers: dict[str, str] | None = None
         #: open SSE answers to this session's host, oldest first: a GET stream, or POSTs still streaming
         self.streams: list[Any] = []
-        #: host-bound frames made with no stream open, sent ahead of the session's next answer
-        self.waiting: list[bytes] = []
+        #: host-bound messages (write commands) made with no stream open, sent ahead of the session's
+        #: next answer; what they deliver counts as delivered only once written (their receipts)
+        self.waiting: list[Command] = []
         self.limit = limit
         self.dropped = 0
         #: the Mcp-Session-Id it is held under, and the record last written for it to shared state
         self.id: str | None = None
+        #: taken up without its handshake (the proxy restarted): held until the upstream refuses the id
+        self.provisional = False
         self.recorded: dict[str, Any] | None = None
         self.recorded_at = 0.0
 
-    def hold(self, frames: list[bytes]) -> None:
-        """Keep frames for the next answer; the oldest go beyond the session's pending limit."""
-        self.waiting.extend(frames)
-        if len(self.waiting) > self.limit:
-            self.dropped += len(self.waiting) - self.limit
-            del self.waiting[:len(self.waiting) - self.limit]
+    def hold(self, messages: list[Command]) -> None:
+        """Keep messages for the next answer; the oldest go beyond the session's pending limit (what
+        they delivered was never written: its owner keeps it)."""
+        self.waiting.extend(messages)
+        over = len(self.waiting) - self.limit
+        if over > 0:
+            self.dropped += over
+            self.flow.unwritten(receipts_of(self.waiting[:over]))
+            del self.waiting[:over]
 
-    def take_waiting(self) -> list[bytes]:
+    def take_waiting(self) -> list[Command]:
         waiting, self.waiting = self.waiting, []
         return waiting
 
@@ -62,6 +69,7 @@ class Session:
         """The session is over: its timers stop; what it still holds is dropped and counted."""
         if self.driver is not None and not self.shared_driver:
             self.driver.close()
+        self.flow.unwritten(receipts_of(self.waiting))
         self.flow.close(why)
         for _ in self.waiting:
             self.flow.recorder.reminder("dropped", protocol=self.protocol, method=None, why=why)
@@ -110,6 +118,11 @@ class SessionTable:
 
     def put(self, session_id: str, session: Session) -> None:
         self._table[session_id] = session
+
+    def forget(self, session_id: str, session: Session) -> None:
+        """Let go of ``session`` without ending it (its request still runs; it ends with it)."""
+        if self._table.get(session_id) is session:
+            del self._table[session_id]
 
     def close(self, session_id: str) -> None:
         session = self._table.pop(session_id, None)

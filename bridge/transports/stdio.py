@@ -22,12 +22,13 @@ import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Call, Defer, Forward, Send, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Call, Defer, Forward, Receipt, Send, Wakeup, receipts_of
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
+from bridge.state.scope import STDIO, Scope
 from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
@@ -53,6 +54,8 @@ CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 #: A frame the cheap look cannot settle is decoded only below this size (memory stays flat).
 SLOW_LIMIT = 1024 * 1024
+#: While bytes that deliver an outbox event wait in the host pipe's buffer, how often to look again.
+FLUSH_CHECK_S = 0.005
 
 
 def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
@@ -344,6 +347,10 @@ class StdioProxy:
         self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
         self.driver: FlowDriver | None = None  # the flow's timers and deferred work
+        #: receipts of what was written toward the host but still sits in the pipe's buffer, not the
+        #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
+        self._unflushed: list[Receipt] = []
+        self._flush_check: asyncio.TimerHandle | None = None
         self.inflight = InFlight()
         #: while a frame waits on shared state (Redis), every later frame waits behind it, in order:
         #: (frame, from the host, ends with a newline, what the flow gave if it already did)
@@ -630,6 +637,7 @@ class StdioProxy:
         to_peer: list[bytes] = []
         answers: list[bytes] = []  # frames toward the host that may answer one of its requests
         later: list[Any] = []
+        delivered: list[Receipt] = []
         lines = block.split(b"\n")
         newline = lines[-1] == b""
         if newline:
@@ -646,7 +654,9 @@ class StdioProxy:
                 asyncio.ensure_future(self._drain_backlog(flow))
                 continue
             self._sort(outcome, to_host, to_peer, later, answers)
+            delivered += receipts_of(outcome)
         self._emit(to_host, to_peer, later, answers, end)
+        self._delivered(delivered)
         if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
             self._hold_sources(True)
 
@@ -695,6 +705,7 @@ class StdioProxy:
             answers: list[bytes] = []
             self._sort(outcome, to_host, to_peer, later, answers)
             self._emit(to_host, to_peer, later, answers, b"\n" if newline else b"")
+            self._delivered(receipts_of(outcome))
             if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
                 self._hold_sources(False)
         self._backlog = None
@@ -703,13 +714,42 @@ class StdioProxy:
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)
-        flow = self.flow = make_flow(protocol, self.settings, self.recorder, policy=self.policy, **self.dialects)
+        # the one connection of the route: what it keeps (its outbox) is there again after a restart
+        flow = self.flow = make_flow(protocol, self.settings, self.recorder, policy=self.policy,
+                                     scope=Scope.connection(self.name, STDIO), **self.dialects)
 
         def write(command: Any) -> None:  # what the flow sends on its own: a released reminder, an outbox poll
             self._write(command.data + b"\n", to_host=command.to == HOST)
+            self._delivered(receipts_of([command]))
 
         self.driver = FlowDriver(flow, write, write)
         return flow
+
+    def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
+        """What was just written toward the host delivered ``receipts``: reported once it is in the
+        pipe (at once, unless the pipe's buffer holds bytes the host has not taken yet)."""
+        if not receipts or self.flow is None or self.driver is None:
+            return
+        writer = self._host_writer
+        if self._host_gone or (writer is not None and writer.is_closing()):
+            self.flow.unwritten(receipts)
+            return
+        self._unflushed += receipts
+        if self._flush_check is None:
+            self._check_flushed()
+
+    def _check_flushed(self) -> None:
+        self._flush_check = None
+        writer = self._host_writer
+        if writer is not None and writer.get_write_buffer_size() and not writer.is_closing():
+            self._flush_check = asyncio.get_running_loop().call_later(FLUSH_CHECK_S, self._check_flushed)
+            return
+        receipts, self._unflushed = self._unflushed, []
+        if self.flow is not None and self.driver is not None and receipts:
+            if self._host_gone or (writer is not None and writer.is_closing()):
+                self.flow.unwritten(receipts)
+            else:
+                self.driver.perform(self.flow.written(receipts))
 
     def _oversize(self, head: bytes, from_host: bool) -> None:
         reply = oversize_reply(head, self.max_line, from_host)

@@ -1,11 +1,15 @@
 """An MCP server built with the official SDK that exposes a NimbleBrain-style notifications outbox.
 
-    python -m tests.peers.outbox_server DB [--events] [--http PORT]
+    python -m tests.peers.outbox_server DB [--events] [--http PORT [--per-session]]
 
 The outbox is one resource, read as `acme://notifications{?cursor,maxEvents,maxAgeMs}`, over a
 SQLite file the test writes into (see `write_event`, `trim`): the way a real server keeps an
 outbox table beside its own state.  Cursors are the table's row numbers.  Every read is logged
 in the `reads` table so a test can see what the proxy asked for.
+
+With `--per-session` (Streamable HTTP) the server keeps one outbox per MCP session: a read shows
+only the events written for the `Mcp-Session-Id` it carries (`write_event(..., session=...)`), as
+a server whose events are about one user does.
 
 With `--events` the server also advertises the MCP Events extension
 (`io.modelcontextprotocol/events`, SEP-3415) and serves `events/list` and `events/poll` over
@@ -21,16 +25,17 @@ from typing import Any
 from pydantic import ConfigDict
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver import Extension, MethodBinding, require_client_extension
 from mcp_types import RequestParams
 
 RESOURCE = "acme://notifications"
 EVENTS_EXTENSION = "io.modelcontextprotocol/events"
 SCHEMA = """
-create table if not exists events (seq integer primary key autoincrement, event text not null);
+create table if not exists events (seq integer primary key autoincrement, event text not null, session text);
 create table if not exists trimmed (through integer not null);
 create table if not exists reads (n integer primary key autoincrement, how text not null, cursor text,
-                                  max_events integer, max_age_ms integer);
+                                  max_events integer, max_age_ms integer, session text);
 create table if not exists settings (key text primary key, value text not null);
 """
 
@@ -43,9 +48,10 @@ def connect(path: str) -> sqlite3.Connection:
 
 
 # -- helpers the tests use to play the server's own application ------------------------------
-def write_event(path: str, event: dict[str, Any]) -> None:
+def write_event(path: str, event: dict[str, Any], session: str | None = None) -> None:
+    """An event for every reader, or (``session``, with `--per-session`) for that session's alone."""
     with connect(path) as db:
-        db.execute("insert into events (event) values (?)", (json.dumps(event),))
+        db.execute("insert into events (event, session) values (?, ?)", (json.dumps(event), session))
 
 
 def write_raw(path: str, text: str) -> None:
@@ -78,12 +84,29 @@ def reads(path: str) -> list[tuple[str, str | None, int | None, int | None]]:
         return db.execute("select how, cursor, max_events, max_age_ms from reads order by n").fetchall()
 
 
-# -- the server ------------------------------------------------------------------------------
-def poll(path: str, how: str, cursor: str | None, max_events: int | None, max_age_ms: int | None) -> dict[str, Any]:
-    """One poll answer, shaped like SEP-3415's `events/poll` result and NimbleBrain's outbox read."""
+def cursors(path: str, session: str) -> list[str | None]:
+    """The cursors of ``session``'s reads, in order: one past an event's row proves the reader stored
+    it (a proxy moves its cursor only with what it stored)."""
     with connect(path) as db:
-        db.execute("insert into reads (how, cursor, max_events, max_age_ms) values (?, ?, ?, ?)",
-                   (how, cursor, max_events, max_age_ms))
+        return [c for (c,) in db.execute("select cursor from reads where session = ? order by n", (session,))]
+
+
+def seq_of(path: str, event_id: str) -> int:
+    with connect(path) as db:
+        for seq, text in db.execute("select seq, event from events order by seq"):
+            if json.loads(text).get("eventId") == event_id:
+                return seq
+    raise KeyError(event_id)
+
+
+# -- the server ------------------------------------------------------------------------------
+def poll(path: str, how: str, cursor: str | None, max_events: int | None, max_age_ms: int | None,
+         session: str | None = None) -> dict[str, Any]:
+    """One poll answer, shaped like SEP-3415's `events/poll` result and NimbleBrain's outbox read;
+    with ``session`` (`--per-session`), over that session's events only."""
+    with connect(path) as db:
+        db.execute("insert into reads (how, cursor, max_events, max_age_ms, session) values (?, ?, ?, ?, ?)",
+                   (how, cursor, max_events, max_age_ms, session))
         row = db.execute("select value from settings where key = 'nextPollMs'").fetchone()
         next_poll = int(row[0]) if row else 100
         newest = db.execute("select coalesce(max(seq), 0) from events").fetchone()[0]
@@ -94,8 +117,8 @@ def poll(path: str, how: str, cursor: str | None, max_events: int | None, max_ag
         after = int(cursor)
         gap = db.execute("delete from settings where key = 'gap'").rowcount > 0
         limit = max_events or 100
-        rows = db.execute("select seq, event from events where seq > ? order by seq limit ?",
-                          (after, limit + 1)).fetchall()
+        rows = db.execute("select seq, event from events where seq > ? and (? is null or session = ?) "
+                          "order by seq limit ?", (after, session, session, limit + 1)).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
     events = []
@@ -147,14 +170,16 @@ class Events(Extension):
                 MethodBinding("events/poll", PollParams, poll_events)]
 
 
-def build(path: str, events: bool = False) -> MCPServer:
+def build(path: str, events: bool = False, per_session: bool = False) -> MCPServer:
     server = MCPServer("outbox-demo", extensions=[Events(path)] if events else None)
     connect(path).close()
 
     @server.resource(RESOURCE + "{?cursor,maxEvents,maxAgeMs}", mime_type="application/json")
-    def notifications(cursor: str | None = None, maxEvents: int | None = None, maxAgeMs: int | None = None) -> str:
+    def notifications(ctx: Context, cursor: str | None = None, maxEvents: int | None = None,
+                      maxAgeMs: int | None = None) -> str:
         """The outbox: facts this server learned on its own."""
-        return json.dumps(poll(path, "resources/read", cursor, maxEvents, maxAgeMs))
+        session = (ctx.headers or {}).get("mcp-session-id") if per_session else None
+        return json.dumps(poll(path, "resources/read", cursor, maxEvents, maxAgeMs, session))
 
     @server.tool()
     def echo(text: str) -> str:
@@ -166,7 +191,7 @@ def build(path: str, events: bool = False) -> MCPServer:
 
 if __name__ == "__main__":
     args = sys.argv[2:]
-    app = build(sys.argv[1], "--events" in args)
+    app = build(sys.argv[1], "--events" in args, "--per-session" in args)
     if "--http" in args:  # Streamable HTTP at /mcp on that loopback port
         app.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
     else:

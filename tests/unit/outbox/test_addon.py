@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from bridge.pipeline.commands import Defer, Wakeup
+from bridge.pipeline.commands import Defer, Wakeup, receipts_of
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard
 from bridge.outbox.events import parse_event, to_reminder
 from bridge.rules import parse_rules_text
+from bridge.state.scope import STDIO, Scope
 from bridge.telemetry import Recorder
 
 NOTE = "ai.nimblebrain/notification"
@@ -41,44 +42,48 @@ class _Log:
         pass
 
 
-def perform(commands) -> list[tuple[str, dict]]:
+def perform(commands, flow) -> list[tuple[str, dict]]:
     """What a transport does, without one: blocking work run at once, in order (a transport runs it
-    on its background thread); what goes on a wire, decoded."""
+    on its background thread); what goes on a wire, decoded, and reported written."""
     out: list[tuple[str, dict]] = []
     for command in commands:
         if isinstance(command, Defer):
-            out += perform(command.done(run_blocking(command)))
+            out += perform(command.done(run_blocking(command)), flow)
         elif not isinstance(command, Wakeup):
             out.append((command.to, json.loads(command.data)))
+            out += perform(flow.written(receipts_of([command])), flow)
     return out
 
 
 class Link:
     """One MCP connection through the sans-I/O flow, with a hand-driven clock."""
 
-    def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = ""):
+    def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = "",
+                 scope: Scope | None = None, beside: "Link | None" = None):
+        """``beside``: another connection of the same route (its recorder, so its store)."""
         rules = (f'[routes.r]\nprotocol = "mcp"\n{route_extra}\n{table}\n')
         rules = rules.replace("STORE", str(tmp_path / "outbox.sqlite3"))
-        self.log = _Log()
+        self.log = beside.log if beside is not None else _Log()
         self.wall = 1_800_000_000.0
         self.now = 100.0
-        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], Recorder(route="r", log=self.log),
-                              clock=lambda: self.now)
+        recorder = beside.flow.recorder if beside is not None else Recorder(route="r", log=self.log)
+        self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], recorder,
+                              clock=lambda: self.now, scope=scope or Scope.connection("r", STDIO))
         self.outbox = self.flow.addons[0] if self.flow.addons else None
         if self.outbox is not None:
             self.outbox.wall = lambda: self.wall
         self.host_caps = {"reminders": {}} if host_caps is None else host_caps
 
     def host(self, msg) -> list[tuple[str, dict]]:
-        return perform(self.flow.from_host(json.dumps(msg).encode()))
+        return perform(self.flow.from_host(json.dumps(msg).encode()), self.flow)
 
     def peer(self, msg) -> list[tuple[str, dict]]:
-        return perform(self.flow.from_peer(json.dumps(msg).encode()))
+        return perform(self.flow.from_peer(json.dumps(msg).encode()), self.flow)
 
     def tick(self, seconds: float = 0.25) -> list[tuple[str, dict]]:
         """Time passes; the flow is woken (a transport would have woken it at its `Wakeup`)."""
         self.now += seconds
-        return perform(self.flow.wake(self.now))
+        return perform(self.flow.wake(self.now), self.flow)
 
     def legacy_handshake(self, server_caps: dict | None = None) -> list[tuple[str, dict]]:
         self.host({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -271,12 +276,12 @@ def test_a_host_without_reminder_support_gets_them_in_the_next_tool_result(tmp_p
     link = Link(tmp_path, PULL, host_caps={})
     link.legacy_handshake()
     assert link.answer(only_poll(link.tick()), [event("e1", title="deploy finished")]) == []
-    pending = link.outbox.store.undelivered("r|acme://n")
+    pending = link.outbox.store.undelivered(link.outbox.source)
     assert len(pending) == 1  # queued for the tool result: not delivered yet, so a restart re-queues it
     link.host({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t"}})
     [(_, result)] = link.peer({"jsonrpc": "2.0", "id": 5, "result": {"content": []}})
     assert "deploy finished</system-reminder>" in result["result"]["content"][0]["text"]
-    assert link.outbox.store.undelivered("r|acme://n") == []
+    assert link.outbox.store.undelivered(link.outbox.source) == []
 
 
 def test_outbox_traffic_leaves_the_hot_path_alone(tmp_path):
@@ -389,4 +394,56 @@ def test_budgets_and_trust_limits_apply_to_reminders_made_from_events(tmp_path):
     assert {r["roleHint"] for r in got} == {"ephemeral_cache"}  # lowered to the route's ceiling
     assert link.flow.recorder.count("rate_limited", "mcp") == 1
     assert sum(link.flow.recorder.budget_rejections.values()) == 1
-    assert link.outbox.store.undelivered("r|acme://n") == []  # decided: never handed over again
+    assert link.outbox.store.undelivered(link.outbox.source) == []  # decided: never handed over again
+
+
+# -- whose: every row belongs to the flow's scope -------------------------------------------------
+UNLISTENING = {**MODERN, "io.modelcontextprotocol/clientCapabilities": {}}  # a 2026-07-28 host without reminders
+
+
+def test_sessions_of_one_route_share_a_store_and_nothing_in_it(tmp_path):
+    a = Link(tmp_path, PULL + SERVE, host_caps={}, scope=Scope.mcp_session("r", "session-a"))
+    b = Link(tmp_path, PULL + SERVE, scope=Scope.mcp_session("r", "session-b"), beside=a)
+    assert a.outbox.store is b.outbox.store
+    for link in (a, b):
+        link.legacy_handshake(HARN_CAPS)
+    assert a.answer(only_poll(a.tick()), [event("for-a")]) == []  # a `none` host: served to a, not pushed
+    a_start, b_start = read(a, "bridge://reminders")["cursor"], read(b, "bridge://reminders")["cursor"]
+    push(a, "ra")
+    assert only_poll(b.tick())["method"] == "resources/read"  # b's own first read, and nothing of a's
+    everything = a_start.rpartition(".")[0] + ".0"
+    assert read(b, f"bridge://reminders?cursor={everything}")["events"] == []
+    assert [e["eventId"] for e in read(a, f"bridge://reminders?cursor={everything}")["events"]] == [
+        to_reminder_wire("r|acme://n", event("for-a"))["id"], "ra"]
+    assert read(b, f"bridge://reminders?cursor={b_start}")["events"] == []
+
+
+def test_a_request_that_is_nobodys_has_no_outbox_and_is_told_what_to_configure(tmp_path):
+    link = Link(tmp_path, PULL + SERVE, scope=Scope.request("r"))
+    link.host({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": UNLISTENING}})
+    assert link.tick() == []  # no poll: nothing later would carry what it found
+    refused = read(link, "bridge://reminders")
+    assert refused["error"]["code"] == -32600
+    assert 'routes.r.serve_outbox.identity = "header:<name>"' in refused["error"]["message"]
+    assert push(link, "r1") == [] and link.outbox.incoming.first_tries == 0  # not recorded for anyone
+
+
+def test_requests_of_one_identity_poll_once_per_floor_and_share_what_is_held(tmp_path):
+    who = Scope.identity("r", "header:authorization", "Bearer alice")
+    first = Link(tmp_path, PULL, host_caps={}, scope=who)
+    first.host({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": UNLISTENING}})
+    poll = only_poll(first.tick())
+    assert first.answer(poll, [event("mail-1")]) == []  # held for the identity's next tool result
+    later = Link(tmp_path, PULL, host_caps={}, scope=who, beside=first)  # the identity's next request
+    later.now = first.now
+    later.host({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t", "_meta": UNLISTENING}})
+    assert later.tick(0.1) == []  # within poll_floor_ms of the last poll: none, and mail-1 is claimed by the first
+    later.now += 1.0
+    assert only_poll(later.tick())["method"] == "resources/read"  # a floor later: it polls
+    first.flow.close("the request ended")  # mail-1 was never written: it stays for the identity
+    third = Link(tmp_path, PULL, host_caps={}, scope=who, beside=first)
+    third.host({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t", "_meta": UNLISTENING}})
+    third.tick()
+    [(_, result)] = third.peer({"jsonrpc": "2.0", "id": 3, "result": {"content": []}})
+    assert "domain.active" in result["result"]["content"][0]["text"]  # mail-1, in its next request's tool result
+    assert third.outbox.store.undelivered(third.outbox.source) == []

@@ -93,6 +93,23 @@ def test_rules_refusals_name_file_line_and_key(tmp_path):
     assert len(found) == 8
 
 
+def test_an_identity_must_name_a_header_end_to_end_and_one_way(tmp_path):
+    where = str(tmp_path / "rules.toml")
+    found = problems(
+        '[routes.a]\nprotocol = "mcp"\n[routes.a.serve_outbox]\nresource = "bridge://r"\nidentity = "cookie:sid"\n'
+        '[routes.b]\nprotocol = "mcp"\nserve_outbox = { resource = "bridge://r", identity = "header:Mcp-Session-Id" }\n'
+        '[routes.c]\nprotocol = "mcp"\n[routes.c.outbox]\nresource = "acme://n"\nidentity = "header:authorization"\n'
+        '[routes.c.serve_outbox]\nresource = "bridge://r"\nidentity = "header:x-user"\n', where)
+    assert found[0] == (f'{where}:5: routes.a.serve_outbox.identity: must be "header:<name>", naming a request header '
+                        'such as authorization (got "cookie:sid")')
+    assert found[1].startswith(f'{where}:8: routes.b.serve_outbox.identity: "Mcp-Session-Id" names no one')
+    assert found[2] == (f"{where}:9: routes.c: outbox.identity and serve_outbox.identity differ; a route keys its "
+                        "outboxes one way (set it once)")
+    named = parse_rules_text('[routes.a]\nprotocol = "mcp"\nserve_outbox = { resource = "bridge://r", '
+                             'identity = "header:Authorization" }\n').routes["a"]
+    assert named.identity == "header:authorization"  # header names are case-blind
+
+
 def test_rules_paths_are_relative_to_the_rules_file(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"_meta": {"ai.nimblebrain/host": {"notifications": {"resource": "acme://n"}}}}))

@@ -9,7 +9,7 @@ import json
 from bridge.dialects.claude_channel import instructions
 from bridge.model import Reminder
 from bridge.pipeline.at_once import run_now
-from bridge.pipeline.commands import HOST, Forward, Wakeup, writes
+from bridge.pipeline.commands import HOST, Forward, Receipt, Wakeup, receipts_of, writes
 from bridge.pipeline.factory import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
@@ -213,17 +213,17 @@ def test_dual_keeps_the_legacy_decoration_on_the_channel_event():
 
 
 # -- reminders from elsewhere, and a reload ---------------------------------------------------------
-def test_a_reminder_from_an_add_on_is_one_channel_event_and_its_hand_over_runs():
+def test_a_reminder_from_an_add_on_is_one_channel_event_that_carries_its_receipt():
     flow = channel_flow()
     handshake(flow)
-    handed: list[str] = []
+    receipt = Receipt("outbox", 1)
     out = run_now(flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", tags=["tickets"]), "resources/read",
-                               "outbox", lambda: handed.append("o1") or []))
+                               "outbox", receipt))
     assert [e["meta"] for e in events(out)] == [{"reminder_id": "o1", "tags": "tickets", "role_hint": "system"}]
-    assert handed == ["o1"]
+    assert receipts_of(out) == (receipt,)  # the transport reports it once the event is written
     quiet = run_now(flow.deliver(Reminder(id="o2", body="x", mode="audit_only"), "resources/read", "outbox",
-                                 lambda: handed.append("o2") or []))
-    assert quiet == [] and handed == ["o1", "o2"]  # not sent, and done with
+                                 Receipt("outbox", 2)))
+    assert quiet == []  # never sent: done with at once (its owner is told; see the outbox's tests)
 
 
 def test_reminders_queued_for_a_tool_result_are_lifted_out_of_it_after_a_reload():

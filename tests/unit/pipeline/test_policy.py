@@ -154,6 +154,26 @@ def test_a_request_over_budget_gets_the_structured_error():
     assert decode(f.from_host(inject(4, sessionId="s2")))[0][0] == PEER  # another session, another bucket
 
 
+def test_two_connections_sending_the_same_session_id_never_share_its_budget():
+    """A session's bucket is keyed by its scope (the sessionId within its connection): another client
+    that sends the same id has a bucket of its own, on the same route's budget."""
+    settings = parse_rules_text('[defaults.budget]\nrate = 6\nburst = 1\nkey = "session"\n').defaults
+    policy = Policy(settings, route="fs", state=BudgetState())
+    clients = []
+    for _ in range(2):
+        f = make_flow("acp", settings, Recorder(route="fs", log=io.StringIO()), policy=policy, clock=Clock())
+        f.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": 1, "clientCapabilities": {"reminders": {}}}}))
+        f.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1,
+                                                                 "agentCapabilities": HARN_AGENT_CAPS}}))
+        clients.append(f)
+    first, second = clients
+    assert decode(first.from_host(inject(1)))[0][0] == PEER
+    assert decode(second.from_host(inject(1)))[0][0] == PEER  # the same "s1", another client: its own token
+    [(to, refused)] = decode(first.from_host(inject(2)))
+    assert to == HOST and refused["error"]["data"]["scope"] == "session:s1"  # what the client calls it
+
+
 # -- trust limits: the refusal a user sees ----------------------------------------------------------
 
 
