@@ -301,15 +301,29 @@ class HttpRoute:
         """Write what the session's handshake settled to shared state, for the other replicas: once
         it changes, and again (``refresh``) before a quarter of its idle time has gone, so a session
         busy on one replica stays known to the rest.  Never awaited by a request."""
+        record = self._due_record(session, refresh)
+        if record is not None:
+            self.proxy._spawn(self._put_record(session.id, record))  # type: ignore[arg-type]
+
+    async def record_before_answer(self, session: Session) -> None:
+        """The record of a handshake the flow just settled, written before its answer reaches the host:
+        a host that sends its next request to another replica at once finds the session there."""
+        record = self._due_record(session, False)
+        if record is not None:
+            await self._put_record(session.id, record)  # type: ignore[arg-type]
+
+    def _due_record(self, session: Session, refresh: bool) -> dict[str, Any] | None:
+        """The session's record when shared state should get it now (it changed, or ``refresh`` and
+        it is getting old), marked as written; else None."""
         if self.shared is None or session.id is None or self.proxy is None:
-            return
+            return None
         record = session.flow.negotiated()
         now = session.flow.clock()
         if record is None or (record == session.recorded and
                               (not refresh or now - session.recorded_at < self.limits.session_idle_s / 4)):
-            return
+            return None
         session.recorded, session.recorded_at = record, now
-        self.proxy._spawn(self._put_record(session.id, record))
+        return record
 
     async def _put_record(self, session_id: str, record: dict[str, Any]) -> None:
         try:
@@ -785,6 +799,8 @@ class HttpProxy:
         """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
         the answer names the task) go upstream on their own; the rest is for the host."""
         commands = await _settled(session.flow, data, PEER)
+        if route.shared is not None:  # a handshake answer this frame settled is recorded before it goes on
+            await route.record_before_answer(session)
         if len(commands) == 1 and type(commands[0]) is Forward:
             return commands
         host: list[Command] = []

@@ -36,3 +36,18 @@ async def test_sessions_on_two_replicas_never_share_a_session_budget(tmp_path, u
         assert more == []  # and alice's bucket is hers on every replica: still empty
     finally:
         stop(one, two)
+
+
+async def test_a_host_that_moves_to_another_replica_right_after_initialize_finds_its_session(tmp_path, upstream,
+                                                                                            redis_url):
+    """The record of a session's handshake reaches Redis before the `initialize` answer reaches the
+    host. Written after it (as it once was), a host whose very next request lands on the other replica
+    was taken there for a host without reminder support, for the whole session."""
+    one, two = fleet(tmp_path, mcp_route(upstream), redis_url)
+    try:
+        for attempt in range(40):
+            session = await open_session(one.port)
+            frames = await remind(two.port, session, 1, 1)
+            assert [f["method"] for f in frames if "method" in f] == ["notifications/reminder"], (attempt, frames)
+    finally:
+        stop(one, two)
