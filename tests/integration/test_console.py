@@ -22,6 +22,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from mcp.types import Implementation
 
 from tests.peers.processes import free_port, peer, proxy
 from tests.paths import ROOT
@@ -34,9 +35,12 @@ TOKEN = "c0nsole-t0ken"
 
 # -- helpers (the browser test uses them too) -----------------------------------------------------
 def rules_file(tmp_path: Path, upstream: int, *, budget: str = "", admin: int | None = None, token: str = "",
-               stage: str = "translate") -> Path:
-    text = (f'[routes.ci]\nprotocol = "mcp"\npath = "/ci"\nupstream = "http://127.0.0.1:{upstream}/mcp"\n'
-            f'stage = "{stage}"\n')
+               stage: str = "translate", idle: tuple[str, ...] = ()) -> Path:
+    """Route `ci` (and one more route per name in ``idle``, same upstream) to the MCP peer."""
+    text = ""
+    for name in ("ci", *idle):
+        text += (f'[routes.{name}]\nprotocol = "mcp"\npath = "/{name}"\nupstream = "http://127.0.0.1:{upstream}/mcp"\n'
+                 f'stage = "{stage}"\n')
     if budget:
         text += f"[routes.ci.budget]\n{budget}\n"
     if admin is not None:
@@ -50,11 +54,12 @@ class Bridge:
     """A `reminder-bridge serve` with an admin port, in front of the faulty MCP peer."""
 
     def __init__(self, tmp_path: Path, *, budget: str = "", token: str = "", stage: str = "translate",
-                 args: tuple[str, ...] = ()):
+                 args: tuple[str, ...] = (), idle: tuple[str, ...] = ()):
         self.upstream = peer("tests.peers.faulty_http")
         self.admin = free_port()
         self.token = token
-        rules = rules_file(tmp_path, self.upstream.port, budget=budget, admin=self.admin, token=token, stage=stage)
+        rules = rules_file(tmp_path, self.upstream.port, budget=budget, admin=self.admin, token=token, stage=stage,
+                           idle=idle)
         try:
             self.proxy = proxy("--rules", str(rules), *args)
         except Exception:
@@ -178,9 +183,9 @@ async def test_status_shows_stage_dialects_actions_budgets_pending_and_readiness
     data = await status(bridge)
     ci = route(data)
     assert (ci["protocol"], ci["stage"], ci["transport"]) == ("mcp", "translate", "serve")
-    assert ci["readiness"]["verdict"] == "yes" and ci["readiness"]["seen"] is False
-    assert ci["readiness"]["text"] == ("ready for enforce: yes — nothing seen in the last 24 h: no host handshake "
-                                       "and no reminder from the host side")
+    assert ci["readiness"]["verdict"] == "no traffic yet" and ci["readiness"]["ready"] is None
+    assert ci["readiness"]["text"] == ("no traffic yet — no host has connected and no reminder has passed since "
+                                       "the route started")
     assert ci["budgets"] == [{"kind": "server", "scope": "server:*", "key": None, "tokens": 5.0, "limit": 5,
                               "rate": 60.0, "shadow": False, "keys": 0}]
 
@@ -201,7 +206,7 @@ async def test_status_shows_stage_dialects_actions_budgets_pending_and_readiness
     assert {"name": "faulty", "dialect": "legacy"}.items() <= ci["clients"]["peer"][0].items()
     assert ci["readiness"]["verdict"] == "yes" and ci["readiness"]["seen"] is True
     assert ci["readiness"]["text"].startswith("ready for enforce: yes — no legacy host in the last 24 h: "
-                                              "1 host handshake (1 standard)")
+                                              "1 host (1 standard)")
 
     for name in ("old-b", "old-a", "old-c"):
         await connect_host(bridge.url, name, LEGACY_HOST_CAPS)
@@ -224,6 +229,64 @@ async def test_budget_gauge_recovers_as_the_bucket_refills(bridge):
     assert low < 1
     await asyncio.sleep(2.2)  # 60/min: one token a second
     assert route(await status(bridge))["budgets"][0]["tokens"] >= low + 2
+
+
+async def test_one_stateless_sdk_client_is_one_host_and_the_last_hour_is_charted(tmp_path):
+    """Issue 22: the official SDK client pinned to 2026-07-28 carries its envelope on every request
+    (each its own stateless session); six requests are six handshakes, and one host.  A route no
+    traffic reached says "no traffic yet"; the status has "since" stamps and per-minute series."""
+    from mcp import Client
+
+    from tests.peers.mcp_host import Reminders
+
+    upstream = peer("tests.peers.mcp_legacy_http", "--event-delay", "0.0")
+    admin = free_port()
+    rules = tmp_path / "rules.toml"
+    rules.write_text("".join(f'[routes.{name}]\nprotocol = "mcp"\npath = "/{name}"\n'
+                             f'upstream = "http://127.0.0.1:{upstream.port}/mcp"\n' for name in ("ci", "idle"))
+                     + f'[routes.ci.budget]\nrate = 60\nburst = 20\n[admin]\nlisten = "127.0.0.1:{admin}"\n')
+    running = proxy("--rules", str(rules))
+    base = f"http://127.0.0.1:{admin}"
+    try:
+        wait_listening(admin)
+        before = await get_json(f"{base}/api/status")
+        assert route(before)["readiness"]["verdict"] == "no traffic yet"
+        ext = Reminders()
+        async with Client(f"http://127.0.0.1:{running.port}/ci", mode="2026-07-28", extensions=[ext], cache=None,
+                          client_info=Implementation(name="sdk-host", version="2.3.0")) as client:
+            for path in ("a.py", "b.py", "c.py"):
+                await client.call_tool("touch_file", {"path": path})
+            for text in ("one", "two", "three"):
+                await client.call_tool("echo", {"text": text})
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{upstream.port}/stats") as r:
+                requests = (await r.json())["posts"]
+        data = await get_json(f"{base}/api/status")
+        ci, idle = route(data), route(data, "idle")
+    finally:
+        running.stop()
+        upstream.stop()
+    assert requests >= 6 and len(ext.received) == 3  # six calls (and the SDK's own tools/list)
+    ready = ci["readiness"]
+    assert ready["host_handshakes"] == {"standard": requests, "legacy": 0, "none": 0}
+    assert ready["hosts"] == {"standard": 1, "legacy": 0, "none": 0}
+    assert ready["text"] == ("ready for enforce: yes — no legacy host in the last 24 h: 1 host (1 standard), "
+                             "no legacy reminder from the host side")
+    assert (ci["dialects"]["host"]["standard"]["count"], ci["dialects"]["host"]["standard"]["hosts"]) == (requests, 1)
+    assert [(c["name"], c["hosts"], c["count"]) for c in ci["clients"]["host"]] == [("sdk-host", 1, requests)]
+    assert idle["readiness"]["text"] == ("no traffic yet — no host has connected and no reminder has passed since "
+                                         "the route started")
+    assert idle["readiness"]["ready"] is None
+    # "since" stamps, and the last hour per minute (the current minute last)
+    assert data["since"] <= ci["since"] <= data["time"] and data["series_s"] == 3600
+    series = ci["series"]
+    assert series["minutes"] == 60 and series["start"] == pytest.approx(data["time"] - data["time"] % 60 - 59 * 60)
+    assert series["actions"]["rewritten"][-1] >= 3 and sum(series["actions"]["rewritten"]) == ci["actions"]["rewritten"]
+    [budget] = series["budgets"]
+    assert (budget["kind"], budget["limit"], len(budget["tokens"])) == ("server", 20, 60)
+    assert [t for t in budget["tokens"][-2:] if t is not None]  # read at start-up (and at each minute's start)
+    assert budget["now"] < 20  # ... and now, after 3 charges
+    assert idle["series"]["actions"] == {} and idle["series"]["budgets"] == []
 
 
 # -- /api/events ------------------------------------------------------------------------------------
@@ -600,20 +663,24 @@ def test_readiness_follows_the_window_and_names_what_it_saw():
     def verdict(window_s: float = 3600.0) -> dict:
         return readiness(feed.routes.get("r"), protocol="acp", stage="translate", now=now[0], window_s=window_s)
 
-    assert verdict()["text"] == ("ready for enforce: yes — nothing seen in the last 1 h: no host handshake and no "
-                                 "reminder from the host side")
+    assert verdict()["text"] == ("no traffic yet — no host has connected and no reminder has passed since the "
+                                 "route started")
+    assert verdict()["ready"] is None
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "standard", "client": "zed"})
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "none", "client": None})
-    assert verdict()["text"] == ("ready for enforce: yes — no legacy host in the last 1 h: 2 host handshakes "
+    feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "none", "client": None})  # the same
+    assert verdict()["text"] == ("ready for enforce: yes — no legacy host in the last 1 h: 2 hosts "
                                  "(1 standard, 1 none), no legacy reminder from the host side")
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "legacy", "client": None})
-    assert verdict()["text"] == "ready for enforce: no — 1 legacy host handshake in the last 1 h (no clientInfo name)"
+    assert verdict()["text"] == "ready for enforce: no — 1 legacy host seen in the last 1 h (without a clientInfo name)"
     feed.decision({"route": "r", "source": "legacy", "direction": "toward_peer", "action": "rewritten"})
     feed.decision({"route": "r", "source": "legacy", "direction": "toward_host", "action": "rewritten"})  # a peer's
-    assert verdict()["text"] == ("ready for enforce: no — 1 legacy host handshake in the last 1 h (no clientInfo "
+    assert verdict()["text"] == ("ready for enforce: no — 1 legacy host seen in the last 1 h (without a clientInfo "
                                  "name); 1 legacy reminder from the host side in the last 1 h")
     now[0] += 2 * 3600  # out of a 1 h window, still in 24 h
     assert verdict()["verdict"] == "yes" and verdict()["seen"] is False
+    assert verdict()["text"] == ("ready for enforce: yes — nothing seen in the last 1 h: no host and no reminder "
+                                 "from the host side")
     assert verdict(86400.0)["verdict"] == "no"
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "legacy", "client": "old-ide"})
     assert verdict()["text"] == "ready for enforce: no — 1 legacy host seen in the last 1 h (old-ide)"
