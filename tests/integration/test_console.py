@@ -263,9 +263,14 @@ async def test_one_stateless_sdk_client_is_one_host_and_the_last_hour_is_charted
                 requests = (await r.json())["posts"]
         data = await get_json(f"{base}/api/status")
         ci, idle = route(data), route(data, "idle")
+        table = await asyncio.to_thread(subprocess.run, [*status_command(), "--admin", base], capture_output=True,
+                                        text=True, timeout=30, cwd=ROOT)
     finally:
         running.stop()
         upstream.stop()
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()}
+    assert rows["ci"].split()[:5] == ["ci", "mcp", "translate", "1/0/0", "-"], table.stdout  # hosts, not requests
+    assert "no traffic yet — no host has connected" in rows["idle"], table.stdout
     assert requests >= 6 and len(ext.received) == 3  # six calls (and the SDK's own tools/list)
     ready = ci["readiness"]
     assert ready["host_handshakes"] == {"standard": requests, "legacy": 0, "none": 0}
