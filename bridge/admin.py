@@ -36,7 +36,7 @@ from prometheus_client.metrics_core import Metric
 from bridge.console import STATIC
 from bridge.console.feed import Feed
 from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels, sample_budgets
-from bridge.console.timeline import MINUTE_S
+from bridge.console.timeline import SAMPLE_S
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
 from bridge.throttle import Throttle
 
@@ -278,18 +278,18 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     feed.attach(routes())
     registry = registry_of(group, own=(feed, throttle))
 
-    async def sample_every_minute() -> None:
-        """The budget charts: every route's budgets read at the start of each minute."""
+    async def sample_budgets_often() -> None:
+        """The budget charts: every route's budgets read every `SAMPLE_S` seconds, from a minute's start."""
         while True:
             try:
                 await sample_budgets(routes(), feed)
             except Exception as exc:  # an add-on: the proxy goes on, and the operator is told
                 recorder.warning("console_sample_failed", error=type(exc).__name__,
                                  why=f"the console could not read the budgets for its charts: {exc}")
-            await asyncio.sleep(MINUTE_S - feed.clock() % MINUTE_S)
+            await asyncio.sleep(SAMPLE_S - feed.clock() % SAMPLE_S)
 
     async def sampling(_: web.Application):
-        task = asyncio.ensure_future(sample_every_minute())
+        task = asyncio.ensure_future(sample_budgets_often())
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -2,15 +2,17 @@
 (docs/console.md#the-last-hour): reminders by action, refusals by limit, and budget tokens left.
 
 `Feed` (the admin port's one Recorder listener) passes decisions and refusals on as they happen;
-the admin port reads each route's budgets once a minute (`budgets`).  The clock is injected, so
-tests drive minutes without waiting.
+the admin port reads each route's budgets every `SAMPLE_S` seconds (`budgets`), and a minute keeps
+the lowest reading, so a bucket that empties and refills within a minute still shows its dip.
+The clock is injected, so tests drive minutes without waiting.
 
 Bounded by construction, whatever routes, sessions or peers do: per route one ring of `MINUTES`
 minute buckets (`collections.deque(maxlen=...)`); a bucket holds at most `MAX_KEYS` actions and
 `MAX_KEYS` refusal causes (the rest are counted as `other`) and at most `MAX_BUDGETS` budget
 lines; at most `MAX_ROUTES` routes are kept (the least recently active are forgotten first).
 A per-key budget (`key = "session"` or `"tag"`) is one line, its emptiest key, so a route draws
-its budget and the global ceiling however many sessions it has.
+its budget and the global ceiling however many sessions it has; its label never names a key (a
+session, or a tag a peer chose).
 """
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ MAX_KEYS = 16
 OTHER = "other"
 #: Budget lines per route: a route has one budget and maybe the global ceiling.
 MAX_BUDGETS = 4
+#: Budgets with one bucket per route, whose scope (`server:ci`, `global`) the rules named.
+PER_ROUTE = ("server", "global")
+#: How often the admin port reads the budgets for the charts (each minute keeps its lowest reading).
+SAMPLE_S = 5.0
 MAX_ROUTES = 256
 
 
@@ -74,7 +80,8 @@ class RouteTimeline:
 
 def budget_lines(gauges: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """`Policy.gauges` as chart lines, one per kind of bucket (`server`, `session`, `tag`,
-    `global`): a per-key budget is its emptiest key, labelled with how many keys there are."""
+    `global`): a per-key budget is its emptiest key, labelled with how many keys there are and
+    never with the key (a session or a tag a peer chose)."""
     lines: dict[str, dict[str, Any]] = {}
     for gauge in gauges:
         kind = str(gauge.get("kind"))
@@ -84,7 +91,8 @@ def budget_lines(gauges: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if line is None and len(lines) >= MAX_BUDGETS:
             continue
         keys = int(gauge.get("keys") or 0)
-        label = gauge.get("scope") if keys <= 1 else f"{kind}: the emptiest of {keys} keys"
+        label = gauge.get("scope") if kind in PER_ROUTE else f"per {kind}, the emptiest of {keys}" if keys > 1 \
+            else f"per {kind}"
         lines[kind] = {"kind": kind, "label": label, "tokens": float(gauge["tokens"]), "limit": gauge.get("limit"),
                        "rate": gauge.get("rate"), "shadow": bool(gauge.get("shadow")), "keys": keys}
     return lines
@@ -115,8 +123,8 @@ class Timeline:
         _count(self.route(route).at(self.clock()).refusals, cause)
 
     def budgets(self, route: str, gauges: Iterable[dict[str, Any]]) -> None:
-        """One reading of a route's budgets (the admin port takes one a minute): each line keeps the
-        lowest level read in its minute."""
+        """One reading of a route's budgets (the admin port takes one every `SAMPLE_S`): each line
+        keeps the lowest level read in its minute."""
         lines = budget_lines(gauges)
         if not lines:
             return

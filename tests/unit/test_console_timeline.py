@@ -98,7 +98,7 @@ def test_budget_tokens_per_minute_keep_the_lowest_reading_and_fold_keyed_budgets
     series = timeline.series("g", live=policy.gauges(12.0))
     session, ceiling = series["budgets"]
     assert (session["kind"], session["label"], session["limit"], session["keys"]) == \
-        ("session", "session: the emptiest of 3 keys", 4, 3)
+        ("session", "per session, the emptiest of 3", 4, 3)  # never a session's (or a peer's tag's) own name
     assert session["tokens"][-3:] == [None, 4.0, 1.0] and session["now"] == 3.0
     assert (ceiling["kind"], ceiling["label"]) == ("global", "global")
     assert ceiling["tokens"][-2:] == [50.0, 44.0] and ceiling["now"] == 50.0
