@@ -227,6 +227,8 @@ class Feed:
         self.queue_bytes = queue_bytes
         self.max_subscribers = max_subscribers
         self.clock = clock
+        #: when the statistics began: a readiness window that reaches back before it says "since start-up"
+        self.started = clock()
         self.subscribers: list[Subscriber] = []
         self.routes: dict[str, RouteStats] = {}
         self.timeline = Timeline(clock)

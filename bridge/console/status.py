@@ -6,7 +6,9 @@ reminder reached the proxy from the host side in the legacy dialect (ACP `sessio
 `metadata.harn`).  The verdict names the legacy hosts (their clientInfo names) when it is "no",
 and the evidence when it is "yes" (how many hosts, in which dialects), saying so when nothing
 was seen in the window; a route that has seen nothing at all since it started says "no traffic
-yet" instead of a verdict.  Hosts are counted, not their handshakes (`feed.identity`).
+yet" instead of a verdict.  Hosts are counted, not their handshakes (`feed.identity`).  A window
+that reaches back before start-up says "since start-up", not "in the last 24 h": the proxy saw
+only that much.
 """
 from __future__ import annotations
 
@@ -41,6 +43,18 @@ def span_text(seconds: float) -> str:
     if seconds >= 60 and seconds % 60 == 0:
         return f"{int(seconds // 60)} min"
     return f"{seconds:g} s"
+
+
+def ago_text(seconds: float) -> str:
+    """How long ago, roughly: 4 -> "4 s", 200 -> "3 min", 9000 -> "2.5 h", 200000 -> "2.3 d"."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 def parse_window(text: str) -> float:
@@ -84,11 +98,13 @@ def _plural(n: int, word: str) -> str:
 
 
 def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | None, now: float,
-              window_s: float, decisions: int = 0) -> dict[str, Any]:
+              window_s: float, decisions: int = 0, started: float | None = None) -> dict[str, Any]:
     """The verdict for one route (see the module docstring for the rule); ``decisions``: how many
-    reminder decisions the route counted since it started."""
+    reminder decisions the route counted since it started; ``started``: when the statistics began
+    (`Feed.started`), for a window that reaches back before it."""
     cutoff = now - window_s
-    span = span_text(window_s)
+    partial = started is not None and started > cutoff
+    during = "since start-up" if partial else f"in the last {span_text(window_s)}"
     stats = stats or RouteStats()
     hosts = stats.seen("host", cutoff)
     mix = {d: sum(1 for host in hosts if host.dialect == d) for d in DIALECTS}
@@ -103,10 +119,10 @@ def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | No
         shown = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
         nameless = "" if not unnamed else f"{unnamed} without a clientInfo name" if names else \
             "without a clientInfo name"
-        reasons.append(f"{at_least}{_plural(len(legacy), 'legacy host')} seen in the last {span} "
+        reasons.append(f"{at_least}{_plural(len(legacy), 'legacy host')} seen {during} "
                        f"({'; '.join(part for part in (shown, nameless) if part)})")
     if inputs:
-        reasons.append(f"{_plural(inputs, 'legacy reminder')} from the host side in the last {span}")
+        reasons.append(f"{_plural(inputs, 'legacy reminder')} from the host side {during}")
     ready: bool | None
     if reasons:
         verdict, ready = "no", False
@@ -114,11 +130,11 @@ def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | No
     elif seen:
         verdict, ready = "yes", True
         kinds = ", ".join(f"{mix[d]} {d}" for d in ("standard", "none") if mix[d])
-        evidence = (f"no legacy host in the last {span}: {at_least}{_plural(len(hosts), 'host')} ({kinds}), "
+        evidence = (f"no legacy host {during}: {at_least}{_plural(len(hosts), 'host')} ({kinds}), "
                     "no legacy reminder from the host side")
     elif decisions or stats.traffic():
         verdict, ready = "yes", True
-        evidence = f"nothing seen in the last {span}: no host and no reminder from the host side"
+        evidence = f"nothing seen {during}: no host and no reminder from the host side"
     else:
         verdict, ready = NO_TRAFFIC, None
         evidence = "no host has connected and no reminder has passed since the route started"
@@ -129,7 +145,8 @@ def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | No
         note = "MCP reminders only flow toward the host, so for MCP enforce acts like translate"
     text = f"{NO_TRAFFIC} — {evidence}" if ready is None else f"ready for enforce: {verdict} — {evidence}"
     return {"ready": ready, "verdict": verdict, "seen": seen, "text": text, "evidence": evidence,
-            "window_s": window_s, "legacy_hosts": names, "hosts": mix, "hosts_complete": not at_least,
+            "window_s": window_s, "since": round(started if partial else cutoff, 3), "since_start_up": partial,
+            "legacy_hosts": names, "hosts": mix, "hosts_complete": not at_least,
             "host_handshakes": {d: s.since(cutoff) for d, s in stats.dialects["host"].items()},
             "legacy_inputs": inputs, "note": note}
 
@@ -202,7 +219,7 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
         "held": [{"queue": queue, "count": n, "label": HELD.get(queue, f"in the {queue} queue")}
                  for queue, n in sorted(pending.items())],
         "readiness": readiness(stats, protocol=protocol, stage=stage, now=now, window_s=window_s,
-                               decisions=sum(actions.values())),
+                               decisions=sum(actions.values()), started=feed.started if feed is not None else None),
         "series": feed.timeline.series(recorder.route, budgets) if feed is not None else None,
     }
 
@@ -216,7 +233,7 @@ def budget_gauges(source: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def sample_budgets(recorders: Iterable[Any], feed: Feed) -> None:
-    """Once a minute (the admin port's clock): every route's budgets into its chart."""
+    """Every `timeline.SAMPLE_S` (the admin port's clock): every route's budgets into its chart."""
     shown = list(recorders)
     await refresh_shared_levels(shown)
     for recorder in shown:
@@ -263,8 +280,11 @@ def table(status: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     notes = [f"  {safe_text(route['name'])}: {safe_text(route['readiness']['note'], None)}"
              for route in status.get("routes", []) if route["readiness"].get("note")]
-    window = span_text(float(status.get("window_s", DEFAULT_WINDOW_S)))
-    footer = [f"window: the last {window}; hosts seen in the window, each counted once (not per request)"]
+    window_s = float(status.get("window_s", DEFAULT_WINDOW_S))
+    up = float(status.get("time", 0)) - float(status.get("since", 0))
+    since = f" (the proxy started {ago_text(up)} ago: counted since then)" if up < window_s else ""
+    footer = [f"window: the last {span_text(window_s)}{since}; hosts seen in the window, each counted once "
+              "(not per request)"]
     if not status.get("routes"):
         lines.append("(no routes)")
     return "\n".join(lines + footer + (["notes:"] + notes if notes else [])) + "\n"

@@ -142,7 +142,7 @@ async def test_the_console_in_chromium(tmp_path):
                 "() => document.querySelector('.route[data-route=\"ci\"] .verdict').textContent"
                 ".startsWith('ready for enforce: no')", timeout=3000)
             assert await verdict.inner_text() == \
-                "ready for enforce: no — 1 legacy host seen in the last 24 h (legacy-ide)"
+                "ready for enforce: no — 1 legacy host seen since start-up (legacy-ide)"
             assert await page.locator('.route[data-route="ci"] .bar[data-side="host"] .seg.legacy').count() == 1
 
 

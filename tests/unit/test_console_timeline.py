@@ -175,3 +175,26 @@ def test_capabilities_no_json_can_encode_still_count_the_handshake():
     handshake(feed, Scope.request("r"), caps=deep)
     handshake(feed, Scope.request("r"), caps={"odd": {1, 2}})  # default=str: a set is still read
     assert hosts(feed) == 2
+
+
+def test_a_window_that_reaches_back_before_start_up_says_since_start_up():
+    """A proxy up for a minute has not seen 24 h: the verdict says what it did see, and since when."""
+    clock = Clock(T0 + 60)
+    feed = Feed(clock=Clock(T0))  # the statistics began at T0
+    handshake(feed, Scope.request("r"))
+
+    def verdict(window_s: float) -> dict:
+        return readiness(feed.routes["r"], protocol="mcp", stage="translate", now=clock.now, window_s=window_s,
+                         started=feed.started)
+
+    young = verdict(86400)
+    assert young["text"] == ("ready for enforce: yes — no legacy host since start-up: 1 host (1 standard), "
+                             "no legacy reminder from the host side")
+    assert young["since"] == T0
+    handshake(feed, Scope.request("r"), name="old-ide", dialect="legacy")
+    assert verdict(86400)["text"] == "ready for enforce: no — 1 legacy host seen since start-up (old-ide)"
+    clock.now = T0 + 7200  # up for two hours: a one-hour window is whole again
+    whole = verdict(3600)
+    assert whole["text"] == ("ready for enforce: yes — nothing seen in the last 1 h: no host and no reminder from the "
+                             "host side")
+    assert whole["since"] == clock.now - 3600
