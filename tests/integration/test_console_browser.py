@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 
 import pytest
 
 from tests import components
-from tests.integration.test_console import (LEGACY_HOST_CAPS, ROOT, STANDARD_HOST_CAPS, TOKEN, Bridge, connect_host, remind,
-                                rpc)
+from tests.integration.test_console import (LEGACY_HOST_CAPS, ROOT, STANDARD_HOST_CAPS, TOKEN, Bridge, connect_host,
+                                            remind, rpc)
 from tests.peers.processes import eventually
 
 CHROMIUM = components.CHROMIUM.path()
@@ -162,57 +163,88 @@ async def test_the_console_in_chromium(tmp_path):
 
 async def test_the_charts_in_chromium_update_while_the_page_is_open(tmp_path):
     """Issue 22, "a console with time in it": per-minute charts drawn as inline <svg> by the page
-    itself, changing with more traffic without a reload; "no traffic yet" on a route nothing
-    reached; labels a newcomer reads; and the screenshot docs/console.md shows."""
-    bridge = Bridge(tmp_path, budget='rate = 30\nburst = 5\nover = "coalesce"', idle=("docs",))
+    itself, changing with more traffic without a reload; the official SDK's stateless 2026-07-28
+    client shown as one host however many requests it makes; "no traffic yet" on a route nothing
+    reached; "since" stamps; labels a newcomer reads; and the screenshot docs/console.md shows."""
+    from mcp import Client
+    from mcp.types import Implementation
+
+    from tests.peers.mcp_host import Reminders
+
+    bridge = Bridge(tmp_path, budget='rate = 30\nburst = 5\nover = "coalesce"', idle=("docs",),
+                    upstream="tests.peers.mcp_legacy_http")
     try:
         async with chromium_page(bridge, height=900) as (page, errors, outside):
-            await page.goto(bridge.base + "/")
+            answer = await page.goto(bridge.base + "/")
+            policy = (await answer.all_headers())["content-security-policy"]  # the charts draw under it
+            assert "default-src 'none'" in policy and "script-src 'self'" in policy and "style-src 'self'" in policy
             ci, docs = '.route[data-route="ci"]', '.route[data-route="docs"]'
             await page.wait_for_selector(f"{docs} .verdict", timeout=5000)
             for card in (ci, docs):
                 assert await page.inner_text(f"{card} .verdict") == (
                     "no traffic yet — no host has connected and no reminder has passed since the route started")
                 assert await page.get_attribute(f"{card} .verdict", "class") == "verdict unseen"
-            assert (await page.inner_text("#since")).count(":") == 1  # "since start-up 18:09 (0 s)"
-            assert "since" in await page.inner_text(f"{ci} .charts h4")
+            # "since" stamps on every count: the proxy, the hosts, the reminders, the charts, the feed
+            assert re.fullmatch(r"\d\d:\d\d \(\d+ s\)", await page.inner_text("#since"))
+            assert re.fullmatch(r"seen since \d\d:\d\d:\d\d \(start-up\), each counted once",
+                                await page.inner_text(f"{ci} .mixes .since"))
+            assert re.fullmatch(r"reminders since \d\d:\d\d:\d\d \(the route's start\)",
+                                await page.inner_text(f"{ci} .col > .since"))
+            assert "counting since" in await page.inner_text(f"{ci} .charts h4")
+            assert re.fullmatch(r"\d\d:\d\d:\d\d", await page.inner_text("#opened"))
             # the charts are the page's own inline <svg>, with text alternatives
             actions = f'{ci} figure[data-series="actions"] svg.chart'
+            refusals = f'{ci} figure[data-series="refusals"] svg.chart'
+            budget = f'{ci} figure[data-series="budget-server"] svg.chart'
             assert "no reminder in the last hour" in await page.get_attribute(actions, "aria-label")
             assert await page.locator(f"{actions} rect.stack").count() == 0
             await page.evaluate("window.sameDocument = true")  # gone if the page ever reloads
 
-            session = await connect_host(bridge.url, "modern-ide", STANDARD_HOST_CAPS)
-            await remind(bridge.url, session, 3, msg_id=1)
+            # -- the official SDK pinned to 2026-07-28: every request is a handshake, and one host
+            sdk = Reminders()
+            async with Client(bridge.url, mode="2026-07-28", extensions=[sdk], cache=None,
+                              client_info=Implementation(name="sdk-host", version="2.3.0")) as client:
+                for path in ("a.py", "b.py", "c.py"):
+                    await client.call_tool("touch_file", {"path": path})
+            assert len(sdk.received) == 3
             await eventually(lambda: _chart_total(page, actions, at_least=3), timeout=5)
             assert await page.locator(f"{actions} rect.stack").count() >= 1
-            assert "Reminders per minute, by action, the last 60 minutes: rewritten " in await page.get_attribute(actions, "aria-label")
-            budget = f'{ci} figure[data-series="budget-server"] svg.chart'
-            assert await page.locator(f"{budget} circle.point").count() >= 1
+            assert "Reminders per minute, by action, the last 60 minutes: rewritten 3" in \
+                await page.get_attribute(actions, "aria-label")
+            assert await page.locator(f"{budget} circle.point").count() >= 2  # read at start-up, and now
+            standard = f'{ci} .bar[data-side="host"] .seg.standard'
+            assert await page.get_attribute(standard, "data-count") == "1"
+            handshakes = re.search(r"^standard: 1 host in the window \((\d+) handshakes\)",
+                                   await page.get_attribute(standard, "title"))
+            assert handshakes and int(handshakes[1]) >= 4  # discovery and three calls: one host
             assert (await page.inner_text(f"{ci} .verdict")).startswith(
-                "ready for enforce: yes — no legacy host in the last 24 h: 1 host (1 standard)")
+                "ready for enforce: yes — no legacy host since start-up: 1 host (1 standard)")
 
-            # more traffic: over the burst, held to coalesce: every chart moves, on the same page
-            refusals = f'{ci} figure[data-series="refusals"] svg.chart'
-            await remind(bridge.url, session, 6, msg_id=2)
+            # -- more traffic from a 2025-11-25 host, over the burst: every chart moves, on the same page
+            session = await connect_host(bridge.url, "modern-ide", STANDARD_HOST_CAPS)
+            for n in range(6):
+                await rpc(bridge.url, 10 + n, "tools/call", {"name": "touch_file", "arguments": {"path": f"{n}.py"}},
+                          session)
             await eventually(lambda: _chart_total(page, actions, at_least=9), timeout=5)
             await eventually(lambda: _chart_total(page, refusals, at_least=1), timeout=5)
             assert "server budget" in await page.get_attribute(refusals, "aria-label")
             assert await page.locator(f"{refusals} rect.stack").count() >= 1
+            await eventually(lambda: _now_below(page, budget, 2.0), timeout=5)  # the budget line fell
             assert await page.evaluate("window.sameDocument") is True
-            held = await page.inner_text(f"{ci} .pending")
-            assert held.startswith("held now: ") and "over budget, waiting for tokens" in held, held
+            held = await eventually(lambda: _held(page, ci, "over budget, waiting for tokens"), timeout=5)
+            assert re.fullmatch(r"held now: \d+ over budget, waiting for tokens.*", held), held
             assert await page.inner_text(f"{docs} .pending") == "held now: nothing"
             assert (await page.inner_text(f"{docs} .verdict")).startswith("no traffic yet")
-            assert "– → –" not in await page.inner_text("#feed")
+            feed = await page.inner_text("#feed tbody")
+            assert "– → –" not in feed and "the handshake's capabilities" in feed, feed  # modern-ide's initialize
+            reminders = await page.locator("#feed tbody td:nth-child(6)").all_inner_texts()  # the reminder column
+            assert "–" not in reminders, reminders
 
             # -- a screenshot for docs/console.md, with a little of everything on it
-            legacy_session = await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
-            await rpc(bridge.url, 40, "remind", {"count": 2}, legacy_session)
+            await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
             await page.wait_for_function(
                 "() => document.querySelector('.route[data-route=\"ci\"] .verdict').textContent"
                 ".startsWith('ready for enforce: no')", timeout=3000)
-            await eventually(lambda: _chart_total(page, actions, at_least=11), timeout=5)
             shot = DOCS_SCREENSHOT if os.environ.get("REMINDER_BRIDGE_SCREENSHOT") == "1" else tmp_path / "console.png"
             await page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000  # a page was drawn
@@ -226,6 +258,16 @@ async def test_the_charts_in_chromium_update_while_the_page_is_open(tmp_path):
 async def _chart_total(page, selector: str, at_least: int) -> bool:
     """Whether the chart's bars add up to ``at_least`` (its `data-total`)."""
     return int(await page.get_attribute(selector, "data-total")) >= at_least
+
+
+async def _now_below(page, chart: str, limit: float) -> bool:
+    """Whether the budget chart's level now (its hollow point) is under ``limit``."""
+    return float(await page.get_attribute(f"{chart} circle.point.now", "data-value")) < limit
+
+
+async def _held(page, card: str, words: str) -> str | None:
+    text = await page.inner_text(f"{card} .pending")
+    return text if words in text else None
 
 
 async def _below(page, limit: float) -> float | None:

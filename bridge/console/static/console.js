@@ -69,6 +69,12 @@
     return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
   }
 
+  // "2026-12-01 18:24": a stamp that may be another day
+  function dayTime(t) {
+    const d = new Date(t * 1000);
+    return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, "0")}-${String(d.getDate()).padStart(2, "0")} ${hhmm(t)}`;
+  }
+
   function span(seconds) {
     if (seconds >= 3600 && seconds % 3600 === 0) return `${seconds / 3600} h`;
     if (seconds >= 60 && seconds % 60 === 0) return `${seconds / 60} min`;
@@ -89,7 +95,7 @@
                                    `handshakes); ${dialects[d].count} handshakes since start-up, the last ${ago(dialects[d].last_seen, now)}`}));
       bar.lastChild.style.flexGrow = String(n);
     }
-    if (!total) bar.append(h("span", {class: "seg empty", text: `no ${who.slice(0, -1)} seen in the window`}));
+    if (!total) bar.append(h("span", {class: "seg empty", text: `no ${who.slice(0, -1)} seen`}));
     const legend = h("div", {class: "legend"},
       DIALECTS.map((d) => h("span", {class: `key ${d}`, "data-dialect": d},
                              `${d} ${dialects[d].hosts}`,
@@ -197,7 +203,7 @@
       .filter((p) => p);
     if (b.now !== null && b.now !== undefined) points.push([W - RIGHT, y(Math.max(0, b.now)), b.now, null]);
     const words = b.now !== null && b.now !== undefined ? `${b.now.toFixed(1)} of ${b.limit} tokens now` : "not read yet";
-    const heading = `Budget ${b.label}: tokens left, the lowest each minute`;
+    const heading = `Budget ${b.label}: tokens left, the lowest reading of each minute`;
     const svg = s("svg", {class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "data-points": points.length,
                           "aria-label": `${heading}, the last ${series.minutes} minutes; ${words}`},
       s("title", {text: `${heading}: ${words}`}), parts,
@@ -253,7 +259,11 @@
         h("div", {class: "col"},
           verdict(ready),
           ready.note ? h("p", {class: "note", text: ready.note}) : null,
-          h("div", {class: "mixes"}, dialectBar("host", r.dialects.host, now), dialectBar("peer", r.dialects.peer, now)),
+          h("div", {class: "mixes"},
+            h("p", {class: "since muted", "data-since": ready.since,
+                    text: ready.since_start_up ? `seen since ${clock(ready.since).slice(0, 8)} (start-up), each counted once`
+                                               : `seen in the last ${span(ready.window_s)}, since ${dayTime(ready.since)}, each counted once`}),
+            dialectBar("host", r.dialects.host, now), dialectBar("peer", r.dialects.peer, now)),
           hostClients.length ? h("p", {class: "clients"}, h("span", {class: "muted", text: "hosts by name: "}),
             hostClients.map((c, i) => h("span", {class: `client ${c.dialect}`,
                                                  title: `${c.hosts} ${c.hosts === 1 ? "host" : "hosts"}, ${c.count} handshakes, ` +
@@ -322,7 +332,8 @@
       h("td", {class: "mono", text: e.session || "–"}),
       h("td", {text: e.direction === "toward_host" ? "→ host" : e.direction === "toward_peer" ? "→ peer" : "–"}),
       h("td", {}, h("span", {class: `badge ${e.action}`, text: e.action})),
-      h("td", {class: "mono", text: e.reminder_id || "–"}),
+      e.reminder_id ? h("td", {class: "mono", text: e.reminder_id})  // none: a handshake's capabilities, or no valid reminder
+                    : h("td", {class: "muted", text: e.action === "rewritten" ? "the handshake's capabilities" : "no id"}),
       h("td", {class: "nowrap", text: e.source || e.target ? `${e.source || "not known yet"} → ${e.target || "not known yet"}`
                                                            : "no dialect seen yet"}),
       h("td", {class: "num", text: e.size === null || e.size === undefined ? "–" : String(e.size)}),
@@ -396,6 +407,7 @@
 
   function init() {
     fillSelect($("filter-action"), ACTIONS);
+    $("opened").textContent = clock(Date.now() / 1000).slice(0, 8);
     for (const name of ["route", "action", "source"]) {
       $(`filter-${name}`).addEventListener("change", (ev) => { state.filters[name] = ev.target.value; applyFilters(); });
     }
