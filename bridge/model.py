@@ -283,7 +283,7 @@ _CHAR_BYTES = 6
 #: the most the fields other than strings take: enum values, two integers below 10**18, booleans,
 #: every field's quoted name, separators and `null`s
 _FIXED_BYTES = 640
-_SMALL_INT = 10**18
+_BIG = 10**18
 
 
 def size_at_most(reminder: Reminder) -> int:
@@ -293,8 +293,9 @@ def size_at_most(reminder: Reminder) -> int:
     writes the same JSON as the stdlib except that a float in exponent form may be one byte
     shorter (``1e-7``, not ``1e-07``), hence a quarter more."""
     values = reminder.__dict__
-    if not (values["extra"] or values["originals"] or values["meta"]) and _small(values["ttl_turns"]) \
-            and _small(values["fired_at_turn"]):
+    ttl, fired = values["ttl_turns"], values["fired_at_turn"]
+    if not (values["extra"] or values["originals"] or values["meta"]) and (ttl is None or -_BIG < ttl < _BIG) \
+            and (fired is None or -_BIG < fired < _BIG):
         tags = values["tags"]
         chars = len(values["id"]) + len(values["body"]) + sum(map(len, tags)) + 3 * len(tags)
         for name in ("dedupe_key", "source", "provider_id", "originating_agent_id"):
@@ -306,10 +307,6 @@ def size_at_most(reminder: Reminder) -> int:
     except PydanticSerializationError:  # a lone surrogate: the stdlib decoder lets them through
         return encoded_size(reminder)
     return _SET_BYTES + values * 5 // 4 + 1
-
-
-def _small(number: int | None) -> bool:
-    return number is None or -_SMALL_INT < number < _SMALL_INT
 
 
 def load_json(text: str) -> Reminder:
