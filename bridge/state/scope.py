@@ -14,10 +14,10 @@ Nothing else invents a key.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 CONNECTION = "connection"  # one stdio or WebSocket connection
 MCP_SESSION = "mcp-session"  # one MCP 2025-11-25 session, by its Mcp-Session-Id
@@ -33,11 +33,21 @@ SHOWN_CHARS = 64
 
 def digest(*parts: str) -> str:
     """32 hex digits of SHA-256 over ``parts``: bounded, printable, and no way back to the id."""
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    joined = "\0".join(parts)
+    return _short_digest(joined) if len(joined) <= _CACHED_CHARS else _digest(joined)
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
+def _digest(joined: str) -> str:
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+#: the names digested again and again (a connection's sessions, a route's tasks) are short; a long
+#: one is digested each time, so the cache stays bounded in bytes whatever ids clients send
+_CACHED_CHARS = 256
+_short_digest = functools.lru_cache(maxsize=4096)(_digest)
+
+
+class Scope(NamedTuple):
     """The owner of some reminder state.  Make one with the constructors below, never by hand.
 
     ``id``: what keys use (a digest, or an id the proxy made itself); ``shown``: what a user may be
