@@ -13,6 +13,7 @@ refuses requests whose `Host` is a name other than `localhost` (DNS rebinding).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import hashlib
@@ -34,7 +35,8 @@ from prometheus_client.metrics_core import Metric
 
 from bridge.console import STATIC
 from bridge.console.feed import Feed
-from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels
+from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels, sample_budgets
+from bridge.console.timeline import SAMPLE_S
 from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
 from bridge.throttle import Throttle
 
@@ -275,6 +277,23 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
 
     feed.attach(routes())
     registry = registry_of(group, own=(feed, throttle))
+
+    async def sample_budgets_often() -> None:
+        """The budget charts: every route's budgets read every `SAMPLE_S` seconds, from a minute's start."""
+        while True:
+            try:
+                await sample_budgets(routes(), feed)
+            except Exception as exc:  # an add-on: the proxy goes on, and the operator is told
+                recorder.warning("console_sample_failed", error=type(exc).__name__,
+                                 why=f"the console could not read the budgets for its charts: {exc}")
+            await asyncio.sleep(SAMPLE_S - feed.clock() % SAMPLE_S)
+
+    async def sampling(_: web.Application):
+        task = asyncio.ensure_future(sample_budgets_often())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
     static: dict[str, tuple[bytes, str]] = {}
 
     def asset_of(name: str) -> tuple[bytes, str] | None:
@@ -444,6 +463,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
     app.router.add_get("/api/status", status)
     app.router.add_get("/api/events", events)
     app[FEED] = feed
+    app.cleanup_ctx.append(sampling)
     app.on_cleanup.append(lambda _: _detach(feed))
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()

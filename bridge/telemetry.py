@@ -176,9 +176,12 @@ class Recorder:
         self.sessions_ended: Counter[str] = Counter()  # serve: evicted | expired | closed
         self.latency: dict[tuple[str, str], Histogram] = {}
         self._flows: weakref.WeakSet[Any] = weakref.WeakSet()
-        #: add-ons told of every decision and handshake (the console's live feed): objects with
-        #: `decision(record: dict)` and `handshake(record: dict)`; they must not block
+        #: add-ons told of every decision, handshake and refusal (the console's live feed): objects
+        #: with `decision(record: dict)`, `handshake(record: dict)` and `refusal(record: dict)`;
+        #: they must not block
         self.listeners: list[Any] = []
+        #: when these counters started (wall clock): the console's "since" stamp
+        self.started = time.time()
         #: set by whoever owns the route (an HTTP route, the stdio proxy): () -> its protocol, stage,
         #: budgets, for the admin port's status page
         self.status_source: Any = None
@@ -274,10 +277,21 @@ class Recorder:
         return dict(inbound) if inbound else {}
 
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
-        self.budget_rejections[(protocol, self.route, scope.split(":", 1)[0], "true" if shadow else "false")] += 1
+        kind = scope.split(":", 1)[0]
+        self.budget_rejections[(protocol, self.route, kind, "true" if shadow else "false")] += 1
+        self._refused(protocol, "budget", kind, shadow)
 
     def trust_refused(self, protocol: str, limit: str) -> None:
         self.trust_refusals[(protocol, self.route, limit)] += 1
+        self._refused(protocol, "trust", limit, False)
+
+    def _refused(self, protocol: str, by: str, limit: str, shadow: bool) -> None:
+        """Listeners hear of each refusal as the two counters above count it: ``by`` budget (``limit``
+        the bucket's kind) or trust (``limit`` the trust limit's name)."""
+        if self.listeners:
+            record = {"route": self.route, "protocol": protocol, "by": by, "limit": limit, "shadow": shadow}
+            for listener in self.listeners:
+                listener.refusal(record)
 
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
         hist = self.latency.get((protocol, self.route))
@@ -285,12 +299,16 @@ class Recorder:
             hist = self.latency[(protocol, self.route)] = Histogram()
         hist.observe(seconds)
 
-    def handshake(self, side: str, dialect: str, *, protocol: str, client: str | None = None) -> None:
+    def handshake(self, side: str, dialect: str, *, protocol: str, client: str | None = None,
+                  version: str | None = None, capabilities: Any = None, scope: Any = None) -> None:
         """A side's reminder dialect as its handshake (or first reminder message) showed it:
         ``side`` host|peer, ``dialect`` standard|legacy|none, ``client`` its name (MCP clientInfo,
-        ACP clientInfo, A2A card name) when it gave one."""
+        ACP clientInfo, A2A card name) when it gave one.  ``version`` and ``capabilities`` (as the
+        side sent them: listeners check their types) and ``scope`` (the flow's `Scope`) only reach
+        listeners: the console tells hosts apart by them."""
         if self.listeners:
-            record = {"route": self.route, "protocol": protocol, "side": side, "dialect": dialect, "client": client}
+            record = {"route": self.route, "protocol": protocol, "side": side, "dialect": dialect, "client": client,
+                      "version": version, "capabilities": capabilities, "scope": scope}
             for listener in self.listeners:
                 listener.handshake(record)
 

@@ -1,12 +1,15 @@
-"""The console's live feed and dialect statistics: one `Feed`, attached to Recorders as a listener.
+"""The console's live feed, dialect statistics and charts: one `Feed`, attached to Recorders as a listener.
 
-`Recorder.reminder` and `Recorder.handshake` call `Feed.decision` / `Feed.handshake` inside the
-proxy's hot path, so both are cheap, never await and encode no JSON: a decision is counted into
-the readiness statistics (only when it is legacy input from the host side) and, when someone
-watches `/api/events`, one summary of it is made and appended to each watcher's bounded queue.
+`Recorder.reminder`, `Recorder.handshake` and the refusal counters call `Feed.decision`,
+`Feed.handshake` and `Feed.refusal` inside the proxy's hot path, so all are cheap, never await and
+encode no JSON: a decision is counted into its minute (`bridge.console.timeline`) and into the
+readiness statistics (only when it is legacy input from the host side), a handshake into the hosts
+seen (told apart by `identity`) and, when someone watches `/api/events`, one summary of either is
+made and appended to each watcher's bounded queue.
 A summary holds only what the event shows (spec §13), so a queue pins no peer data: the body's
 size, never the body (unless `show_bodies`, and then shortened), a shortened client name, id and
-reason, a keyed hash of the session.  With nobody watching, a decision costs a few comparisons.
+reason, a keyed hash of the session.  With nobody watching, a decision costs a few comparisons and
+one count into its minute.
 JSON is encoded by each watcher's own writer task, for the events it actually sends.
 
 Each watcher's queue is bounded in count and in bytes.  When it is full the oldest events are
@@ -28,7 +31,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from bridge.console.timeline import Timeline, refusal_cause
 from bridge.display import MAX_SHOWN_ID, clip
+from bridge.state.scope import digest
 
 #: Events one watcher may have waiting before the oldest are dropped (and counted as lost).
 QUEUE = 1000
@@ -44,8 +49,8 @@ MAX_BODY = 4096
 BATCH_BYTES = 64 * 1024
 #: Watchers of `/api/events` at once; more are refused (503).
 MAX_SUBSCRIBERS = 32
-#: Client names remembered per route and side (the least recently seen are forgotten first).
-MAX_CLIENTS = 256
+#: Hosts (and peers) told apart per route and side (the least recently seen are forgotten first).
+MAX_HOSTS = 1024
 #: Granularity (seconds) and reach of the per-minute counts that readiness windows are cut from.
 BUCKET_S = 60.0
 RETAIN_S = 7 * 24 * 3600.0
@@ -88,20 +93,64 @@ class Series:
         return total
 
 
+class Seen:
+    """One host (or peer) as its handshakes showed it."""
+
+    __slots__ = ("name", "dialect", "handshakes", "last")
+
+    def __init__(self, name: str | None, dialect: str) -> None:
+        self.name = name
+        self.dialect = dialect
+        self.handshakes = 0
+        self.last = 0.0
+
+
+def identity(dialect: str, name: str | None, version: Any, capabilities: Any, scope: Any) -> str:
+    """What tells one host from another (docs/console.md#what-counts-as-a-host): the dialect it
+    declared, its clientInfo name and version, its capabilities, and the connection, session or
+    identity it speaks in when that outlives one request.  A stateless 2026-07-28 request has none,
+    so every request of one client (each carries the same envelope) is the same host."""
+    where = scope.base if getattr(scope, "lasting", False) else ""
+    try:
+        shape = "" if capabilities is None else json.dumps(capabilities, sort_keys=True, default=str)
+    except (RecursionError, TypeError, ValueError):  # whatever a peer sent, the handshake is still counted
+        shape = "?"
+    return digest(dialect, where, name or "", clip(version, MAX_NAME) if isinstance(version, str) else "", shape)
+
+
 class RouteStats:
     """What one route's handshakes and host-side input showed, for `/api/status`."""
 
-    __slots__ = ("protocol", "dialects", "clients", "legacy_input", "unnamed_legacy")
+    __slots__ = ("protocol", "dialects", "hosts", "forgotten", "legacy_input")
 
     def __init__(self) -> None:
         self.protocol: str | None = None
+        #: handshakes by side and dialect
         self.dialects = {side: {d: Series() for d in DIALECTS} for side in SIDES}
-        #: (name, dialect) -> [count, last seen], per side; bounded, least recently seen forgotten
-        self.clients: dict[str, OrderedDict[tuple[str, str], list[float]]] = {side: OrderedDict() for side in SIDES}
+        #: per side, `identity` -> the host (or peer) it names, least recently seen first; bounded
+        self.hosts: dict[str, OrderedDict[str, Seen]] = {side: OrderedDict() for side in SIDES}
+        #: per side, when the most recently seen of the hosts forgotten (beyond `MAX_HOSTS`) was seen
+        self.forgotten: dict[str, float | None] = {side: None for side in SIDES}
         #: reminders the host side sent in the legacy dialect (ACP `session/remind`, A2A metadata)
         self.legacy_input = Series()
-        #: legacy host handshakes that gave no client name
-        self.unnamed_legacy = Series()
+
+    def seen(self, side: str, cutoff: float) -> list[Seen]:
+        """The hosts (or peers) seen since ``cutoff``, most recent first."""
+        found = []
+        for host in reversed(self.hosts[side].values()):
+            if host.last < cutoff:
+                break
+            found.append(host)
+        return found
+
+    def complete(self, side: str, cutoff: float) -> bool:
+        """Whether `seen` holds them all: none seen since ``cutoff`` was forgotten."""
+        forgotten = self.forgotten[side]
+        return forgotten is None or forgotten < cutoff
+
+    def traffic(self) -> bool:
+        """Whether anything was seen at all: a handshake on either side, or legacy host input."""
+        return self.legacy_input.count > 0 or any(s.count for side in self.dialects.values() for s in side.values())
 
 
 #: A queued event: (kind, what its `data:` shows, its cost in bytes).
@@ -178,8 +227,11 @@ class Feed:
         self.queue_bytes = queue_bytes
         self.max_subscribers = max_subscribers
         self.clock = clock
+        #: when the statistics began: a readiness window that reaches back before it says "since start-up"
+        self.started = clock()
         self.subscribers: list[Subscriber] = []
         self.routes: dict[str, RouteStats] = {}
+        self.timeline = Timeline(clock)
         self.lost_total = 0  # by watchers that have gone (live ones count their own)
         self.dropped = 0  # watchers hung up on because they stopped reading
         self._key = secrets.token_bytes(32)  # per process: hashes can't be matched across restarts
@@ -207,6 +259,7 @@ class Feed:
 
     # -- the hot path (called by Recorder) -------------------------------------------------------
     def decision(self, record: dict[str, Any]) -> None:
+        self.timeline.decision(record["route"], record.get("action"))
         if record.get("source") == "legacy" and record.get("direction") == "toward_peer":
             self.stats(record["route"]).legacy_input.hit(self.clock())
         if self.subscribers:
@@ -222,24 +275,26 @@ class Feed:
         stats.dialects[side][dialect].hit(now)
         client = record.get("client")
         name = clip(client, MAX_NAME) if isinstance(client, str) and client else None
-        if name is not None:
-            clients = stats.clients[side]
-            key = (name, dialect)
-            entry = clients.get(key)
-            if entry is None:
-                entry = clients[key] = [0, now]
-                if len(clients) > MAX_CLIENTS:
-                    clients.popitem(last=False)
-            else:
-                clients.move_to_end(key)
-            entry[0] += 1
-            entry[1] = now
-        elif side == "host" and dialect == "legacy":
-            stats.unnamed_legacy.hit(now)
+        key = identity(dialect, name, record.get("version"), record.get("capabilities"), record.get("scope"))
+        hosts = stats.hosts[side]
+        host = hosts.get(key)
+        if host is None:
+            host = hosts[key] = Seen(name, dialect)
+            if len(hosts) > MAX_HOSTS:
+                stats.forgotten[side] = hosts.popitem(last=False)[1].last
+        else:
+            hosts.move_to_end(key)
+        host.handshakes += 1
+        host.last = now
         if self.subscribers:
             data = {"time": round(now, 3), "route": record.get("route"), "protocol": record.get("protocol"),
                     "side": side, "dialect": dialect, "client": name}
             self._publish(("handshake", data, EVENT_OVERHEAD + len(name or "")))
+
+    def refusal(self, record: dict[str, Any]) -> None:
+        """A reminder a budget or trust limit refused: counted into its minute (a watcher sees it as
+        the decision that follows)."""
+        self.timeline.refusal(record["route"], refusal_cause(record))
 
     def _decision_event(self, record: dict[str, Any]) -> Event:
         """The summary a watcher is sent of one decision: it keeps no reference to the reminder."""

@@ -5,7 +5,10 @@ in the window (default 24 h), no host announced the legacy dialect in its handsh
 reminder reached the proxy from the host side in the legacy dialect (ACP `session/remind`, A2A
 `metadata.harn`).  The verdict names the legacy hosts (their clientInfo names) when it is "no",
 and the evidence when it is "yes" (how many hosts, in which dialects), saying so when nothing
-was seen at all in the window.
+was seen in the window; a route that has seen nothing at all since it started says "no traffic
+yet" instead of a verdict.  Hosts are counted, not their handshakes (`feed.identity`).  A window
+that reaches back before start-up says "since start-up", not "in the last 24 h": the proxy saw
+only that much.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bridge.console.feed import DIALECTS, SIDES, Feed, RouteStats
+from bridge.console.timeline import MINUTE_S, MINUTES
 from bridge.display import safe_text
 from bridge.telemetry import ACTIONS
 
@@ -23,6 +27,13 @@ DEFAULT_WINDOW_S = 24 * 3600.0
 #: The actions every route lists (zero when nothing happened), in the order the console shows them.
 SHOWN_ACTIONS = ("rewritten", "passed", "queued", "coalesced", "dropped", "rate_limited", "refused", "invalid",
                  "rendered", "attached", "synthesized")
+#: What each queue of `Recorder.pending` holds, in the words the page shows ("held now: 4 waiting
+#: for the host's next request").
+HELD = {"coalesce": "over budget, waiting for tokens", "tool_result": "waiting to ride the next tool result",
+        "host": "waiting for the host's next request", "hold": "waiting for the next prompt to the agent",
+        "initialize": "waiting for the agent's initialize answer", "task": "waiting for the task's next message",
+        "stream": "waiting for the stream's next event"}
+NO_TRAFFIC = "no traffic yet"
 
 
 def span_text(seconds: float) -> str:
@@ -32,6 +43,18 @@ def span_text(seconds: float) -> str:
     if seconds >= 60 and seconds % 60 == 0:
         return f"{int(seconds // 60)} min"
     return f"{seconds:g} s"
+
+
+def ago_text(seconds: float) -> str:
+    """How long ago, roughly: 4 -> "4 s", 200 -> "3 min", 9000 -> "2.5 h", 200000 -> "2.3 d"."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 def parse_window(text: str) -> float:
@@ -70,63 +93,93 @@ def _source(recorder: Any) -> dict[str, Any]:
     return {}
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | None, now: float,
-              window_s: float) -> dict[str, Any]:
-    """The verdict for one route (see the module docstring for the rule)."""
+              window_s: float, decisions: int = 0, started: float | None = None) -> dict[str, Any]:
+    """The verdict for one route (see the module docstring for the rule); ``decisions``: how many
+    reminder decisions the route counted since it started; ``started``: when the statistics began
+    (`Feed.started`), for a window that reaches back before it."""
     cutoff = now - window_s
-    span = span_text(window_s)
+    partial = started is not None and started > cutoff
+    during = "since start-up" if partial else f"in the last {span_text(window_s)}"
     stats = stats or RouteStats()
-    host = {d: stats.dialects["host"][d].since(cutoff) for d in DIALECTS}
-    handshakes = sum(host.values())
-    names = sorted({name for (name, dialect), (_, last) in stats.clients["host"].items()
-                    if dialect == "legacy" and last >= cutoff})
+    hosts = stats.seen("host", cutoff)
+    mix = {d: sum(1 for host in hosts if host.dialect == d) for d in DIALECTS}
+    at_least = "" if stats.complete("host", cutoff) else "at least "
+    legacy = [host for host in hosts if host.dialect == "legacy"]
+    names = sorted({host.name for host in legacy if host.name})
+    unnamed = sum(1 for host in legacy if not host.name)
     inputs = stats.legacy_input.since(cutoff)
-    seen = handshakes > 0 or inputs > 0
+    seen = bool(hosts) or inputs > 0
     reasons: list[str] = []
-    unnamed = stats.unnamed_legacy.since(cutoff)
-    if names:
-        n = len(names)
-        shown = ", ".join(names[:10]) + (f", … {n - 10} more" if n > 10 else "")
-        more = f" and {unnamed} unnamed" if unnamed else ""
-        reasons.append(f"{n} legacy host{'s' if n != 1 else ''}{more} seen in the last {span} ({shown})")
-    elif unnamed or host["legacy"]:
-        n = unnamed or host["legacy"]
-        reasons.append(f"{n} legacy host handshake{'s' if n != 1 else ''} in the last {span} (no clientInfo name)")
+    if legacy:
+        shown = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
+        nameless = "" if not unnamed else f"{unnamed} without a clientInfo name" if names else \
+            "without a clientInfo name"
+        reasons.append(f"{at_least}{_plural(len(legacy), 'legacy host')} seen {during} "
+                       f"({'; '.join(part for part in (shown, nameless) if part)})")
     if inputs:
-        reasons.append(f"{inputs} legacy reminder{'s' if inputs != 1 else ''} from the host side in the last {span}")
+        reasons.append(f"{_plural(inputs, 'legacy reminder')} from the host side {during}")
+    ready: bool | None
     if reasons:
         verdict, ready = "no", False
         evidence = "; ".join(reasons)
     elif seen:
         verdict, ready = "yes", True
-        mix = ", ".join(f"{host[d]} {d}" for d in ("standard", "none") if host[d])
-        evidence = (f"no legacy host in the last {span}: {handshakes} host handshake{'s' if handshakes != 1 else ''}"
-                    f" ({mix}), no legacy reminder from the host side")
-    else:
+        kinds = ", ".join(f"{mix[d]} {d}" for d in ("standard", "none") if mix[d])
+        evidence = (f"no legacy host {during}: {at_least}{_plural(len(hosts), 'host')} ({kinds}), "
+                    "no legacy reminder from the host side")
+    elif decisions or stats.traffic():
         verdict, ready = "yes", True
-        evidence = f"nothing seen in the last {span}: no host handshake and no reminder from the host side"
+        evidence = f"nothing seen {during}: no host and no reminder from the host side"
+    else:
+        verdict, ready = NO_TRAFFIC, None
+        evidence = "no host has connected and no reminder has passed since the route started"
     note = None
     if stage == "enforce":
         note = "the route is already at enforce: legacy reminders from the host side are refused"
     elif protocol == "mcp":
         note = "MCP reminders only flow toward the host, so for MCP enforce acts like translate"
-    return {"ready": ready, "verdict": verdict, "seen": seen, "text": f"ready for enforce: {verdict} — {evidence}",
-            "evidence": evidence, "window_s": window_s, "legacy_hosts": names, "host_handshakes": host,
+    text = f"{NO_TRAFFIC} — {evidence}" if ready is None else f"ready for enforce: {verdict} — {evidence}"
+    return {"ready": ready, "verdict": verdict, "seen": seen, "text": text, "evidence": evidence,
+            "window_s": window_s, "since": round(started if partial else cutoff, 3), "since_start_up": partial,
+            "legacy_hosts": names, "hosts": mix, "hosts_complete": not at_least,
+            "host_handshakes": {d: s.since(cutoff) for d, s in stats.dialects["host"].items()},
             "legacy_inputs": inputs, "note": note}
 
 
-def _series(stats: RouteStats, side: str, cutoff: float) -> dict[str, Any]:
-    return {d: {"count": s.count, "in_window": s.since(cutoff), "last_seen": None if s.last is None else round(s.last, 3)}
+def _dialects(stats: RouteStats, side: str, cutoff: float) -> dict[str, Any]:
+    """Per dialect: handshakes since start-up (`count`) and in the window, hosts (or peers) in the
+    window, and when the last handshake came."""
+    seen = stats.seen(side, cutoff)
+    return {d: {"count": s.count, "in_window": s.since(cutoff), "hosts": sum(1 for host in seen if host.dialect == d),
+                "last_seen": None if s.last is None else round(s.last, 3)}
             for d, s in stats.dialects[side].items()}
 
 
 def _clients(stats: RouteStats, side: str, limit: int = 50) -> list[dict[str, Any]]:
-    rows = sorted(stats.clients[side].items(), key=lambda item: -item[1][1])[:limit]
-    return [{"name": name, "dialect": dialect, "count": int(count), "last_seen": round(last, 3)}
-            for (name, dialect), (count, last) in rows]
+    """The names hosts (or peers) gave, most recently seen first: how many hosts gave each, in
+    which dialect, and their handshakes."""
+    names: dict[tuple[str, str], dict[str, Any]] = {}
+    for host in reversed(stats.hosts[side].values()):
+        if host.name is None:
+            continue
+        row = names.get((host.name, host.dialect))
+        if row is None:
+            if len(names) >= limit:
+                continue
+            row = names[(host.name, host.dialect)] = {"name": host.name, "dialect": host.dialect, "hosts": 0,
+                                                      "count": 0, "last_seen": round(host.last, 3)}
+        row["hosts"] += 1
+        row["count"] += host.handshakes
+    return list(names.values())
 
 
 def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: float) -> dict[str, Any]:
+    """One route's part of `/api/status` (docs/console.md#get-apistatus)."""
     source = _source(recorder)
     stats = feed.routes.get(recorder.route) if feed is not None else None
     actions: Counter[str] = Counter()
@@ -140,10 +193,7 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
     if stage is None:
         stages = [s for (_, _, _, s) in list(recorder.staged)]
         stage = stages[-1] if stages else None
-    policy = source.get("policy")
-    budgets: list[dict[str, Any]] = []
-    if policy is not None and hasattr(policy, "gauges"):
-        budgets = policy.gauges(time.monotonic())
+    budgets = budget_gauges(source)
     pending: Counter[str] = Counter()
     for (_, _, queue), n in recorder.pending().items():
         if n:
@@ -156,7 +206,8 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
         "protocol": protocol,
         "stage": stage,
         "sessions": source.get("sessions"),
-        "dialects": {side: _series(stats_or_empty, side, cutoff) for side in SIDES},
+        "since": round(recorder.started, 3),
+        "dialects": {side: _dialects(stats_or_empty, side, cutoff) for side in SIDES},
         "clients": {side: _clients(stats_or_empty, side) for side in SIDES},
         "actions": {**{a: actions.get(a, 0) for a in SHOWN_ACTIONS},
                     **{a: n for a, n in sorted(actions.items()) if a not in SHOWN_ACTIONS}},
@@ -165,8 +216,28 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
         "budgets": budgets,
         "pending": dict(sorted(pending.items())),
         "pending_total": sum(pending.values()),
-        "readiness": readiness(stats, protocol=protocol, stage=stage, now=now, window_s=window_s),
+        "held": [{"queue": queue, "count": n, "label": HELD.get(queue, f"in the {queue} queue")}
+                 for queue, n in sorted(pending.items())],
+        "readiness": readiness(stats, protocol=protocol, stage=stage, now=now, window_s=window_s,
+                               decisions=sum(actions.values()), started=feed.started if feed is not None else None),
+        "series": feed.timeline.series(recorder.route, budgets) if feed is not None else None,
     }
+
+
+def budget_gauges(source: dict[str, Any]) -> list[dict[str, Any]]:
+    """The route's budgets as gauges, read now without charging anything (``source``: `_source`)."""
+    policy = source.get("policy")
+    if policy is None or not hasattr(policy, "gauges"):
+        return []
+    return policy.gauges(time.monotonic())
+
+
+async def sample_budgets(recorders: Iterable[Any], feed: Feed) -> None:
+    """Every `timeline.SAMPLE_S` (the admin port's clock): every route's budgets into its chart."""
+    shown = list(recorders)
+    await refresh_shared_levels(shown)
+    for recorder in shown:
+        feed.timeline.budgets(recorder.route, budget_gauges(_source(recorder)))
 
 
 async def refresh_shared_levels(recorders: Iterable[Any]) -> None:
@@ -180,15 +251,18 @@ async def refresh_shared_levels(recorders: Iterable[Any]) -> None:
 def build_status(recorders: Iterable[Any], feed: Feed | None, *, window_s: float = DEFAULT_WINDOW_S,
                  now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
-    routes = [route_status(r, feed, now=now, window_s=window_s) for r in recorders]
+    shown = list(recorders)
+    routes = [route_status(r, feed, now=now, window_s=window_s) for r in shown]
     routes.sort(key=lambda r: r["name"])
     return {"version": 1, "time": round(now, 3), "window_s": window_s, "actions": list(ACTIONS),
+            "since": round(min((r.started for r in shown), default=now), 3),
+            "series_s": MINUTES * MINUTE_S,
             "feed": feed.summary() if feed is not None else None, "routes": routes}
 
 
 def _dialect_mix(route: dict[str, Any]) -> str:
-    host = route["dialects"]["host"]
-    return "/".join(str(host[d]["in_window"]) for d in ("standard", "legacy", "none"))
+    hosts = route["readiness"]["hosts"]
+    return "/".join(str(hosts[d]) for d in ("standard", "legacy", "none"))
 
 
 def table(status: dict[str, Any]) -> str:
@@ -206,8 +280,11 @@ def table(status: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     notes = [f"  {safe_text(route['name'])}: {safe_text(route['readiness']['note'], None)}"
              for route in status.get("routes", []) if route["readiness"].get("note")]
-    window = span_text(float(status.get("window_s", DEFAULT_WINDOW_S)))
-    footer = [f"window: the last {window}; hosts are handshakes in the window"]
+    window_s = float(status.get("window_s", DEFAULT_WINDOW_S))
+    up = float(status.get("time", 0)) - float(status.get("since", 0))
+    since = f" (the proxy started {ago_text(up)} ago: counted since then)" if up < window_s else ""
+    footer = [f"window: the last {span_text(window_s)}{since}; hosts seen in the window, each counted once "
+              "(not per request)"]
     if not status.get("routes"):
         lines.append("(no routes)")
     return "\n".join(lines + footer + (["notes:"] + notes if notes else [])) + "\n"

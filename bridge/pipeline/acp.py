@@ -80,10 +80,11 @@ class AcpFlow(Flow):
                 caps = params.get("clientCapabilities")
                 declared = "standard" if AcpStandard.client_declares(caps) else "legacy" \
                     if AcpLegacy.client_declares(caps) else None
-                info = params.get("clientInfo")
-                name = info.get("name") if isinstance(info, dict) else None
+                info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+                name = info.get("name")
                 self.recorder.handshake("host", declared or "none", protocol=self.protocol,
-                                        client=name if isinstance(name, str) else None)
+                                        client=name if isinstance(name, str) else None,
+                                        version=info.get("version"), capabilities=caps, scope=self.scope)
                 if declared is not None:
                     self.host.learn(declared)
             self.expect_response(msg, "initialize")

@@ -153,8 +153,10 @@ class McpFlow(Flow):
             return  # a modern request without capabilities: what was learned stands
         declared = "standard" if McpStandard.host_declares(caps) else "legacy" if McpLegacy.host_declares(caps) \
             else "none"
-        name = client_info.get("name") if isinstance(client_info, dict) else None
-        self.recorder.handshake("host", declared, protocol=self.protocol, client=name if isinstance(name, str) else None)
+        info = client_info if isinstance(client_info, dict) else {}
+        name = info.get("name")
+        self.recorder.handshake("host", declared, protocol=self.protocol, client=name if isinstance(name, str) else None,
+                                version=info.get("version"), capabilities=caps, scope=self.scope)
         self.host.learn(declared)
         self._watch_host()
 

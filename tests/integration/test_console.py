@@ -34,9 +34,12 @@ TOKEN = "c0nsole-t0ken"
 
 # -- helpers (the browser test uses them too) -----------------------------------------------------
 def rules_file(tmp_path: Path, upstream: int, *, budget: str = "", admin: int | None = None, token: str = "",
-               stage: str = "translate") -> Path:
-    text = (f'[routes.ci]\nprotocol = "mcp"\npath = "/ci"\nupstream = "http://127.0.0.1:{upstream}/mcp"\n'
-            f'stage = "{stage}"\n')
+               stage: str = "translate", idle: tuple[str, ...] = ()) -> Path:
+    """Route `ci` (and one more route per name in ``idle``, same upstream) to the MCP peer."""
+    text = ""
+    for name in ("ci", *idle):
+        text += (f'[routes.{name}]\nprotocol = "mcp"\npath = "/{name}"\nupstream = "http://127.0.0.1:{upstream}/mcp"\n'
+                 f'stage = "{stage}"\n')
     if budget:
         text += f"[routes.ci.budget]\n{budget}\n"
     if admin is not None:
@@ -47,14 +50,16 @@ def rules_file(tmp_path: Path, upstream: int, *, budget: str = "", admin: int | 
 
 
 class Bridge:
-    """A `reminder-bridge serve` with an admin port, in front of the faulty MCP peer."""
+    """A `reminder-bridge serve` with an admin port, in front of the faulty MCP peer (or the
+    ``upstream`` peer module named)."""
 
     def __init__(self, tmp_path: Path, *, budget: str = "", token: str = "", stage: str = "translate",
-                 args: tuple[str, ...] = ()):
-        self.upstream = peer("tests.peers.faulty_http")
+                 args: tuple[str, ...] = (), idle: tuple[str, ...] = (), upstream: str = "tests.peers.faulty_http"):
+        self.upstream = peer(upstream)
         self.admin = free_port()
         self.token = token
-        rules = rules_file(tmp_path, self.upstream.port, budget=budget, admin=self.admin, token=token, stage=stage)
+        rules = rules_file(tmp_path, self.upstream.port, budget=budget, admin=self.admin, token=token, stage=stage,
+                           idle=idle)
         try:
             self.proxy = proxy("--rules", str(rules), *args)
         except Exception:
@@ -178,9 +183,9 @@ async def test_status_shows_stage_dialects_actions_budgets_pending_and_readiness
     data = await status(bridge)
     ci = route(data)
     assert (ci["protocol"], ci["stage"], ci["transport"]) == ("mcp", "translate", "serve")
-    assert ci["readiness"]["verdict"] == "yes" and ci["readiness"]["seen"] is False
-    assert ci["readiness"]["text"] == ("ready for enforce: yes — nothing seen in the last 24 h: no host handshake "
-                                       "and no reminder from the host side")
+    assert ci["readiness"]["verdict"] == "no traffic yet" and ci["readiness"]["ready"] is None
+    assert ci["readiness"]["text"] == ("no traffic yet — no host has connected and no reminder has passed since "
+                                       "the route started")
     assert ci["budgets"] == [{"kind": "server", "scope": "server:*", "key": None, "tokens": 5.0, "limit": 5,
                               "rate": 60.0, "shadow": False, "keys": 0}]
 
@@ -200,14 +205,15 @@ async def test_status_shows_stage_dialects_actions_budgets_pending_and_readiness
     assert peer_side["legacy"]["count"] >= 1
     assert {"name": "faulty", "dialect": "legacy"}.items() <= ci["clients"]["peer"][0].items()
     assert ci["readiness"]["verdict"] == "yes" and ci["readiness"]["seen"] is True
-    assert ci["readiness"]["text"].startswith("ready for enforce: yes — no legacy host in the last 24 h: "
-                                              "1 host handshake (1 standard)")
+    assert ci["readiness"]["text"].startswith("ready for enforce: yes — no legacy host since start-up: "
+                                              "1 host (1 standard)")
 
     for name in ("old-b", "old-a", "old-c"):
         await connect_host(bridge.url, name, LEGACY_HOST_CAPS)
     ci = route(await status(bridge))
     assert ci["readiness"]["ready"] is False
-    assert ci["readiness"]["text"] == "ready for enforce: no — 3 legacy hosts seen in the last 24 h (old-a, old-b, old-c)"
+    assert ci["readiness"]["text"] == ("ready for enforce: no — 3 legacy hosts seen since start-up "
+                                       "(old-a, old-b, old-c)")
     assert ci["readiness"]["legacy_hosts"] == ["old-a", "old-b", "old-c"]
     assert ci["dialects"]["host"]["legacy"]["count"] == 3
     # the window is the operator's: a query can shorten it (and a bad one is refused, saying why)
@@ -418,8 +424,9 @@ async def test_status_command_prints_the_readiness_table_of_a_live_proxy(tmp_pat
                                     "READY", "FOR", "ENFORCE"]
         row = next(line for line in lines if line.startswith("ci "))
         assert row.split()[:5] == ["ci", "mcp", "translate", "1/1/0", "legacy-ide"]
-        assert "no — 1 legacy host seen in the last 24 h (legacy-ide)" in row
-        assert "window: the last 24 h" in done.stdout
+        assert "no — 1 legacy host seen since start-up (legacy-ide)" in row
+        assert re.search(r"^window: the last 24 h \(the proxy started \d+ s ago: counted since then\)", done.stdout,
+                         re.M), done.stdout
         # HOST:PORT, the token from the environment, and --json
         done = await loop.run_in_executor(None, lambda: run(
             "--admin", f"127.0.0.1:{bridge.admin}", "--json", env={"REMINDER_BRIDGE_ADMIN_TOKEN": TOKEN}))
@@ -600,20 +607,24 @@ def test_readiness_follows_the_window_and_names_what_it_saw():
     def verdict(window_s: float = 3600.0) -> dict:
         return readiness(feed.routes.get("r"), protocol="acp", stage="translate", now=now[0], window_s=window_s)
 
-    assert verdict()["text"] == ("ready for enforce: yes — nothing seen in the last 1 h: no host handshake and no "
-                                 "reminder from the host side")
+    assert verdict()["text"] == ("no traffic yet — no host has connected and no reminder has passed since the "
+                                 "route started")
+    assert verdict()["ready"] is None
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "standard", "client": "zed"})
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "none", "client": None})
-    assert verdict()["text"] == ("ready for enforce: yes — no legacy host in the last 1 h: 2 host handshakes "
+    feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "none", "client": None})  # the same
+    assert verdict()["text"] == ("ready for enforce: yes — no legacy host in the last 1 h: 2 hosts "
                                  "(1 standard, 1 none), no legacy reminder from the host side")
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "legacy", "client": None})
-    assert verdict()["text"] == "ready for enforce: no — 1 legacy host handshake in the last 1 h (no clientInfo name)"
+    assert verdict()["text"] == "ready for enforce: no — 1 legacy host seen in the last 1 h (without a clientInfo name)"
     feed.decision({"route": "r", "source": "legacy", "direction": "toward_peer", "action": "rewritten"})
     feed.decision({"route": "r", "source": "legacy", "direction": "toward_host", "action": "rewritten"})  # a peer's
-    assert verdict()["text"] == ("ready for enforce: no — 1 legacy host handshake in the last 1 h (no clientInfo "
+    assert verdict()["text"] == ("ready for enforce: no — 1 legacy host seen in the last 1 h (without a clientInfo "
                                  "name); 1 legacy reminder from the host side in the last 1 h")
     now[0] += 2 * 3600  # out of a 1 h window, still in 24 h
     assert verdict()["verdict"] == "yes" and verdict()["seen"] is False
+    assert verdict()["text"] == ("ready for enforce: yes — nothing seen in the last 1 h: no host and no reminder "
+                                 "from the host side")
     assert verdict(86400.0)["verdict"] == "no"
     feed.handshake({"route": "r", "protocol": "acp", "side": "host", "dialect": "legacy", "client": "old-ide"})
     assert verdict()["text"] == "ready for enforce: no — 1 legacy host seen in the last 1 h (old-ide)"

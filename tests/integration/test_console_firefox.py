@@ -41,8 +41,7 @@ async def test_the_console_in_firefox(tmp_path):
             [cookie] = [c for c in firefox.command("WebDriver:GetCookies") if c["name"] == "reminder_bridge_console"]
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] != TOKEN
             await page.wait_for_selector('#link[data-state="live"]', timeout=5000)
-            assert (await page.inner_text('.route[data-route="ci"] .verdict')).startswith(
-                "ready for enforce: yes — nothing seen")
+            assert (await page.inner_text('.route[data-route="ci"] .verdict')).startswith("no traffic yet")
 
             await live_feed_budget_and_hidden_bodies(page, bridge)
 

@@ -1,7 +1,8 @@
 // reminder-bridge operator console: /api/status every second, /api/events as a live feed.
-// Plain DOM, no build step, nothing loaded from elsewhere. Everything from the proxy is shown
-// with textContent, control characters written visibly (`shown`): client names, ids, reasons and
-// bodies come from untrusted peers.
+// Plain DOM, no build step, nothing loaded from elsewhere: the charts are inline <svg> this script
+// draws from the status's per-minute series. Everything from the proxy is shown with textContent,
+// control characters written visibly (`shown`): client names, ids, reasons and bodies come from
+// untrusted peers.
 "use strict";
 
 (function () {
@@ -26,15 +27,16 @@
     showBodies: false, routes: new Set(), filters: {route: "", action: "", source: ""},
   };
 
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
+  // An element with its attributes and children; text (`text`, `title`, `aria-label`, string
+  // children) always goes through `shown`. `svg`: an SVG element, whose attributes are all set as such.
+  function build(el, attrs, children, svg) {
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === null || v === undefined || v === false) continue;
-      if (k === "class") el.className = v;
-      else if (k === "text") el.textContent = shown(v);
-      else if (k === "title") el.setAttribute(k, shown(v));
-      else if (k.startsWith("data-") || k.startsWith("aria-") || k === "role" || k === "hidden")
+      if (k === "text") el.textContent = shown(v);
+      else if (k === "title" || k === "aria-label") el.setAttribute(k, shown(v));
+      else if (svg || k.startsWith("data-") || k.startsWith("aria-") || k === "role" || k === "hidden")
         el.setAttribute(k, v === true ? "" : String(v));
+      else if (k === "class") el.className = v;
       else el[k] = v;
     }
     for (const child of children.flat()) {
@@ -43,6 +45,9 @@
     }
     return el;
   }
+  const h = (tag, attrs, ...children) => build(document.createElement(tag), attrs, children, false);
+  const SVG = "http://www.w3.org/2000/svg";
+  const s = (tag, attrs, ...children) => build(document.createElementNS(SVG, tag), attrs, children, true);
 
   function ago(t, now) {
     if (t === null || t === undefined) return "never";
@@ -59,6 +64,17 @@
     return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
   }
 
+  function hhmm(t) {
+    const d = new Date(t * 1000);
+    return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+  }
+
+  // "2026-12-01 18:24": a stamp that may be another day
+  function dayTime(t) {
+    const d = new Date(t * 1000);
+    return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, "0")}-${String(d.getDate()).padStart(2, "0")} ${hhmm(t)}`;
+  }
+
   function span(seconds) {
     if (seconds >= 3600 && seconds % 3600 === 0) return `${seconds / 3600} h`;
     if (seconds >= 60 && seconds % 60 === 0) return `${seconds / 60} min`;
@@ -67,23 +83,24 @@
 
   // -- status ------------------------------------------------------------------------------------
   function dialectBar(side, dialects, now) {
-    const total = DIALECTS.reduce((n, d) => n + dialects[d].in_window, 0);
+    const who = side === "host" ? "hosts" : "peers";
+    const total = DIALECTS.reduce((n, d) => n + dialects[d].hosts, 0);
     const bar = h("div", {class: "bar", role: "img", "data-side": side,
-                          "aria-label": `${side}s: ` + DIALECTS.map((d) => `${dialects[d].in_window} ${d}`).join(", ")});
+                          "aria-label": `${who} in the window: ` + DIALECTS.map((d) => `${dialects[d].hosts} ${d}`).join(", ")});
     for (const d of DIALECTS) {
-      const n = dialects[d].in_window;
+      const n = dialects[d].hosts;
       if (!n) continue;
       bar.append(h("span", {class: `seg ${d}`, "data-dialect": d, "data-count": n,
-                            title: `${d}: ${n} in the window, ${dialects[d].count} in all, last ${ago(dialects[d].last_seen, now)}`},
-                   ));
+                            title: `${d}: ${n} ${n === 1 ? who.slice(0, -1) : who} in the window (${dialects[d].in_window} ` +
+                                   `handshakes); ${dialects[d].count} handshakes since start-up, the last ${ago(dialects[d].last_seen, now)}`}));
       bar.lastChild.style.flexGrow = String(n);
     }
-    if (!total) bar.append(h("span", {class: "seg empty", text: "nothing seen"}));
+    if (!total) bar.append(h("span", {class: "seg empty", text: `no ${who.slice(0, -1)} seen`}));
     const legend = h("div", {class: "legend"},
       DIALECTS.map((d) => h("span", {class: `key ${d}`, "data-dialect": d},
-                             `${d} ${dialects[d].in_window}`,
+                             `${d} ${dialects[d].hosts}`,
                              dialects[d].last_seen ? h("small", {}, ` · ${ago(dialects[d].last_seen, now)}`) : null)));
-    return h("div", {class: "mix"}, h("span", {class: "side", text: side === "host" ? "hosts" : "peers"}), bar, legend);
+    return h("div", {class: "mix"}, h("span", {class: "side", text: who}), bar, legend);
   }
 
   function gauge(b) {
@@ -100,13 +117,136 @@
       h("span", {class: "track"}, fill));
   }
 
+  // -- charts: the last hour, one slot per minute, the current minute last ---------------------------
+  const W = 320, H = 128, LEFT = 30, RIGHT = 8, TOP = 8, BOTTOM = 22;
+  const PLOT_W = W - LEFT - RIGHT, PLOT_H = H - TOP - BOTTOM;
+  const ACTION_COLOURS = new Set([...ACTIONS, "channel"]);
+  const label = (key) => key.replace(/_/g, " ");
+
+  function niceMax(value) {
+    if (value <= 1) return 1;
+    const step = 10 ** Math.floor(Math.log10(value));
+    return [1, 2, 5, 10].map((m) => m * step).find((m) => m >= value);
+  }
+
+  // The frame every chart shares: y ticks (0, half when it reads well, top), x ticks in minutes,
+  // and where the counting started when that is inside the hour.
+  function frame(series, top, since) {
+    const minutes = series.minutes, slot = PLOT_W / minutes;
+    const y = (v) => TOP + PLOT_H - (v / top) * PLOT_H;
+    const parts = [];
+    for (const v of top >= 2 ? [0, top / 2, top] : [0, top]) {
+      parts.push(s("line", {class: "grid", x1: LEFT, x2: W - RIGHT, y1: y(v), y2: y(v)}),
+                 s("text", {class: "tick", x: LEFT - 4, y: y(v) + 3, "text-anchor": "end",
+                            text: Number.isInteger(v) ? String(v) : v.toFixed(1)}));
+    }
+    for (const back of [60, 45, 30, 15, 0]) {
+      const i = minutes - 1 - back;
+      if (i < -1) continue;
+      parts.push(s("text", {class: "tick", x: LEFT + Math.max(0, i + 0.5) * slot, y: H - 8,
+                            "text-anchor": back === 60 ? "start" : back === 0 ? "end" : "middle",
+                            text: back === 0 ? "now" : `−${back} min`}));
+    }
+    const startSlot = Math.floor((since - series.start) / series.minute_s);
+    if (startSlot > 0 && startSlot < minutes) {
+      parts.push(s("rect", {class: "before", x: LEFT, y: TOP, width: startSlot * slot, height: PLOT_H},
+                   s("title", {text: `before ${hhmm(since)}: the route had not started, nothing was counted`})),
+                 s("line", {class: "start", x1: LEFT + startSlot * slot, x2: LEFT + startSlot * slot, y1: TOP, y2: TOP + PLOT_H}),
+                 s("text", {class: "tick start-label", x: LEFT + startSlot * slot - 3, y: TOP + 9, "text-anchor": "end",
+                            text: "start"}));
+    }
+    return {parts, slot, y};
+  }
+
+  function chartBox(name, heading, svg, legend) {
+    return h("figure", {class: "chart-box", "data-series": name},
+      h("figcaption", {text: heading}), svg, legend);
+  }
+
+  // Stacked bars, one per minute: reminders by action, or refusals by limit.
+  function barChart(name, heading, counts, series, since, colourOf, nothing) {
+    const keys = Object.keys(counts).sort();
+    const totals = Array.from({length: series.minutes}, (_, i) => keys.reduce((n, k) => n + counts[k][i], 0));
+    const sum = (k) => counts[k].reduce((a, b) => a + b, 0);
+    const all = keys.reduce((n, k) => n + sum(k), 0);
+    const words = all ? keys.map((k) => `${label(k)} ${sum(k)}`).join(", ") : nothing;
+    const top = niceMax(Math.max(0, ...totals));
+    const {parts, slot, y} = frame(series, top, since);
+    const svg = s("svg", {class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "data-total": all,
+                          "aria-label": `${heading}, the last ${series.minutes} minutes: ${words}`},
+      s("title", {text: `${heading}: ${words}`}), parts);
+    for (let i = 0; i < series.minutes; i += 1) {
+      let base = 0;
+      for (const k of keys) {
+        const n = counts[k][i];
+        if (!n) continue;
+        const minute = series.start + i * series.minute_s;
+        svg.append(s("rect", {class: `stack ${colourOf(k, keys)}`, "data-key": k, "data-value": n, "data-minute": minute,
+                              x: LEFT + i * slot + 0.5, width: Math.max(1, slot - 1), y: y(base + n),
+                              height: y(base) - y(base + n)},
+          s("title", {text: `${hhmm(minute)}: ${label(k)} ${n}`})));
+        base += n;
+      }
+    }
+    if (!all) svg.append(s("text", {class: "nothing", x: LEFT + PLOT_W / 2, y: TOP + PLOT_H / 2, "text-anchor": "middle", text: nothing}));
+    const legend = h("div", {class: "chart-legend"},
+      keys.map((k) => h("span", {"data-key": k}, h("i", {class: `swatch ${colourOf(k, keys)}`}), `${label(k)} ${sum(k)}`)));
+    return chartBox(name, heading, svg, legend);
+  }
+
+  // One budget: tokens left, the lowest reading of each minute, and the level now.
+  function budgetChart(b, series, since) {
+    const top = Math.max(1, b.limit || 1);
+    const {parts, slot, y} = frame(series, top, since);
+    const points = b.tokens.map((v, i) => (v === null ? null : [LEFT + (i + 0.5) * slot, y(Math.max(0, v)), v,
+                                                               series.start + i * series.minute_s]))
+      .filter((p) => p);
+    if (b.now !== null && b.now !== undefined) points.push([W - RIGHT, y(Math.max(0, b.now)), b.now, null]);
+    const words = b.now !== null && b.now !== undefined ? `${b.now.toFixed(1)} of ${b.limit} tokens now` : "not read yet";
+    const heading = `Budget ${b.label}: tokens left, the lowest reading of each minute`;
+    const svg = s("svg", {class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "data-points": points.length,
+                          "aria-label": `${heading}, the last ${series.minutes} minutes; ${words}`},
+      s("title", {text: `${heading}: ${words}`}), parts,
+      points.length > 1 ? s("polyline", {class: "level", points: points.map((p) => `${p[0]},${p[1]}`).join(" ")}) : null,
+      points.map(([x, py, v, minute]) => s("circle", {class: minute === null ? "point now" : "point", cx: x, cy: py, r: 2.5,
+                                                      "data-value": v, "data-minute": minute},
+        s("title", {text: `${minute === null ? "now" : hhmm(minute)}: ${v.toFixed(1)} tokens`}))));
+    const legend = h("div", {class: "chart-legend"},
+      h("span", {}, `burst ${b.limit} · ${b.rate}/min` + (b.shadow ? " · shadow" : "") + ` · ${words}`));
+    return chartBox(`budget-${b.kind}`, heading, svg, legend);
+  }
+
+  function charts(r) {
+    const series = r.series;
+    if (!series) return null;
+    const actionColour = (k) => `k-${ACTION_COLOURS.has(k) ? k : "other"}`;
+    const causeColour = (k, keys) => `p${keys.indexOf(k) % 6}`;
+    return h("section", {class: "charts", "aria-label": `${r.name}: the last ${series.minutes} minutes`},
+      h("h4", {}, `The last ${series.minutes} minutes`,
+        h("small", {class: "muted", text: ` · counting since ${clock(r.since).slice(0, 8)} (the route's start)`})),
+      h("div", {class: "chart-grid"},
+        barChart("actions", "Reminders per minute, by action", series.actions, series, r.since, actionColour,
+                 "no reminder in the last hour"),
+        barChart("refusals", "Refusals per minute, by limit", series.refusals, series, r.since, causeColour,
+                 "no refusal in the last hour"),
+        series.budgets.length ? series.budgets.map((b) => budgetChart(b, series, r.since))
+                              : h("p", {class: "muted chart-box", text: "no budget on this route"})));
+  }
+
+  function verdict(ready) {
+    const cut = ready.text.indexOf(" — ");
+    const head = cut < 0 ? ready.text : ready.text.slice(0, cut);
+    const tone = ready.ready === null ? "unseen" : `${ready.ready ? "yes" : "no"}${ready.seen ? "" : " unseen"}`;
+    return h("p", {class: `verdict ${tone}`, "data-ready": ready.verdict},
+      h("b", {text: head}), cut < 0 ? null : ready.text.slice(cut));
+  }
+
   function routeCard(r, now) {
     const ready = r.readiness;
     const actions = h("div", {class: "actions"},
       Object.entries(r.actions).filter(([a, n]) => n || ACTIONS.indexOf(a) < 8).map(([a, n]) =>
         h("div", {class: `count ${n ? "" : "zero"}`, "data-action": a},
-          h("b", {text: String(n)}), h("span", {text: a.replace("_", " ")}))));
-    const pending = Object.entries(r.pending);
+          h("b", {text: String(n)}), h("span", {text: label(a)}))));
     const hostClients = r.clients.host.slice(0, 8);
     return h("article", {class: "route", "data-route": r.name},
       h("header", {},
@@ -117,20 +257,26 @@
         r.sessions !== null && r.sessions !== undefined ? h("span", {class: "tag muted", text: `${r.sessions} sessions`}) : null),
       h("div", {class: "route-body"},
         h("div", {class: "col"},
-          h("p", {class: `verdict ${ready.ready ? "yes" : "no"}${ready.seen ? "" : " unseen"}`, "data-ready": ready.verdict},
-            h("b", {text: `ready for enforce: ${ready.verdict}`}), ` — ${ready.evidence}`),
+          verdict(ready),
           ready.note ? h("p", {class: "note", text: ready.note}) : null,
-          h("div", {class: "mixes"}, dialectBar("host", r.dialects.host, now), dialectBar("peer", r.dialects.peer, now)),
+          h("div", {class: "mixes"},
+            h("p", {class: "since muted", "data-since": ready.since,
+                    text: ready.since_start_up ? `seen since ${clock(ready.since).slice(0, 8)} (start-up), each counted once`
+                                               : `seen in the last ${span(ready.window_s)}, since ${dayTime(ready.since)}, each counted once`}),
+            dialectBar("host", r.dialects.host, now), dialectBar("peer", r.dialects.peer, now)),
           hostClients.length ? h("p", {class: "clients"}, h("span", {class: "muted", text: "hosts by name: "}),
             hostClients.map((c, i) => h("span", {class: `client ${c.dialect}`,
-                                                 title: `${c.count} handshakes, last ${ago(c.last_seen, now)}`},
+                                                 title: `${c.hosts} ${c.hosts === 1 ? "host" : "hosts"}, ${c.count} handshakes, ` +
+                                                        `the last ${ago(c.last_seen, now)}`},
               (i ? ", " : "") + `${c.name} (${c.dialect})`))) : null),
         h("div", {class: "col"},
+          h("p", {class: "since muted", text: `reminders since ${clock(r.since).slice(0, 8)} (the route's start)`}),
           actions,
           h("div", {class: "budgets"}, r.budgets.length ? r.budgets.map(gauge) : h("p", {class: "muted", text: "no budget"})),
           h("p", {class: "pending", "data-pending": r.pending_total},
             h("span", {class: "muted", text: "held now: "}),
-            pending.length ? pending.map(([q, n]) => `${q} ${n}`).join(" · ") : "none"))));
+            r.held.length ? r.held.map((q) => `${q.count} ${q.label}`).join(" · ") : "nothing"))),
+      charts(r));
   }
 
   function fillSelect(select, values) {
@@ -141,6 +287,7 @@
   function renderStatus(data) {
     const now = data.time;
     $("window").textContent = span(data.window_s);
+    $("since").textContent = `${hhmm(data.since)} (${ago(data.since, now).replace(" ago", "")})`;
     $("updated").textContent = "updated " + clock(now);
     $("logout").hidden = !data.auth;
     const routes = $("routes");
@@ -185,8 +332,10 @@
       h("td", {class: "mono", text: e.session || "–"}),
       h("td", {text: e.direction === "toward_host" ? "→ host" : e.direction === "toward_peer" ? "→ peer" : "–"}),
       h("td", {}, h("span", {class: `badge ${e.action}`, text: e.action})),
-      h("td", {class: "mono", text: e.reminder_id || "–"}),
-      h("td", {class: "nowrap", text: `${e.source || "–"} → ${e.target || "–"}`}),
+      e.reminder_id ? h("td", {class: "mono", text: e.reminder_id})  // none: a handshake's capabilities, or no valid reminder
+                    : h("td", {class: "muted", text: e.action === "rewritten" ? "the handshake's capabilities" : "no id"}),
+      h("td", {class: "nowrap", text: e.source || e.target ? `${e.source || "not known yet"} → ${e.target || "not known yet"}`
+                                                           : "no dialect seen yet"}),
       h("td", {class: "num", text: e.size === null || e.size === undefined ? "–" : String(e.size)}),
       h("td", {class: "reason", text: e.reason || ""}),
       h("td", {class: "body-col body", hidden: !state.showBodies},
@@ -258,6 +407,7 @@
 
   function init() {
     fillSelect($("filter-action"), ACTIONS);
+    $("opened").textContent = clock(Date.now() / 1000).slice(0, 8);
     for (const name of ["route", "action", "source"]) {
       $(`filter-${name}`).addEventListener("change", (ev) => { state.filters[name] = ev.target.value; applyFilters(); });
     }
