@@ -147,7 +147,7 @@ def main() -> int:
     print(f"load average before/after: {info['load_before']} / {info['load_after']}; commit {info['commit']}; "
           f"{'quick' if args.quick else 'full'} run, {info['seconds']} s")
     own = [row for row in results if not row["scenario"].startswith("peers ")]
-    for line in table(own):
+    for line in table(own) if own else []:
         print(line)
     if len(own) < len(results):
         from bench.alternatives import table as peers_table

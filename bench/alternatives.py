@@ -139,30 +139,33 @@ def _fastmcp(position: str, setting: Setting) -> Launch | str:
     return Launch([str(got.python), FASTMCP_SCRIPT, host, *upstream], "stdout" if host == "http" else None)
 
 
-def _mcp_proxy(position: str, setting: Setting) -> Launch | str:
-    got = setting.installed["mcp-proxy"]
-    if isinstance(got, str):
-        return got
-    program = str(got.program)
-    if position == "stdio → HTTP":
-        return Launch([program, "--transport", "streamablehttp", "--log-level", "WARNING", setting.upstream + "/mcp"])
-    port = free_port()
-    return Launch([program, "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING", *STDIO_SERVER],
-                  port)
-
-
-def _supergateway(stateful: bool) -> Callable[[str, Setting], Launch | str]:
+def _bridge(key: str, stdio_host: Callable[[str, str], list[str]],
+            http_host: Callable[[str, int], list[str]]) -> Callable[[str, Setting], Launch | str]:
+    """A transport bridge run by its own program: ``stdio_host(program, url)`` in front of the
+    HTTP server, ``http_host(program, port)`` in front of the stdio server."""
     def launch(position: str, setting: Setting) -> Launch | str:
-        got = setting.installed["supergateway"]
+        got = setting.installed[key]
         if isinstance(got, str):
             return got
         program = str(got.program)
         if position == "stdio → HTTP":
-            return Launch([program, "--streamableHttp", setting.upstream + "/mcp", "--logLevel", "none"])
+            return Launch(stdio_host(program, setting.upstream + "/mcp"))
         port = free_port()
-        return Launch([program, "--stdio", shlex.join(STDIO_SERVER), "--outputTransport", "streamableHttp",
-                       *(["--stateful"] if stateful else []), "--port", str(port), "--logLevel", "none"], port)
+        return Launch(http_host(program, port), port)
     return launch
+
+
+_mcp_proxy = _bridge(
+    "mcp-proxy", lambda program, url: [program, "--transport", "streamablehttp", "--log-level", "WARNING", url],
+    lambda program, port: [program, "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING",
+                           *STDIO_SERVER])
+
+
+def _supergateway(stateful: bool) -> Callable[[str, Setting], Launch | str]:
+    return _bridge(
+        "supergateway", lambda program, url: [program, "--streamableHttp", url, "--logLevel", "none"],
+        lambda program, port: [program, "--stdio", shlex.join(STDIO_SERVER), "--outputTransport", "streamableHttp",
+                               *(["--stateful"] if stateful else []), "--port", str(port), "--logLevel", "none"])
 
 
 def _contextforge(position: str, setting: Setting) -> Launch | str:
@@ -503,24 +506,29 @@ def run(quick: bool, offline: bool = False) -> list[dict]:
 
 
 
+
+def size(nbytes: float) -> str:
+    return f"{nbytes / 1024:,.1f} KiB" if abs(nbytes) < 1 << 20 else f"{nbytes / (1 << 20):,.1f} MiB"
+
+
 def table(rows: list[dict]) -> list[str]:
-    """The peers rows as a table of their own, one line per proxy and position (a row without
-    numbers gives its reason after the proxy's name)."""
+    """The peers rows as a table of their own, one line per proxy and position, in the order they
+    ran (a row without numbers gives its reason after the proxy's name)."""
     header = ("position", "proxy", "CPU/call", "added p50/p99", "per session", "calls/s", "reminders: standard host",
               "host without support")
-    measured, skipped = [], []
+    lines: list[tuple[str, ...]] = []
     for row in rows:
         position, _, name = row["scenario"].removeprefix("peers ").partition(": ")
         if "skipped" in row:
-            skipped.append((position, name, row["skipped"]))
+            lines.append((position, name, row["skipped"]))
             continue
         v = row["values"]
-        measured.append((position, f"{name} {v['version']}".strip(), f"{v['cpu_us']:,.0f} µs",
-                         f"{v['added_p50_ms']:+.2f}/{v['added_p99_ms']:+.2f} ms",
-                         f"{v['bytes_per_session'] / 1024:,.1f} KiB", f"{v['calls_per_s']:,.0f}",
-                         said(v["reminders"]["standard host"]), said(v["reminders"]["host without support"])))
-    widths = [max(len(line[i]) for line in [header, *measured, *skipped] if i < len(line) and
-                  (i < 2 or line not in skipped)) for i in range(len(header))]
-    lines = [header, tuple("-" * w for w in widths), *measured]
-    out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
-    return out + [f"{position.ljust(widths[0])}  {name.ljust(widths[1])}  {why}" for position, name, why in skipped]
+        lines.append((position, f"{name} {v['version']}".strip(), f"{v['cpu_us']:,.0f} µs",
+                      f"{v['added_p50_ms']:+.2f}/{v['added_p99_ms']:+.2f} ms", size(v["bytes_per_session"]),
+                      f"{v['calls_per_s']:,.0f}", said(v["reminders"]["standard host"]),
+                      said(v["reminders"]["host without support"])))
+    widths = [max(len(line[i]) for line in [header, *lines] if len(line) == len(header) or i < 2)
+              for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() if len(line) == len(header) else
+            f"{line[0].ljust(widths[0])}  {line[1].ljust(widths[1])}  {line[2]}"
+            for line in [header, tuple("-" * w for w in widths), *lines]]

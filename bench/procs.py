@@ -154,12 +154,7 @@ def command_line(pid: int) -> str:
 def reaped_cpu_seconds(pid: int) -> float:
     """CPU of the children ``pid`` has waited for (cutime + cstime): processes it started and that
     ended, e.g. a server started for one request."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return _cpu(pid, 13)
 
 
 def _status(pid: int, field: str) -> int:
@@ -175,12 +170,17 @@ def _status(pid: int, field: str) -> int:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` so far (Linux /proc)."""
+    return _cpu(pid, 11)
+
+
+def _cpu(pid: int, at: int) -> float:
+    """Two CPU fields of /proc/PID/stat from ``at`` (after the command name), added, in seconds."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[at]) + int(fields[at + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def has_proc() -> bool:
