@@ -84,14 +84,8 @@ def free_port() -> int:
 
 
 # -- who takes which position ----------------------------------------------------------------------
-def _needs(key: str) -> Callable[[Setting], object]:
-    """The installed peer ``key``, or the sentence saying why it is not there (a row says it)."""
-    def get(setting: Setting) -> object:
-        return setting.installed[key]
-    return get
-
-
-def _bridge_bridging(flag: str, command: str) -> str:
+def _not_built(flag: str, command: str) -> str:
+    """The row of a position reminder-bridge cannot take yet (issue 23, point 1)."""
     return f"not available in this build (`reminder-bridge {command} --help` offers no {flag})"
 
 
@@ -104,11 +98,11 @@ def _reminder_bridge(position: str, setting: Setting) -> Launch | str:
         return Launch(bridge("stdio", "--", *STDIO_SERVER))
     if position == "HTTP → stdio":
         if not setting.flags.get("upstream-command"):
-            return _bridge_bridging("--upstream-command", "serve")
+            return _not_built("--upstream-command", "serve")
         return Launch(bridge("serve", "--listen", "127.0.0.1:0", "--protocol", "mcp", "--upstream-command", "--",
                              *STDIO_SERVER), "stderr")
     if not setting.flags.get("upstream"):
-        return _bridge_bridging("--upstream", "stdio")
+        return _not_built("--upstream", "stdio")
     return Launch(bridge("stdio", "--upstream", url))
 
 
@@ -190,21 +184,28 @@ def _bare_relay(position: str, setting: Setting) -> Launch | str:
     return Launch(relay_http(setting.upstream), "stdout")
 
 
-#: proxy name → (the positions it takes, how to launch it there)
-PROXIES: dict[str, tuple[tuple[str, ...], Callable[[str, Setting], Launch | str]]] = {
-    "reminder-bridge": (POSITIONS, _reminder_bridge),
-    "nginx": (("HTTP → HTTP",), _nginx),
-    "bare aiohttp relay": (("HTTP → HTTP",), _bare_relay),
-    "FastMCP proxy": (POSITIONS, _fastmcp),
-    "mcp-proxy": (("HTTP → stdio", "stdio → HTTP"), _mcp_proxy),
-    "supergateway (stateful)": (("HTTP → stdio",), _supergateway(True)),
-    "supergateway (stateless)": (("HTTP → stdio",), _supergateway(False)),
-    "supergateway": (("stdio → HTTP",), _supergateway(False)),
+@dataclass(frozen=True)
+class Proxy:
+    """One proxy of the table: the positions it takes, how to launch it there, and the package
+    bench/peer_install.py installs for it (None: reminder-bridge itself, or on the machine)."""
+    positions: tuple[str, ...]
+    launch: Callable[[str, Setting], Launch | str]
+    package: str | None = None
+
+
+PROXIES: dict[str, Proxy] = {
+    "reminder-bridge": Proxy(POSITIONS, _reminder_bridge),
+    "nginx": Proxy(("HTTP → HTTP",), _nginx),
+    "bare aiohttp relay": Proxy(("HTTP → HTTP",), _bare_relay),
+    "FastMCP proxy": Proxy(POSITIONS, _fastmcp, "fastmcp"),
+    "mcp-proxy": Proxy(("HTTP → stdio", "stdio → HTTP"), _mcp_proxy, "mcp-proxy"),
+    "supergateway (stateful)": Proxy(("HTTP → stdio",), _supergateway(True), "supergateway"),
+    "supergateway (stateless)": Proxy(("HTTP → stdio",), _supergateway(False), "supergateway"),
+    "supergateway": Proxy(("stdio → HTTP",), _supergateway(False), "supergateway"),
     # (its `--connect-streamable-http` without `--stdioCommand` only prints the server's GET stream: no stdio host)
-    "ContextForge translate": (("HTTP → stdio",), _contextforge),
+    "ContextForge translate": Proxy(("HTTP → stdio",), _contextforge, "contextforge"),
 }
-#: the peers bench/peer_install.py installs
-INSTALLS = ("fastmcp", "mcp-proxy", "supergateway", "contextforge")
+INSTALLS = tuple(dict.fromkeys(p.package for p in PROXIES.values() if p.package))
 
 
 def _sides(position: str) -> tuple[str, str]:
@@ -446,9 +447,8 @@ class Direct:
 def measure(name: str, position: str, setting: Setting, upstream_port: int, calls: int, seconds: float) -> dict:
     """One row: the proxy ``name`` in ``position``, or a row saying why it has none."""
     scenario = f"peers {position}: {name}"
-    _, launcher = PROXIES[name]
     try:
-        launch = launcher(position, setting)
+        launch = PROXIES[name].launch(position, setting)
     except (OSError, subprocess.SubprocessError) as exc:
         launch = f"could not be set up: {exc}"[:200]
     if isinstance(launch, str):
@@ -483,10 +483,8 @@ def measure(name: str, position: str, setting: Setting, upstream_port: int, call
 
 
 def _version(name: str, setting: Setting) -> str:
-    key = {"FastMCP proxy": "fastmcp", "mcp-proxy": "mcp-proxy", "ContextForge translate": "contextforge"}.get(
-        name, "supergateway" if name.startswith("supergateway") else None)
-    got = setting.installed.get(key) if key else None
-    return getattr(got, "version", "")
+    package = PROXIES[name].package
+    return getattr(setting.installed.get(package), "version", "") if package else ""
 
 
 def run(quick: bool, offline: bool = False) -> list[dict]:
@@ -498,8 +496,8 @@ def run(quick: bool, offline: bool = False) -> list[dict]:
         setting = Setting(f"http://127.0.0.1:{server.port}", scratch,
                           {key: peer_install.ensure(key, offline) for key in INSTALLS}, bridge_flags())
         for position in POSITIONS:
-            for name, (positions, _) in PROXIES.items():
-                if position in positions:
+            for name, proxy in PROXIES.items():
+                if position in proxy.positions:
                     print(f"    {position}: {name}", file=sys.stderr, flush=True)
                     rows.append(measure(name, position, setting, server.port, calls, seconds))
     return rows
