@@ -14,15 +14,14 @@ import threading
 from typing import Any
 
 
-def start(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
+def start(command: list[str]) -> subprocess.Popen:
     """Spawn ``command`` with pipes on stdin and stdout, stderr inherited (it reaches the host
     untouched). Raises OSError as `subprocess.Popen` does (see `cannot_start`).
 
     From then on SIGINT and SIGTERM go on to the child, as they do once the proxy runs
     (`StdioProxy.run` installs the loop's handlers in place of these): a host that stops the proxy
     while it is still starting stops its server too, and the proxy ends as the child does."""
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0,
-                            env=env, cwd=cwd)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _: proc.send_signal(signum))
     return proc
@@ -56,7 +55,6 @@ class _Pipe:
 
     def __init__(self, child: "ChildTransport", fd: int):
         self.child, self.fd = child, fd
-        self.lost = False
 
     def connection_made(self, transport: Any) -> None:
         pass
@@ -74,14 +72,13 @@ class _Pipe:
         self.child.protocol.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
         self.child.protocol.pipe_connection_lost(self.fd, exc)
 
 
 class ChildTransport:
-    """An already running `subprocess.Popen` as an `asyncio.SubprocessTransport`: its stdin and
-    stdout as loop pipe transports, its exit reported on the loop (a thread waits on it, as
-    asyncio's own child watcher does), on asyncio and uvloop alike."""
+    """An already running `subprocess.Popen` as the part of `asyncio.SubprocessTransport` the stdio
+    proxy uses: its stdin and stdout as loop pipe transports, its exit reported on the loop (a
+    thread waits on it, as asyncio's own child watcher does), on asyncio and uvloop alike."""
 
     def __init__(self, proc: subprocess.Popen, protocol: Any):
         self.proc, self.protocol = proc, protocol
@@ -100,15 +97,6 @@ class ChildTransport:
 
     def send_signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
-
-    def terminate(self) -> None:
-        self.proc.terminate()
-
-    def kill(self) -> None:
-        self.proc.kill()
-
-    def is_closing(self) -> bool:
-        return self.closed
 
     def close(self) -> None:
         """Close the pipes; a child still running is killed (as asyncio's transport does)."""
