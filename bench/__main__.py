@@ -1,5 +1,6 @@
-"""`python -m bench [--quick] [--only NAME ...] [--loop asyncio|uvloop] [--peers] [--json FILE]`: run the
-scenarios, print a table of medians and ratios beside the goals, and write every number to a JSON file.
+"""`python -m bench [--quick] [--only NAME ...] [--loop asyncio|uvloop] [--peers [--peers-offline]] [--json FILE]`:
+run the scenarios, print a table of medians and ratios beside the goals, and write every number to a
+JSON file.
 
 Each scenario runs the proxy as a real process against a real peer on loopback and measures a
 direct baseline in the same run, in alternating rounds (the rewrite-cost scenario runs the
@@ -17,8 +18,8 @@ import sys
 import time
 import traceback
 
-SCENARIOS = ("stdio", "reminders", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood", "state")
-PEERS = "alternatives"  # `--peers`: bench/alternatives.py
+SCENARIOS = ("stdio", "cold_start", "reminders", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood", "state")
+PEERS = "peers"  # `--peers`, or `--only peers`: bench/alternatives.py
 
 
 def machine() -> str:
@@ -66,9 +67,12 @@ def commit() -> str:
         return "?"
 
 
-def run_scenario(name: str, quick: bool) -> list[dict]:
-    module = importlib.import_module(f"bench.{name}")
-    return module.run(quick)
+def run_scenario(name: str, args: argparse.Namespace) -> list[dict]:
+    if name == PEERS:
+        from bench import alternatives
+
+        return alternatives.run(args.quick, offline=args.peers_offline)
+    return importlib.import_module(f"bench.{name}").run(args.quick)
 
 
 def table(results: list[dict]) -> list[str]:
@@ -85,31 +89,48 @@ def table(results: list[dict]) -> list[str]:
             for row in [header, tuple("-" * w for w in widths), *rows]]
 
 
-def main() -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about a minute: smaller inputs, fewer rounds")
-    parser.add_argument("--only", nargs="+", choices=SCENARIOS, metavar="NAME",
-                        help=f"run only these scenarios ({', '.join(SCENARIOS)})")
+    parser.add_argument("--only", nargs="+", choices=(*SCENARIOS, PEERS), metavar="NAME",
+                        help=f"run only these scenarios ({', '.join(SCENARIOS)}; {PEERS}: the peers table alone)")
     parser.add_argument("--json", default="bench/results/latest.json", help="where to write the results")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"),
                         help="run the proxies and relays on this loop (default: as the proxy chooses, uvloop when "
                              "installed)")
     parser.add_argument("--peers", action="store_true",
-                        help="also run other MCP proxies that are installed (FastMCP) in the same scenarios")
-    args = parser.parse_args()
+                        help="also run other MCP proxies (FastMCP, mcp-proxy, supergateway, ContextForge translate, "
+                             "nginx) in every position each takes, beside reminder-bridge; missing ones are installed "
+                             "under the cache directory (bench/peer_install.py)")
+    parser.add_argument("--peers-offline", action="store_true",
+                        help="with --peers: install nothing, use the peers already cached (rows say what is missing)")
+    args = parser.parse_args(argv)
+    if args.peers_offline and not (args.peers or PEERS in (args.only or ())):
+        parser.error("--peers-offline goes with --peers (or --only peers)")
+    if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        parser.error("--loop uvloop needs uvloop: pip install 'reminder-bridge[fast]'")
+    return args
+
+
+def scenarios(args: argparse.Namespace) -> list[str]:
+    """What runs, in order: the scenarios asked for (all by default), then the peers table."""
+    names = [name for name in args.only or SCENARIOS if name != PEERS]
+    return [*names, *([PEERS] if args.peers or PEERS in (args.only or ()) else [])]
+
+
+def main() -> int:
+    args = parse()
     if args.loop:
-        if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
-            parser.error("--loop uvloop needs uvloop: pip install 'reminder-bridge[fast]'")
         os.environ["REMINDER_BRIDGE_LOOP"] = args.loop
     results: list[dict] = []
     timings: dict[str, float] = {}
     load_before = load()
     started_all = time.perf_counter()
-    for name in [*(args.only or SCENARIOS), *([PEERS] if args.peers else [])]:
+    for name in scenarios(args):
         started = time.perf_counter()
         print(f"  running: {name} ...", file=sys.stderr, flush=True)
         try:
-            rows = run_scenario(name, args.quick)
+            rows = run_scenario(name, args)
         except Exception as exc:  # one broken scenario must not hide the others' numbers
             traceback.print_exc()
             rows = [{"scenario": name, "skipped": f"failed: {type(exc).__name__}: {exc}"[:200]}]
@@ -125,8 +146,15 @@ def main() -> int:
     print(f"proxy: {info['proxy']}")
     print(f"load average before/after: {info['load_before']} / {info['load_after']}; commit {info['commit']}; "
           f"{'quick' if args.quick else 'full'} run, {info['seconds']} s")
-    for line in table(results):
+    own = [row for row in results if not row["scenario"].startswith("peers ")]
+    for line in table(own) if own else []:
         print(line)
+    if len(own) < len(results):
+        from bench.alternatives import table as peers_table
+
+        print("\npeers (python -m bench --peers): same run, same servers")
+        for line in peers_table([row for row in results if row["scenario"].startswith("peers ")]):
+            print(line)
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as out:
         json.dump({**info, "timings": timings, "results": results}, out, indent=2, ensure_ascii=False)

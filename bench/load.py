@@ -26,7 +26,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buffer += data
         if self.waiter is not None and not self.waiter.done():
-            response = _cut(self.buffer)
+            response = cut(self.buffer)
             if response is not None:
                 self.waiter.set_result(response)
 
@@ -41,7 +41,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _cut(buffer: bytearray) -> tuple[int, bytes, bytes] | None:
+def cut(buffer: bytearray) -> tuple[int, bytes, bytes] | None:
     end = buffer.find(b"\r\n\r\n")
     if end < 0:
         return None

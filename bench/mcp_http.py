@@ -27,27 +27,58 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
            "Mcp-Protocol-Version": "2025-11-25"}
 
 
+#: what a host that understands standard reminders declares
+STANDARD_HOST = {"experimental": {"reminders": {}}}
+
+
 async def open_session(port: int) -> str:
-    """A warm 2025-11-25 MCP session on ``port`` (initialize, then initialized): its id. The
+    """A warm 2025-11-25 MCP session on ``port`` (initialize, then initialized): its id."""
+    session, _ = await handshake(port)
+    if not session:
+        raise RuntimeError(f"initialize on port {port} gave no Mcp-Session-Id")
+    return session
+
+
+async def handshake(port: int, capabilities: dict | None = None) -> tuple[str, str]:
+    """initialize (declaring ``capabilities``, by default standard reminders), then initialized:
+    the session id ("" from a stateless server) and the protocol version the server chose. The
     answer may be JSON or SSE (other proxies choose)."""
     conn = await connect(port)
     try:
         body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "clientInfo": {"name": "bench", "version": "1"},
-            "capabilities": {"experimental": {"reminders": {}}}}}).encode()
+            "capabilities": STANDARD_HOST if capabilities is None else capabilities}}).encode()
         status, head, answer = await conn.request(post(port, "/mcp", body, HEADERS))
-        session = header(head, "Mcp-Session-Id")
-        if status != 200 or not session or b'"result"' not in answer:
+        if status != 200 or b'"result"' not in answer:
             raise RuntimeError(f"initialize on port {port} failed: {status} {answer[:200]!r}")
+        session = header(head, "Mcp-Session-Id") or ""
+        chosen = next(m["result"]["protocolVersion"] for m in messages(answer) if "result" in m)
         note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-        await conn.request(post(port, "/mcp", note, {**HEADERS, "Mcp-Session-Id": session}))
-        return session
+        await conn.request(post(port, "/mcp", note, session_headers(session, chosen)))
+        return session, chosen
     finally:
         conn.close()
 
 
+def messages(body: bytes) -> list[dict]:
+    """The JSON-RPC messages of an answer: a JSON body, or every `data:` line of an SSE one."""
+    if body.lstrip().startswith((b"{", b"[")):
+        found = json.loads(body)
+        return found if isinstance(found, list) else [found]
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data:") and line[5:].strip().startswith(b"{"):
+            out.append(json.loads(line[5:]))
+    return out
+
+
+def session_headers(session: str, version: str = "2025-11-25") -> dict[str, str]:
+    """The headers of every request after initialize (no session id toward a stateless server)."""
+    return {**HEADERS, "Mcp-Protocol-Version": version, **({"Mcp-Session-Id": session} if session else {})}
+
+
 def _maker(port: int, session: str):
-    headers = {**HEADERS, "Mcp-Session-Id": session}
+    headers = session_headers(session)
     head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port
             + "".join(f"{k}: {v}\r\n" for k, v in headers.items())).encode()
     before = b'{"jsonrpc":"2.0","id":'

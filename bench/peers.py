@@ -10,7 +10,8 @@
   python -m bench.peers acp-none      an ACP agent over stdio with no reminder support
   python -m bench.peers mcp-flood     an MCP server over stdio that declares Harn reminders and, on
                                       `tools/call flood {rate, seconds, keys}`, sends legacy reminder
-                                      notifications at `rate` per second, then answers
+                                      notifications at `rate` per second, then answers (`{count}`:
+                                      exactly that many); `tools/call echo {text}` answers at once
   python -m bench.peers otlp-sink     an OTLP/HTTP receiver that accepts and drops spans; prints `PORT <n>`
 
 Only aiohttp (a dependency of the proxy) is needed.
@@ -207,9 +208,17 @@ def mcp_flood() -> None:
                 "protocolVersion": "2025-11-25", "serverInfo": {"name": "flood", "version": "1"},
                 "capabilities": {"tools": {}, "_meta": {"harn": {"reminders": {
                     "emit": True, "propagate": ["session"], "roleHints": ["system"]}}}}}})
+        elif method == "tools/call" and ((msg.get("params") or {}).get("name")) == "echo":
+            text = ((msg.get("params") or {}).get("arguments") or {}).get("text", "")
+            send({"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": text}]}})
         elif method == "tools/call":
             args = (msg.get("params") or {}).get("arguments") or {}
-            sent = flood(float(args.get("rate", 100_000)), float(args.get("seconds", 1.0)), int(args.get("keys", 100)))
+            if "count" in args:  # exactly `count` reminders, then the answer
+                os.write(1, "".join(REMINDER_LINE % (i, i, i, i) + "\n" for i in range(int(args["count"]))).encode())
+                sent = {"sent": int(args["count"])}
+            else:
+                sent = flood(float(args.get("rate", 100_000)), float(args.get("seconds", 1.0)),
+                             int(args.get("keys", 100)))
             send({"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": str(sent)}],
                                                                "structuredContent": sent}})
         elif method == "tools/list":

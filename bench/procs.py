@@ -36,24 +36,21 @@ def on_loop(loop: str | None) -> dict[str, str]:
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of ``pid`` and all its descendants still running (`serve --workers`)."""
-    total = cpu_seconds(pid)
-    try:
-        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
-    except OSError:
-        children = []
-    return total + sum(tree_cpu_seconds(int(child)) for child in children)
+    return sum(cpu_seconds(p) for p in descendants(pid))
 
 
 class Process:
     """A background process that announces its port (`PORT <n>` on stdout, or the proxy's
-    `{"event": "listening", …}` line on stderr)."""
+    `{"event": "listening", …}` line on stderr), or is told it (``port``: what other programs'
+    command lines say; their output is dropped)."""
 
-    def __init__(self, argv: list[str], port_from: str | None = "stdout", **popen):
+    def __init__(self, argv: list[str], port_from: str | None = "stdout", port: int = 0, **popen):
         self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if port_from == "stdout" else None,
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE if port_from == "stdout" else
+                                     subprocess.DEVNULL if port else None,
                                      stderr=subprocess.PIPE if port_from == "stderr" else subprocess.DEVNULL,
                                      **popen)
-        self.port = self._wait_port(port_from) if port_from else 0
+        self.port = self._wait_port(port_from) if port_from else port
         if self.port:
             self._wait_listening()
 
@@ -86,8 +83,10 @@ class Process:
         return found[0]
 
     def _wait_listening(self) -> None:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # some peers import a great deal before they listen
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(self.argv[:6])} exited with {self.proc.returncode} before listening")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return
@@ -136,6 +135,28 @@ def rss_kib(pid: int) -> int:
     return _status(pid, "VmRSS")
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it still running."""
+    try:
+        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return [pid]
+    return [pid, *(d for child in children for d in descendants(int(child)))]
+
+
+def command_line(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def reaped_cpu_seconds(pid: int) -> float:
+    """CPU of the children ``pid`` has waited for (cutime + cstime): processes it started and that
+    ended, e.g. a server started for one request."""
+    return _cpu(pid, 13)
+
+
 def _status(pid: int, field: str) -> int:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -149,12 +170,17 @@ def _status(pid: int, field: str) -> int:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` so far (Linux /proc)."""
+    return _cpu(pid, 11)
+
+
+def _cpu(pid: int, at: int) -> float:
+    """Two CPU fields of /proc/PID/stat from ``at`` (after the command name), added, in seconds."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[at]) + int(fields[at + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def has_proc() -> bool:

@@ -22,8 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
-from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
-
 from bridge.display import MAX_SHOWN_ID, clip, safe_json
 from bridge.model import Reminder
 
@@ -91,6 +89,11 @@ class Tracing:
         from opentelemetry.trace import set_span_in_context
 
         self._extract, self._in_context = extract, set_span_in_context
+        from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
+
+        #: the semantic-convention names of the RPC attributes every span carries (imported with the
+        #: SDK: a proxy without spans imports no OpenTelemetry at all)
+        self.rpc_keys = (RPC_SYSTEM_NAME, RPC_SYSTEM, RPC_METHOD)
 
     @classmethod
     def from_settings(cls, telemetry: Any, **kwargs: Any) -> "Tracing":
@@ -230,8 +233,9 @@ class Recorder:
         context = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
             def span_attributes() -> dict[str, Any]:
+                system_name, system, rpc_method = tracing.rpc_keys
                 attrs: dict[str, Any] = {
-                    RPC_SYSTEM_NAME: "jsonrpc", RPC_SYSTEM: "jsonrpc", RPC_METHOD: method or "",
+                    system_name: "jsonrpc", system: "jsonrpc", rpc_method: method or "",
                     "bridge.protocol": protocol, "bridge.route": self.route, "bridge.stage": stage,
                     "reminder.action": action, "reminder.source_dialect": source or "",
                     "reminder.target_dialect": target or "",

@@ -14,15 +14,14 @@ import importlib.util
 import os
 import platform
 import sys
-from importlib.metadata import PackageNotFoundError, version
-
-from bridge.rules import check_files
 
 PROTOCOLS = ("mcp", "acp", "a2a")
 DIALECTS = ("auto", "standard", "legacy", "none")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from bridge.rules import check_files
+
     problems = check_files(args.files)
     for problem in problems:
         print(problem)
@@ -52,6 +51,8 @@ def installed(module: str) -> bool:
 
 def version_text() -> str:
     """What `--version` prints: the version, Python, the event loop `stdio`/`serve` use, the extras found."""
+    from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only for --version
+
     from bridge.loop import loop_name
 
     try:
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(version_text())  # without building the parser, whose options import the rules schema (pydantic)
+        return 0
     args = build_parser().parse_args(argv)
     if not getattr(args, "reloads", False):  # only `stdio` and `serve` reload on SIGHUP (see `hangup`)
         hangup.release()

@@ -4,7 +4,6 @@ start without aiohttp)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import signal
@@ -12,17 +11,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bridge.cli import workers
 from bridge.cli.readiness import degraded
-from bridge.cli.reloading import watch_rules
-from bridge.loop import loop_name
-from bridge.loop import run as run_loop
-from bridge.policy import Policy
-from bridge.policy.reload import RulesFile
 from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, check_origins, host_dialect_problem
-from bridge.telemetry import Tracing
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported when `serve` runs: every other command starts without them
+    from bridge.cli import workers
+    from bridge.policy.reload import RulesFile
+    from bridge.telemetry import Tracing
     from bridge.transports.http import HttpProxy, HttpRoute
 
 #: `--flag` → the `[limits]` key it overrides.
@@ -89,6 +84,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
                  limits: Limits | None = None, shared: Any = None) -> list[HttpRoute]:
     """The routes to serve; ``shared``: the state backend every route's policy and flows use
     (None: this process's memory)."""
+    from bridge.policy import Policy
     from bridge.transports.http import HttpRoute
 
     dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
@@ -128,7 +124,11 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
 def _cmd_serve(args: Any) -> int:
     from bridge.admin import split_hostport
+    from bridge.cli import workers
+    from bridge.loop import run as run_loop
+    from bridge.policy.reload import RulesFile
     from bridge.rules import RulesError, load_rules
+    from bridge.telemetry import Tracing
 
     rules = None
     try:
@@ -188,9 +188,13 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
                worker: workers.Worker | None = None) -> int:
     """Serve until SIGTERM/SIGINT. As one of `--workers N` (``worker``), listen with SO_REUSEPORT,
     serve the admin port only in the first worker, and tell the supervisor, not stderr, when listening."""
+    import asyncio
+
     from aiohttp import web
 
     from bridge.admin import AdminError
+    from bridge.cli.reloading import watch_rules
+    from bridge.loop import loop_name
     from bridge.transports.guard import guarded_site
 
     loop = asyncio.get_running_loop()

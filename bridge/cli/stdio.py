@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.cli.readiness import degraded
-from bridge.cli.reloading import watch_rules
-from bridge.loop import run as run_loop
-from bridge.policy import Policy
-from bridge.policy.reload import RulesFile
 from bridge.rules import (
     HOST_ADAPTERS, HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, host_dialect_problem, load_rules,
 )
-from bridge.telemetry import Recorder, Tracing
-from bridge.transports.stdio import MAX_LINE, StdioProxy
+from bridge.transports import child
+
+if TYPE_CHECKING:
+    from bridge.policy.reload import RulesFile
+    from bridge.transports.stdio import StdioProxy
+
+# What the route needs beyond its rules (the pipeline, telemetry, state, the loop) is imported in
+# _cmd_stdio once the child is started, so the child's start-up and these imports overlap.
 
 
 def add_stdio_parser(sub: Any) -> None:
@@ -32,7 +34,7 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
                    help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
                         "limited and why; info logs every decision")
-    p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
+    p.add_argument("--max-line", type=int, help=argparse.SUPPRESS)  # default: bridge.transports.stdio.MAX_LINE
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     p.set_defaults(func=_cmd_stdio, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
@@ -58,7 +60,6 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
-        rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen))
     dialect = args.host_dialect or settings.host_dialect
     # a host adapter belongs to one protocol: it settles a protocol left to detection
     protocol = args.protocol or settings.protocol or HOST_ADAPTERS.get(dialect, (None,))[0]
@@ -66,22 +67,40 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2
+    try:  # first the child (the host waits for its answer), then what the route needs
+        started = child.start(command)
+    except OSError as exc:
+        message, code = child.cannot_start(command, exc)
+        sys.stderr.write(message)
+        return code
+
+    def refuse(message: str) -> int:
+        """A setting refused once the child runs: the child is stopped, the host told why."""
+        child.stop(started)
+        sys.stderr.write(f"reminder-bridge: {message}\n")
+        return 2
+
+    from bridge.loop import run as run_loop
+    from bridge.policy import Policy
+    from bridge.policy.reload import RulesFile
+    from bridge.telemetry import Recorder, Tracing
+    from bridge.transports.stdio import MAX_LINE, StdioProxy
+
+    rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen)) if rules is not None else None
     try:
         tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
     except RuntimeError as exc:  # the otlp exporter without its optional extra
-        sys.stderr.write(f"reminder-bridge: {exc}\n")
-        return 2
+        return refuse(str(exc))
     recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
     from bridge.cli.shared_state import open_shared, state_settings
 
     try:  # a fleet of sidecars may share one per-server budget
         shared = open_shared(state_settings(args.state, rules), recorder.log)
     except (ValueError, RuntimeError) as exc:
-        sys.stderr.write(f"reminder-bridge: {exc}\n")
-        return 2
+        return refuse(str(exc))
     policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
-    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect, args.max_line,
-                       policy=policy)
+    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
+                       args.max_line or MAX_LINE, policy=policy, started=started)
     admin = args.admin
     token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
     if rules is not None:
@@ -93,6 +112,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
                                shared), "stdio")
     finally:
         tracing.shutdown()
+        if proxy.child is None:  # refused before the proxy took the child over (an --admin that cannot listen)
+            child.stop(started)
 
 
 def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
@@ -117,6 +138,8 @@ def _running(rules: Rules, name: str, chosen: str | None) -> dict[str, RouteSett
 
 async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: RulesFile | None,
                  admin_settings: Any = None, shared: Any = None) -> int:
+    from bridge.cli.reloading import watch_rules
+
     runner = None
     if shared is not None:
         await shared.check()  # never raises: a Redis that refuses starts the proxy degraded

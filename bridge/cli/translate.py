@@ -4,14 +4,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.jsonrpc import dumps
 from bridge.pipeline.commands import HOST, Send, writes
-from bridge.pipeline.factory import make_flow
-from bridge.policy import Policy
 from bridge.rules import HOST_ADAPTERS, RouteSettings, host_dialect_problem
-from bridge.telemetry import Recorder
+
+if TYPE_CHECKING:  # the pipeline is imported when a message is translated, not for every command line
+    from bridge.telemetry import Recorder
 
 
 def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[str, ...]) -> None:
@@ -27,6 +27,9 @@ def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[s
 def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
               recorder: Recorder | None = None) -> list[Any]:
     """What the proxy writes for one message: every command that puts bytes on a wire, in order."""
+    from bridge.pipeline.factory import make_flow
+    from bridge.policy import Policy
+
     host, peer = (target, source) if toward == HOST else (source, target)
     extra: dict[str, Any] = {"peer_declared": True} if protocol == "mcp" else {}
     flow = make_flow(protocol, RouteSettings(), recorder, host_dialect=host, peer_dialect=peer,

@@ -18,7 +18,6 @@ import selectors
 import signal
 import stat
 import subprocess
-import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
@@ -29,6 +28,7 @@ from bridge.policy import Policy
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
+from bridge.transports.child import ChildTransport, attach
 from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
@@ -334,8 +334,10 @@ class StdioProxy:
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
-                 max_line: int = MAX_LINE, policy: Policy | None = None):
+                 max_line: int = MAX_LINE, policy: Policy | None = None, *, started: subprocess.Popen):
         self.command = command
+        #: the child, started by `bridge.transports.child.start` before the proxy's imports (cold start)
+        self.started = started
         self.settings = settings
         self.policy = policy or Policy(settings, route=recorder.route)
         self.protocol = protocol
@@ -358,7 +360,7 @@ class StdioProxy:
         self._backlog_full = False
         self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
         self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
-        self.child: asyncio.SubprocessTransport | None = None
+        self.child: ChildTransport | None = None
         self._child_stdin: asyncio.WriteTransport | None = None
         self._host_reader: asyncio.ReadTransport | None = None
         self._host_writer: asyncio.WriteTransport | None = None
@@ -379,12 +381,7 @@ class StdioProxy:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._finished = loop.create_future()
-        try:
-            self.child, _ = await loop.subprocess_exec(lambda: _Child(self), *self.command, stdin=subprocess.PIPE,
-                                                       stdout=subprocess.PIPE, stderr=None)
-        except OSError as exc:
-            sys.stderr.write(f"reminder-bridge: cannot start {self.command[0]!r}: {exc.strerror or exc}\n")
-            return 127 if isinstance(exc, FileNotFoundError) else 126
+        self.child, _ = await attach(self.started, lambda: _Child(self))
         self.recorder.info("child_started", pid=self.child.get_pid(), command=self.command[0])
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
