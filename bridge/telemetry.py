@@ -22,8 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
-from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
-
 from bridge.display import MAX_SHOWN_ID, clip, safe_json
 from bridge.model import Reminder
 
@@ -38,6 +36,10 @@ FOLLOW_UPS = frozenset({"rendered", "attached", "synthesized"})
 QUIET = frozenset({"rate_limited", "coalesced"})
 #: Upper bounds (seconds) of the rewrite-latency histogram.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+#: Span attributes named by the OpenTelemetry semantic conventions (`rpc.system.name`, which
+#: replaced `rpc.system`, still written since spec §9 names it), as plain strings: the conventions
+#: package publishes the RPC names only in its private `_incubating` modules.
+RPC_SYSTEM_NAME, RPC_SYSTEM, RPC_METHOD = "rpc.system.name", "rpc.system", "rpc.method"
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 _RECORDERS: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
