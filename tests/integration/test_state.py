@@ -378,7 +378,7 @@ async def test_an_error_reply_or_an_unreadable_answer_is_unavailable_never_raise
                 with pytest.raises(StateUnavailable):
                     await attempt()
             await _until(lambda: not state.degraded, within=5.0)
-        assert dict(state.failures) == {"error": 1, "malformed": 1}
+        assert state.stats()["failures"] == {"error": 1, "malformed": 1}
         assert log.events() == ["state_unavailable", "state_recovered"] * 2
         causes = [fields["cause"] for event, fields in log.lines if event == "state_unavailable"]
         assert causes == ["error", "malformed"]
