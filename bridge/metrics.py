@@ -25,22 +25,19 @@ from prometheus_client.metrics_core import Metric
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
-class Children:
-    """The labelled children of one metric, each looked up once: `labels()` validates and takes a
-    lock on every call, which the per-reminder path should not pay.  Label values are the proxy's
-    own words (protocols, actions, stages, scope kinds, rules keys), never a client's, so the
-    table stays small."""
-
-    __slots__ = ("metric", "found")
+class Children(dict):
+    """The labelled children of one metric by their label values, each looked up once:
+    `children[labels].inc()` is a dict lookup, where `labels()` validates and takes a lock on every
+    call, which the per-reminder path should not pay.  Label values are the proxy's own words
+    (protocols, actions, stages, scope kinds, rules keys), never a client's, so the table stays
+    small."""
 
     def __init__(self, metric: Any):
+        super().__init__()
         self.metric = metric
-        self.found: dict[tuple[str, ...], Any] = {}
 
-    def __call__(self, *labels: str) -> Any:
-        child = self.found.get(labels)
-        if child is None:
-            child = self.found[labels] = self.metric.labels(*labels)
+    def __missing__(self, labels: tuple[str, ...]) -> Any:
+        child = self[labels] = self.metric.labels(*labels)
         return child
 
 

@@ -203,7 +203,7 @@ class Recorder:
         the flow keeps the reminder's state under) and ``direction`` (toward_host | toward_peer)
         only reach listeners."""
         if self.metrics is not None:
-            self.metrics.reminders(protocol, self.route, action, stage).inc()
+            self.metrics.reminders[protocol, self.route, action, stage].inc()
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
                       "stage": stage, "source": source, "target": target, "reason": why,
@@ -262,33 +262,33 @@ class Recorder:
 
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
         if self.metrics is not None:
-            self.metrics.budget_rejections(protocol, self.route, scope.split(":", 1)[0],
-                                           "true" if shadow else "false").inc()
+            self.metrics.budget_rejections[protocol, self.route, scope.split(":", 1)[0],
+                                           "true" if shadow else "false"].inc()
 
     def trust_refused(self, protocol: str, limit: str) -> None:
         if self.metrics is not None:
-            self.metrics.trust_refusals(protocol, self.route, limit).inc()
+            self.metrics.trust_refusals[protocol, self.route, limit].inc()
 
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
         if self.metrics is not None:
-            self.metrics.rewrite_duration(protocol, self.route).observe(seconds)
+            self.metrics.rewrite_duration[protocol, self.route].observe(seconds)
 
     def reloaded(self, result: str, field: str) -> None:
         """A rules reload: ``result`` ok | refused; ``field`` the setting that decided it (`upstream`/
         `path` moved live, or what refused the file: `problems`, `routes`, `protocol`, `upstream`,
         `path`; "" for an ordinary reload)."""
         if self.metrics is not None:
-            self.metrics.reloads(self.route, result, field).inc()
+            self.metrics.reloads[self.route, result, field].inc()
 
     def session_ended(self, reason: str) -> None:
         """serve: an MCP session's state dropped: evicted | expired | closed."""
         if self.metrics is not None:
-            self.metrics.sessions_ended(self.route, reason).inc()
+            self.metrics.sessions_ended[self.route, reason].inc()
 
     def request_refused(self, reason: str) -> None:
         """serve: a request the proxy refused itself: origin | max_body_bytes | max_inflight_bytes."""
         if self.metrics is not None:
-            self.metrics.http_refused(self.route, reason).inc()
+            self.metrics.http_refused[self.route, reason].inc()
 
     # -- what has been counted (the console, the demo's summary, tests): read from the metrics ------
     def _totals(self, family: str) -> Counter[tuple[str, ...]]:
