@@ -37,7 +37,8 @@ from bridge.console import STATIC
 from bridge.console.feed import Feed
 from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels, sample_budgets
 from bridge.console.timeline import SAMPLE_S
-from bridge.telemetry import LATENCY_BUCKETS, Recorder, collectors, recorders
+from bridge.metrics import merged
+from bridge.telemetry import Recorder, collectors, recorders
 from bridge.throttle import Throttle
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
@@ -47,57 +48,12 @@ class AdminError(RuntimeError):
     """The admin port could not be served (e.g. its address is in use): said in one line, no traceback."""
 
 
-#: The families `prometheus_text` and `/metrics` serve, in order: (name, type, help, label names).
-#: Counters are named with their `_total` sample name, as the text format shows them.  ``own``: the
-#: admin port's own collectors (its feed and its throttle), after the process-wide ones.
-def _families(group: list[Recorder], own: Iterable[Any] = ()) -> Iterable[
-        tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
-    yield ("reminder_bridge_reminders_total", "counter",
-           "Reminder decisions by protocol, route, action and the stage they were taken in (observe: would have).",
-           [("", {"protocol": p, "route": r, "action": a, "stage": s}, n)
-            for rec in group for (p, r, a, s), n in sorted(rec.staged.items())])
-    yield ("reminder_bridge_budget_rejections_total", "counter",
-           "Reminders over budget, by the kind of bucket that refused; shadow=\"true\" were only counted.",
-           [("", {"protocol": p, "route": r, "scope": k, "shadow": sh}, n)
-            for rec in group for (p, r, k, sh), n in sorted(rec.budget_rejections.items())])
-    yield ("reminder_bridge_trust_refusals_total", "counter",
-           "Reminders refused by a trust limit, by the limit.",
-           [("", {"protocol": p, "route": r, "limit": lim}, n)
-            for rec in group for (p, r, lim), n in sorted(rec.trust_refusals.items())])
-    hist: list[tuple[str, dict[str, str], float]] = []
-    for rec in group:
-        for (p, r), h in sorted(rec.latency.items()):
-            cumulative = 0
-            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), h.counts):
-                cumulative += n
-                hist.append(("_bucket", {"protocol": p, "route": r, "le": _num(bound)}, cumulative))
-            hist.append(("_count", {"protocol": p, "route": r}, h.count))
-            hist.append(("_sum", {"protocol": p, "route": r}, h.sum))
-    yield ("reminder_bridge_rewrite_duration_seconds", "histogram",
-           "Time to decode, police and re-encode a message the proxy rewrote.", hist)
-    yield ("reminder_bridge_pending_reminders", "gauge",
-           "Reminders held now, by queue (coalesce, hold, tool_result, ...).",
-           [("", {"protocol": p, "route": r, "queue": q}, n)
-            for rec in group for (p, r, q), n in sorted(rec.pending().items())])
-    yield ("reminder_bridge_rules_reloads_total", "counter",
-           "Rules reloads, applied or refused, by route and by the setting that decided it (field).",
-           [("", {"route": rec.route, "result": res, "field": why}, n)
-            for rec in group for (res, why), n in sorted(rec.reloads.items())])
-    yield ("reminder_bridge_sessions_ended_total", "counter",
-           "serve: MCP sessions whose state the proxy dropped: evicted (the table was full), expired (idle), "
-           "closed (DELETE).",
-           [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.sessions_ended.items())])
-    yield ("reminder_bridge_http_refused_total", "counter",
-           "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
-           [("", {"route": rec.route, "reason": why}, n) for rec in group for why, n in sorted(rec.http_refused.items())])
-    for collector in (*collectors(), *own):
-        yield from collector.families()
-
-
 class BridgeCollector:
-    """A `prometheus_client` collector over the project's own counters: every family of the
-    Recorders ``group()`` returns, plus those of `bridge.telemetry.collectors()` (e.g. `serve`'s
-    connection guard) and of ``own``.  Nothing is counted twice: it reads them at each scrape."""
+    """What `/metrics` serves, as one prometheus_client collector: the registry of every Recorder
+    ``group()`` returns (one per route), the collectors registered for the process
+    (`bridge.telemetry.collectors()`: `serve`'s connection guard, shared state, outbox stores) and
+    ``own`` (the admin port's: its throttle, its feed), merged into one family per name
+    (`bridge.metrics.merged`).  Read at each scrape: nothing is counted twice."""
 
     def __init__(self, group: Callable[[], Iterable[Recorder]], own: Iterable[Any] = ()):
         self.group = group
@@ -107,9 +63,21 @@ class BridgeCollector:
         return []  # no fixed set of names: never collect at registration time
 
     def collect(self) -> Iterable[Metric]:
-        for name, kind, help_text, samples in _families(list(self.group()), self.own):
-            family = Metric(name[: -len("_total")] if kind == "counter" and name.endswith("_total") else name,
-                            help_text, kind)
+        routes = [r.metrics.registry for r in self.group() if r.metrics is not None]
+        return merged([*routes, *collectors(), *(_Families(o) if hasattr(o, "families") else o for o in self.own)])
+
+
+class _Families:
+    """A collector over an object that still describes its families as tuples, ``families()`` →
+    [(name, kind, help, [(suffix, labels, value), ...]), ...] (the console's feed, until it keeps
+    prometheus_client types itself: docs/decisions.md)."""
+
+    def __init__(self, source: Any):
+        self.source = source
+
+    def collect(self) -> Iterable[Metric]:
+        for name, kind, help_text, samples in self.source.families():
+            family = Metric(name.removesuffix("_total") if kind == "counter" else name, help_text, kind)
             for suffix, labels, value in samples:
                 family.add_sample(name + suffix, {k: str(v) for k, v in labels.items()}, float(value))
             yield family
@@ -126,12 +94,6 @@ def prometheus_text(recorder: Recorder | Iterable[Recorder]) -> str:
     text format, as `/metrics` serves it to a scraper that does not ask for OpenMetrics."""
     group = [recorder] if isinstance(recorder, Recorder) else list(recorder)
     return generate_latest(registry_of(lambda: group)).decode()
-
-
-def _num(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def split_hostport(value: str) -> tuple[str, int]:

@@ -1,5 +1,6 @@
-"""What the proxy did and why (spec §9): counters, a latency histogram, pending-queue gauges,
-OpenTelemetry spans and one structured JSON log line per notable decision.
+"""What the proxy did and why (spec §9): counters, a latency histogram, pending-queue gauges (in
+prometheus_client's own types: `bridge.metrics`), OpenTelemetry spans and one structured JSON log
+line per notable decision.
 
 Flows only ever call `Recorder.reminder(...)` (through `Flow.record`) and `Recorder.carrier(...)`
 (through `Flow.stamp`); every OpenTelemetry call is in this module, and the SDK is imported
@@ -13,17 +14,19 @@ which keys (W3C `traceparent`/`tracestate` and `baggage` by default) a carrier h
 """
 from __future__ import annotations
 
-import bisect
 import functools
 import sys
 import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bridge.display import MAX_SHOWN_ID, clip, safe_json
 from bridge.model import Reminder
+
+if TYPE_CHECKING:
+    from bridge.metrics import RouteMetrics
 
 #: The actions a reminder can meet (spec §9 `reminder.action`); `channel`: sent as a Claude Code
 #: channel event (spec §11), told apart from `rewritten` because it lands in a live session.
@@ -34,8 +37,10 @@ FOLLOW_UPS = frozenset({"rendered", "attached", "synthesized"})
 #: Decisions that are a budget working as configured: counted always, logged at info (a flood
 #: of them must not become a flood of log lines).
 QUIET = frozenset({"rate_limited", "coalesced"})
-#: Upper bounds (seconds) of the rewrite-latency histogram.
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+#: Span attributes named by the OpenTelemetry semantic conventions (`rpc.system.name`, which
+#: replaced `rpc.system`, still written since spec §9 names it), as plain strings: the conventions
+#: package publishes the RPC names only in its private `_incubating` modules.
+RPC_SYSTEM_NAME, RPC_SYSTEM, RPC_METHOD = "rpc.system.name", "rpc.system", "rpc.method"
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 _RECORDERS: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
@@ -89,11 +94,6 @@ class Tracing:
         from opentelemetry.trace import set_span_in_context
 
         self._extract, self._in_context = extract, set_span_in_context
-        from opentelemetry.semconv._incubating.attributes.rpc_attributes import RPC_METHOD, RPC_SYSTEM, RPC_SYSTEM_NAME
-
-        #: the semantic-convention names of the RPC attributes every span carries (imported with the
-        #: SDK: a proxy without spans imports no OpenTelemetry at all)
-        self.rpc_keys = (RPC_SYSTEM_NAME, RPC_SYSTEM, RPC_METHOD)
 
     @classmethod
     def from_settings(cls, telemetry: Any, **kwargs: Any) -> "Tracing":
@@ -147,37 +147,21 @@ def configure(tracing: Tracing) -> Tracing:
     return previous
 
 
-class Histogram:
-    __slots__ = ("counts", "sum", "count")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.sum += seconds
-        self.count += 1
-
-
 class Recorder:
-    """Counts reminder decisions by (protocol, route, action), traces them and logs the notable ones."""
+    """Counts reminder decisions by (protocol, route, action, stage), traces them and logs the notable ones.
+
+    ``metrics=False``: count nothing (a stdio proxy without an admin port, where nothing could
+    read a metric: it never loads prometheus_client)."""
 
     def __init__(self, route: str = "default", log: TextIO | None = None, log_level: str = "warning",
-                 tracing: Tracing | None = None):
+                 tracing: Tracing | None = None, metrics: bool = True):
         self.route = route
-        self.counts: Counter[tuple[str, str, str]] = Counter()
-        #: the same decisions with the stage they were taken in (`observe` = would have happened)
-        self.staged: Counter[tuple[str, str, str, str]] = Counter()
-        self.budget_rejections: Counter[tuple[str, str, str, str]] = Counter()  # protocol, route, scope kind, shadow
-        self.trust_refusals: Counter[tuple[str, str, str]] = Counter()  # protocol, route, limit
-        #: (ok | refused, the setting that decided it: `upstream`/`path` moved live, or what refused the
-        #: file: `problems`, `routes`, `protocol`, `upstream`, `path`; "" for an ordinary reload)
-        self.reloads: Counter[tuple[str, str]] = Counter()
-        self.http_refused: Counter[str] = Counter()  # serve: origin | max_body_bytes | max_inflight_bytes | ...
-        self.sessions_ended: Counter[str] = Counter()  # serve: evicted | expired | closed
-        self.latency: dict[tuple[str, str], Histogram] = {}
+        #: this route's counters and histogram (prometheus_client's), or None: nothing is counted
+        self.metrics: RouteMetrics | None = None
+        if metrics:
+            from bridge.metrics import RouteMetrics
+
+            self.metrics = RouteMetrics(self)
         self._flows: weakref.WeakSet[Any] = weakref.WeakSet()
         #: add-ons told of every decision, handshake and refusal (the console's live feed): objects
         #: with `decision(record: dict)`, `handshake(record: dict)` and `refusal(record: dict)`;
@@ -221,8 +205,8 @@ class Recorder:
         without one): `carrier` puts it into the message the decision rewrote. ``session`` (whatever key
         the flow keeps the reminder's state under) and ``direction`` (toward_host | toward_peer)
         only reach listeners."""
-        self.counts[(protocol, self.route, action)] += 1
-        self.staged[(protocol, self.route, action, stage)] += 1
+        if self.metrics is not None:
+            self.metrics.reminders[protocol, self.route, action, stage].inc()
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
                       "stage": stage, "source": source, "target": target, "reason": why,
@@ -233,9 +217,8 @@ class Recorder:
         context = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
             def span_attributes() -> dict[str, Any]:
-                system_name, system, rpc_method = tracing.rpc_keys
                 attrs: dict[str, Any] = {
-                    system_name: "jsonrpc", system: "jsonrpc", rpc_method: method or "",
+                    RPC_SYSTEM_NAME: "jsonrpc", RPC_SYSTEM: "jsonrpc", RPC_METHOD: method or "",
                     "bridge.protocol": protocol, "bridge.route": self.route, "bridge.stage": stage,
                     "reminder.action": action, "reminder.source_dialect": source or "",
                     "reminder.target_dialect": target or "",
@@ -282,11 +265,13 @@ class Recorder:
 
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
         kind = scope.split(":", 1)[0]
-        self.budget_rejections[(protocol, self.route, kind, "true" if shadow else "false")] += 1
+        if self.metrics is not None:
+            self.metrics.budget_rejections[protocol, self.route, kind, "true" if shadow else "false"].inc()
         self._refused(protocol, "budget", kind, shadow)
 
     def trust_refused(self, protocol: str, limit: str) -> None:
-        self.trust_refusals[(protocol, self.route, limit)] += 1
+        if self.metrics is not None:
+            self.metrics.trust_refusals[protocol, self.route, limit].inc()
         self._refused(protocol, "trust", limit, False)
 
     def _refused(self, protocol: str, by: str, limit: str, shadow: bool) -> None:
@@ -298,10 +283,52 @@ class Recorder:
                 listener.refusal(record)
 
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
-        hist = self.latency.get((protocol, self.route))
-        if hist is None:
-            hist = self.latency[(protocol, self.route)] = Histogram()
-        hist.observe(seconds)
+        if self.metrics is not None:
+            self.metrics.rewrite_duration[protocol, self.route].observe(seconds)
+
+    def reloaded(self, result: str, field: str) -> None:
+        """A rules reload: ``result`` ok | refused; ``field`` the setting that decided it (`upstream`/
+        `path` moved live, or what refused the file: `problems`, `routes`, `protocol`, `upstream`,
+        `path`; "" for an ordinary reload)."""
+        if self.metrics is not None:
+            self.metrics.reloads[self.route, result, field].inc()
+
+    def session_ended(self, reason: str) -> None:
+        """serve: an MCP session's state dropped: evicted | expired | closed."""
+        if self.metrics is not None:
+            self.metrics.sessions_ended[self.route, reason].inc()
+
+    def request_refused(self, reason: str) -> None:
+        """serve: a request the proxy refused itself: origin | max_body_bytes | max_inflight_bytes."""
+        if self.metrics is not None:
+            self.metrics.http_refused[self.route, reason].inc()
+
+    # -- what has been counted (the console, the demo's summary, tests): read from the metrics ------
+    def _totals(self, family: str) -> Counter[tuple[str, ...]]:
+        return self.metrics.totals(getattr(self.metrics, family)) if self.metrics is not None else Counter()
+
+    @property
+    def staged(self) -> Counter[tuple[str, ...]]:
+        """Decisions by (protocol, route, action, stage), stage `observe` = would have happened."""
+        return self._totals("reminders")
+
+    @property
+    def counts(self) -> Counter[tuple[str, ...]]:
+        """Decisions by (protocol, route, action), whatever the stage."""
+        out: Counter[tuple[str, ...]] = Counter()
+        for (protocol, route, action, _), n in self.staged.items():
+            out[(protocol, route, action)] += n
+        return out
+
+    @property
+    def budget_rejections(self) -> Counter[tuple[str, ...]]:
+        """By (protocol, route, scope kind, shadow "true"|"false")."""
+        return self._totals("budget_rejections")
+
+    @property
+    def trust_refusals(self) -> Counter[tuple[str, ...]]:
+        """By (protocol, route, limit)."""
+        return self._totals("trust_refusals")
 
     def handshake(self, side: str, dialect: str, *, protocol: str, client: str | None = None,
                   version: str | None = None, capabilities: Any = None, scope: Any = None) -> None:
@@ -359,12 +386,14 @@ def recorders() -> Iterable[Recorder]:
     return list(_RECORDERS)
 
 
-#: Metric families beyond the reminder decisions: objects with `families()` returning
-#: [(name, kind, help, [(suffix, labels, value), ...]), ...] (e.g. `serve`'s connection guard).
+#: Metric families beyond the routes' own: prometheus_client collectors (objects with `collect()`
+#: yielding its metric families), e.g. `serve`'s connection guard, shared state, outbox stores.
+#: Held weakly: a collector leaves `/metrics` with its owner.
 _COLLECTORS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def register_collector(collector: Any) -> None:
+    """Serve ``collector``'s families on the admin port (every one in the process)."""
     _COLLECTORS.add(collector)
 
 

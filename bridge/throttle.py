@@ -16,10 +16,11 @@ from __future__ import annotations
 import ipaddress
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 
 from cachetools import TTLCache
+from prometheus_client import Counter
+from prometheus_client.metrics_core import Metric
 
 
 class Throttle:
@@ -31,7 +32,11 @@ class Throttle:
         self.clock = clock
         #: address -> [wrong tokens so far, locked until]
         self._seen: TTLCache[str, list[float]] = TTLCache(maxsize=addresses, ttl=forget_s, timer=clock)
-        self.outcomes: Counter[str] = Counter()  # wrong | throttled
+        self.failures = Counter(
+            "reminder_bridge_admin_auth_failures",
+            "Admin requests whose token was wrong (wrong), or that brought a token from an address locked out "
+            "for guessing (throttled: not judged).", ("outcome",), registry=None)
+        self._wrong, self._throttled = self.failures.labels("wrong"), self.failures.labels("throttled")
 
     @staticmethod
     def key(address: str | None) -> str:
@@ -52,7 +57,7 @@ class Throttle:
         wait = entry[1] - self.clock() if entry is not None else 0.0
         if wait <= 0:
             return 0
-        self.outcomes["throttled"] += 1
+        self._throttled.inc()
         return max(1, math.ceil(wait))
 
     def failed(self, address: str | None) -> float:
@@ -60,7 +65,7 @@ class Throttle:
         key = self.key(address)
         entry = self._seen.get(key) or [0, 0.0]
         entry[0] += 1
-        self.outcomes["wrong"] += 1
+        self._wrong.inc()
         lock = 0.0
         if entry[0] >= self.free:
             lock = min(self.max_lock_s, self.first_lock_s * 2 ** min(entry[0] - self.free, 32))
@@ -71,9 +76,6 @@ class Throttle:
     def succeeded(self, address: str | None) -> None:
         self._seen.pop(self.key(address), None)
 
-    def families(self) -> Iterable[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
-        """Metric families for `/metrics` (see `bridge.admin`)."""
-        yield ("reminder_bridge_admin_auth_failures_total", "counter",
-               "Admin requests whose token was wrong (wrong), or that brought a token from an address locked out "
-               "for guessing (throttled: not judged).",
-               [("", {"outcome": outcome}, self.outcomes[outcome]) for outcome in ("wrong", "throttled")])
+    def collect(self) -> Iterable[Metric]:
+        """Metric families for `/metrics` (a prometheus_client collector: see `bridge.admin`)."""
+        return self.failures.collect()

@@ -91,7 +91,14 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
     except RuntimeError as exc:  # the otlp exporter without its optional extra
         return refuse(str(exc))
-    recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
+    admin = args.admin
+    token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
+    if rules is not None:
+        if admin is None and "admin" in rules.model_fields_set:
+            admin = rules.admin.listen
+        token = rules.admin.token or token
+    # without an admin port nothing could read a metric: count none (and never load prometheus_client)
+    recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing, metrics=bool(admin))
     from bridge.cli.shared_state import open_shared, state_settings
 
     try:  # a fleet of sidecars may share one per-server budget
@@ -101,12 +108,6 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
     proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
                        args.max_line or MAX_LINE, policy=policy, started=started)
-    admin = args.admin
-    token = os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")
-    if rules is not None:
-        if admin is None and "admin" in rules.model_fields_set:
-            admin = rules.admin.listen
-        token = rules.admin.token or token
     try:
         return run_loop(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None,
                                shared), "stdio")

@@ -29,9 +29,11 @@ def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
     """What the proxy writes for one message: every command that puts bytes on a wire, in order."""
     from bridge.pipeline.factory import make_flow
     from bridge.policy import Policy
+    from bridge.telemetry import Recorder
 
     host, peer = (target, source) if toward == HOST else (source, target)
     extra: dict[str, Any] = {"peer_declared": True} if protocol == "mcp" else {}
+    recorder = recorder or Recorder(metrics=False)  # one conversion: no metric could be read
     flow = make_flow(protocol, RouteSettings(), recorder, host_dialect=host, peer_dialect=peer,
                      policy=Policy(enabled=False), **extra)  # a conversion, not a route: no trust limits or budgets
     frame = data.strip()

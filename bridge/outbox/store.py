@@ -290,23 +290,32 @@ def degraded_reason() -> str | None:
 
 
 class _Metrics:
-    """The stores' metric families (`bridge.telemetry.register_collector`)."""
+    """The stores' metric families, read from each open store's `Health` at every scrape (a
+    prometheus_client collector: `bridge.telemetry.register_collector`)."""
 
-    def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         stores = list(_OPEN)
-        return [
-            ("reminder_bridge_outbox_store_failing", "gauge",
-             "1 while the outbox store's calls fail (locked by another process, disk full, ...).",
-             [("", {"store": str(s.path)}, 1.0 if s.health.failing_since is not None else 0.0) for s in stores]),
-            ("reminder_bridge_outbox_store_errors_total", "counter", "Outbox store calls that failed.",
-             [("", {"store": str(s.path)}, float(s.health.errors)) for s in stores]),
-            ("reminder_bridge_outbox_held", "gauge",
-             "Pulled outbox events stored and not yet written to their own session (it may come back), "
-             "as last counted.", [("", {"store": str(s.path)}, float(s.held_rows)) for s in stores]),
-            ("reminder_bridge_outbox_retries_total", "counter",
-             "Outbox work kept in memory to try again after the store failed it (a reminder to serve, a row "
-             "to mark delivered).", [("", {"store": str(s.path)}, float(s.health.retries)) for s in stores]),
+        families = [
+            GaugeMetricFamily("reminder_bridge_outbox_store_failing",
+                              "1 while the outbox store's calls fail (locked by another process, disk full, ...).",
+                              labels=("store",)),
+            CounterMetricFamily("reminder_bridge_outbox_store_errors", "Outbox store calls that failed.",
+                                labels=("store",)),
+            GaugeMetricFamily("reminder_bridge_outbox_held",
+                              "Pulled outbox events stored and not yet written to their own session (it may come "
+                              "back), as last counted.", labels=("store",)),
+            CounterMetricFamily("reminder_bridge_outbox_retries",
+                                "Outbox work kept in memory to try again after the store failed it (a reminder to "
+                                "serve, a row to mark delivered).", labels=("store",)),
         ]
+        for s in stores:
+            values = (1.0 if s.health.failing_since is not None else 0.0, s.health.errors, s.held_rows,
+                      s.health.retries)
+            for family, value in zip(families, values):
+                family.add_metric([str(s.path)], value)
+        return families
 
 
 METRICS = _Metrics()

@@ -103,7 +103,7 @@ def _protocol_refusal(old: RouteSettings, new: RouteSettings) -> tuple[str, str]
 
 def _refused(routes: list[Reloadable], field: str) -> None:
     for route in routes:
-        route.recorder.reloads["refused", field] += 1
+        route.recorder.reloaded("refused", field)
 
 
 def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: str, file: str) -> bool:
@@ -145,11 +145,11 @@ def apply_reload(result: Loaded | Refused, routes: list[Reloadable], trigger: st
                                                shared=route.policy.shared))  # [state] itself changes at a restart
         if changes:
             moved[route.name] = changes
-        route.recorder.reloads["ok", "+".join(sorted(changes))] += 1
+        route.recorder.reloaded("ok", "+".join(sorted(changes)))
         route.recorder.tracing.capture_bodies = result.rules.telemetry.capture_bodies  # exporter, sampling: at restart
     for route in routes:
         if route.name in missing:
-            route.recorder.reloads["refused", "routes"] += 1
+            route.recorder.reloaded("refused", "routes")
     why = "; ".join(part for part in (
         "routes missing from the file keep their rules" if missing else "",
         "new routes need a restart" if new else "",

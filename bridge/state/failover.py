@@ -17,7 +17,10 @@ While degraded, ``on_unavailable`` says what reminders get:
 - ``closed``: `StateUnavailable` at once, counted in ``refused_ops``; flows answer reminder requests
   with -32000 ``scope = "state"`` and hold or drop reminder notifications.
 
-Each failed call to Redis (probes included) is counted by cause, for `/metrics`.
+Each failed call to Redis (probes included) is counted by cause, in a prometheus_client Counter;
+the outage bookkeeping (outages, operations served by memory or refused) is the replica's own
+record, which its log lines and `stats()` report, and `/metrics` reads it at each scrape
+(`collect`).
 
 Records are also written through to memory while Redis is up, so an outage does not forget the
 sessions this replica has seen; queue takes and record reads after an
@@ -27,8 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.state.base import BucketCharge, StateUnavailable
@@ -71,8 +73,13 @@ class FailoverState:
         self.outages = 0
         self.fallback_ops = 0
         self.refused_ops = 0
+        from prometheus_client import Counter  # here: `bridge.state` is imported by every proxy, shared or not
+
         #: failed calls to Redis (operations and probes), by `failures.cause` label
-        self.failures: Counter[str] = Counter()
+        self.failures = Counter("reminder_bridge_state_failures",
+                                "Calls to the shared state (operations and probes) that failed, by cause (connection, "
+                                "timeout, auth, noperm, oom, readonly, loading, noscript, error, malformed).",
+                                ("backend", "on_unavailable", "cause"), registry=None)
         #: why the replica is degraded now: the cause label and the error, as the last failure said
         self.cause: str | None = None
         self.error: str | None = None
@@ -85,30 +92,31 @@ class FailoverState:
     name = "redis"
 
     def stats(self) -> dict[str, Any]:
-        """For /readyz and /metrics."""
+        """For tests and embedders: the outage bookkeeping, and the failures by cause."""
+        failures = {sample.labels["cause"]: int(sample.value) for family in self.failures.collect()
+                    for sample in family.samples if sample.name.endswith("_total")}
         return {"backend": "redis", "degraded": self.degraded, "on_unavailable": self.on_unavailable,
                 "outages": self.outages, "fallback_ops": self.fallback_ops, "refused_ops": self.refused_ops,
-                "failures": dict(self.failures), "cause": self.cause, "script_reloads": self.primary.script_reloads}
+                "failures": failures, "cause": self.cause}
 
-    def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
-        """Metrics for the admin port (`bridge.telemetry.register_collector`)."""
-        labels = {"backend": "redis", "on_unavailable": self.on_unavailable}
-        return [
-            ("reminder_bridge_state_degraded", "gauge",
-             "1 while the shared state (Redis) is unavailable and this replica serves per on_unavailable.",
-             [("", labels, 1.0 if self.degraded else 0.0)]),
-            ("reminder_bridge_state_outages_total", "counter", "Times the shared state became unavailable.",
-             [("", labels, float(self.outages))]),
-            ("reminder_bridge_state_unavailable_ops_total", "counter",
-             "State operations Redis could not serve, by what this replica did instead (memory: open; refused: "
-             "closed).",
-             [("", {**labels, "served_by": "memory"}, float(self.fallback_ops)),
-              ("", {**labels, "served_by": "refused"}, float(self.refused_ops))]),
-            ("reminder_bridge_state_failures_total", "counter",
-             "Calls to the shared state (operations and probes) that failed, by cause (connection, timeout, auth, "
-             "noperm, oom, readonly, loading, noscript, error, malformed).",
-             [("", {**labels, "cause": label}, float(n)) for label, n in sorted(self.failures.items())]),
-        ]
+    def collect(self) -> Iterable[Any]:
+        """Metrics for the admin port (a prometheus_client collector: `bridge.telemetry.register_collector`)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        names, values = ("backend", "on_unavailable"), ["redis", self.on_unavailable]
+        degraded = GaugeMetricFamily(
+            "reminder_bridge_state_degraded",
+            "1 while the shared state (Redis) is unavailable and this replica serves per on_unavailable.", labels=names)
+        degraded.add_metric(values, 1.0 if self.degraded else 0.0)
+        outages = CounterMetricFamily("reminder_bridge_state_outages", "Times the shared state became unavailable.",
+                                      labels=names)
+        outages.add_metric(values, self.outages)
+        ops = CounterMetricFamily("reminder_bridge_state_unavailable_ops",
+                                  "State operations Redis could not serve, by what this replica did instead (memory: "
+                                  "open; refused: closed).", labels=(*names, "served_by"))
+        ops.add_metric([*values, "memory"], self.fallback_ops)
+        ops.add_metric([*values, "refused"], self.refused_ops)
+        return [degraded, outages, ops, *self.failures.collect()]
 
     def degraded_reason(self) -> str | None:
         """For /readyz: why this replica is degraded (still ready: ordinary traffic flows), or None."""
@@ -130,7 +138,7 @@ class FailoverState:
 
     def _failed(self, exc: BaseException, label: str) -> None:
         """One failed call: counted, and the replica degraded (logged once per outage)."""
-        self.failures[label] += 1
+        self.failures.labels("redis", self.on_unavailable, label).inc()
         self.cause, self.error = label, describe(exc)
         if self.degraded or self._closed:
             return

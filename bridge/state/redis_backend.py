@@ -6,8 +6,9 @@ clock (`TIME`), all or none, and computes ``retry_after_ms`` there, so two repli
 bucket at the same instant are serialised by Redis and the fleet-wide rate is exact.  Queue pushes
 (dedupe + limit + TTL) are one script too; takes read and delete in one script.
 
-Scripts run with EVALSHA (the SHA is computed locally); a NOSCRIPT reply (Redis restarted or
-`SCRIPT FLUSH`) falls back to EVAL, which also caches the script again.  Every key written has a TTL:
+Scripts run through redis-py's `register_script`: EVALSHA (the SHA is computed locally), and on a
+NOSCRIPT reply (Redis restarted or `SCRIPT FLUSH`) SCRIPT LOAD and EVALSHA again; whatever that
+raises goes to `FailoverState` and its one classifier like any error.  Every key written has a TTL:
 a bucket's is the time an empty bucket takes to fill (at least 1 s), since by then it is full and
 "absent" means "full"; a queue and a record expire ``ttl_s`` after their last write.
 
@@ -20,7 +21,6 @@ or stopped Redis costs one timeout, then `FailoverState` stops asking it until a
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -138,21 +138,12 @@ return out
 """
 
 
-class _Script:
-    __slots__ = ("source", "sha")
-
-    def __init__(self, source: str):
-        self.source = source
-        self.sha = hashlib.sha1(source.encode()).hexdigest()
-
-
-_CHARGE, _LEVELS, _PUSH, _TAKE = (_Script(s) for s in (CHARGE, LEVELS, QUEUE_PUSH, QUEUE_TAKE))
-
 #: the logical key of every probe key (bucket, queue, record): flows always name theirs "<route>:…"
 PROBE_KEY = "(probe)"
 PROBE_TTL_S = 10.0
-#: the most round trips `RedisState.probe` makes: 7 commands, 4 of them scripts Redis may have to be sent again
-PROBE_ROUND_TRIPS = 11
+#: the most round trips `RedisState.probe` makes: 7 commands, 4 of them scripts Redis may have to be
+#: sent again (EVALSHA, SCRIPT LOAD, EVALSHA)
+PROBE_ROUND_TRIPS = 15
 
 
 @contextmanager
@@ -185,8 +176,6 @@ class RedisState:
         self.key_prefix = key_prefix
         self.timeout_s = timeout_s
         self.clock = clock
-        #: EVALSHA answered NOSCRIPT and the script was sent again (a Redis restart, SCRIPT FLUSH)
-        self.script_reloads = 0
         if client is None:
             from redis.asyncio import Redis
             from redis.asyncio.retry import Retry
@@ -197,6 +186,8 @@ class RedisState:
                                     socket_connect_timeout=timeout_s, health_check_interval=0,
                                     retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
         self.redis = client
+        self._charge, self._levels, self._push, self._take = (
+            client.register_script(source) for source in (CHARGE, LEVELS, QUEUE_PUSH, QUEUE_TAKE))
 
     # -- keys: one namespace per kind, so logical keys of different kinds never collide -----------------
 
@@ -208,15 +199,6 @@ class RedisState:
 
     def record_key(self, key: str) -> str:
         return f"{self.key_prefix}r:{key}"
-
-    async def _run(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        from redis.exceptions import NoScriptError
-
-        try:
-            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            self.script_reloads += 1
-            return await self.redis.eval(script.source, len(keys), *keys, *args)
 
     def _bucket_args(self, charges: Sequence[BucketCharge]) -> tuple[list[str], list[Any]]:
         keys = [self.bucket_key(c.key) for c in charges]
@@ -232,7 +214,7 @@ class RedisState:
         if not charges:
             return None
         keys, args = self._bucket_args(charges)
-        answer = await self._run(_CHARGE, keys, args)
+        answer = await self._charge(keys, args)
         if answer == 0:
             return None
         with _shaped("CHARGE", answer):
@@ -245,7 +227,7 @@ class RedisState:
         if not charges:
             return []
         keys, args = self._bucket_args(charges)
-        answer = await self._run(_LEVELS, keys, args)
+        answer = await self._levels(keys, args)
         with _shaped("LEVELS", answer):
             levels = [float(v) for v in answer]
             if len(levels) != len(charges):
@@ -254,14 +236,13 @@ class RedisState:
 
     async def queue_push(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
                          ttl_s: float) -> tuple[list[str], list[str]]:
-        answer = await self._run(_PUSH, self.queue_keys(key),
-                                 [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
+        answer = await self._push(self.queue_keys(key), [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
         with _shaped("QUEUE_PUSH", answer):
             replaced, evicted = answer
             return _strings(replaced), _strings(evicted)
 
     async def queue_take(self, key: str) -> list[str]:
-        answer = await self._run(_TAKE, self.queue_keys(key), [])
+        answer = await self._take(self.queue_keys(key), [])
         with _shaped("QUEUE_TAKE", answer):
             return _strings(answer)
 

@@ -17,6 +17,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from prometheus_client import Counter as Counted
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from bridge.rules import Limits
 from bridge.telemetry import Recorder
 
@@ -98,7 +102,8 @@ class Holding:
 
 
 class Guard:
-    """Connection accounting for one listening port."""
+    """Connection accounting for one listening port; its metrics are a prometheus_client collector
+    (`bridge.telemetry.register_collector`)."""
 
     def __init__(self, limits: Limits, recorder: Recorder, fd_limit: int | None = None):
         self.limits = limits
@@ -114,8 +119,20 @@ class Guard:
                                                     "the proxy unable to accept or reach upstreams")
         self.budget = ByteBudget(limits.max_inflight_bytes)
         self.open: dict[Any, GuardedConnection] = {}  # by transport
-        self.refused: Counter[str] = Counter()  # max_connections
-        self.timeouts: Counter[str] = Counter()  # header | idle | body
+        self.refused = Counted("reminder_bridge_connections_refused",
+                               "Client connections refused at once, by the limit that refused them.", ("reason",),
+                               registry=None)  # max_connections
+        self.timeouts = Counted("reminder_bridge_client_timeouts",
+                                "Client connections closed for slowness: header (request head too slow), idle "
+                                "(keep-alive unused), body (request body too slow).", ("kind",), registry=None)
+
+    def collect(self) -> list[Metric]:
+        """The connection metrics: levels read now, counts as counted."""
+        return [GaugeMetricFamily("reminder_bridge_connections_open", "Client connections open now.",
+                                  value=len(self.open)),
+                *self.refused.collect(), *self.timeouts.collect(),
+                GaugeMetricFamily("reminder_bridge_inflight_bytes",
+                                  "Request bodies and upstream answers held in memory now.", value=self.budget.used)]
 
     def factory(self, make_handler: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         return lambda: GuardedConnection(self, make_handler)
@@ -187,7 +204,7 @@ class GuardedConnection(asyncio.Protocol):
         self.transport = transport
         guard = self.guard
         if len(guard.open) >= guard.max_connections:
-            guard.refused["max_connections"] += 1
+            guard.refused.labels("max_connections").inc()
             text = _REFUSAL.format(n=guard.max_connections).encode()
             transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                             b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
@@ -263,7 +280,7 @@ class GuardedConnection(asyncio.Protocol):
         if loop.time() < self.deadline:  # the deadline moved since this handle was set
             self.timer = loop.call_at(self.deadline, self._expired)
             return
-        self.guard.timeouts[kind] += 1
+        self.guard.timeouts.labels(kind).inc()
         if kind == "header":
             self.transport.write(_TIMEOUT)
         self.transport.close()

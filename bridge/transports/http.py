@@ -116,7 +116,7 @@ class HttpRoute:
         if self.policy is None:
             self.policy = Policy(self.settings, route=self.name)
         self.target = Upstream(self.upstream)
-        self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.sessions_ended)
+        self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.session_ended)
         self.tasks = TaskBook(queued=ReminderQueues(limit=self.settings.trust.max_pending_per_session,
                                                     idle_s=self.limits.session_idle_s,
                                                     max_keys=self.limits.max_sessions, state=self.shared))
@@ -414,7 +414,7 @@ class HttpProxy:
         self.limits = limits or Limits()
         #: connections, timeouts and the memory budget; `serve` wraps its listener with it
         self.guard = guard or Guard(self.limits, self.routes[0].recorder if self.routes else Recorder())
-        register_collector(self)
+        register_collector(self.guard)
         self.client: aiohttp.ClientSession | None = None
         self.app = web.Application(client_max_size=self.limits.max_body_bytes)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -491,22 +491,6 @@ class HttpProxy:
         if host:
             self._to_host(session, host)
 
-    def families(self) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], float]]]]:
-        """Connection metrics for the admin port (see `bridge.telemetry.register_collector`)."""
-        guard = self.guard
-        return [
-            ("reminder_bridge_connections_open", "gauge", "Client connections open now.",
-             [("", {}, len(guard.open))]),
-            ("reminder_bridge_connections_refused_total", "counter",
-             "Client connections refused at once, by the limit that refused them.",
-             [("", {"reason": r}, n) for r, n in sorted(guard.refused.items())]),
-            ("reminder_bridge_client_timeouts_total", "counter",
-             "Client connections closed for slowness: header (request head too slow), idle (keep-alive "
-             "unused), body (request body too slow).", [("", {"kind": k}, n) for k, n in sorted(guard.timeouts.items())]),
-            ("reminder_bridge_inflight_bytes", "gauge", "Request bodies and upstream answers held in memory now.",
-             [("", {}, guard.budget.used)]),
-        ]
-
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a
         reload moved one). In place: whoever holds the list sees the new order."""
@@ -539,7 +523,7 @@ class HttpProxy:
             return web.Response(status=404, text=f"reminder-bridge: no route for {request.path}\n")
         origin = request.headers.get("Origin")
         if not route.allows(origin):
-            route.recorder.http_refused["origin"] += 1
+            route.recorder.request_refused("origin")
             route.recorder.warning("origin_refused", origin=origin[:200],
                                    why="not in the route's allowed_origins (a browser page of another site)")
             return web.Response(status=403, text=f"reminder-bridge: route {route.name!r} does not accept requests "
@@ -566,7 +550,7 @@ class HttpProxy:
         limits = self.limits
         length = request.content_length
         if length is not None and length > limits.max_body_bytes:
-            route.recorder.http_refused["max_body_bytes"] += 1
+            route.recorder.request_refused("max_body_bytes")
             raise Refused(413, f"request body of {length} bytes is over max_body_bytes = {limits.max_body_bytes}",
                           "max_body_bytes")
         if length is not None and not holding.take(length):
@@ -581,20 +565,20 @@ class HttpProxy:
                 async for chunk in content.iter_any():
                     size += len(chunk)
                     if size > limits.max_body_bytes:
-                        route.recorder.http_refused["max_body_bytes"] += 1
+                        route.recorder.request_refused("max_body_bytes")
                         raise Refused(413, f"request body over max_body_bytes = {limits.max_body_bytes}",
                                       "max_body_bytes")
                     if length is None and not holding.take(len(chunk)):
                         raise self._over_budget(route)
                     chunks.append(chunk)
         except TimeoutError:
-            self.guard.timeouts["body"] += 1
+            self.guard.timeouts.labels("body").inc()
             raise Refused(408, f"request body not received within body_timeout_s = {limits.body_timeout_s:g}",
                           "body_timeout", close=True) from None
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _over_budget(self, route: HttpRoute) -> Refused:
-        route.recorder.http_refused["max_inflight_bytes"] += 1
+        route.recorder.request_refused("max_inflight_bytes")
         route.recorder.warning("memory_budget_full", max_inflight_bytes=self.limits.max_inflight_bytes,
                                why="requests in flight hold the whole budget; this one is refused with 503")
         return Refused(503, f"the proxy holds max_inflight_bytes = {self.limits.max_inflight_bytes} of requests "

@@ -10,7 +10,6 @@ evictions and expiries counted.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -98,14 +97,15 @@ class _Table(TTLCache):
 class SessionTable:
     """A route's MCP sessions by id: at most ``max_sessions``, each kept ``idle`` seconds after its last use."""
 
-    def __init__(self, max_sessions: int, idle: float, ended: Counter[str] | None = None,
+    def __init__(self, max_sessions: int, idle: float, ended: Callable[[str], None] = lambda reason: None,
                  clock: Callable[[], float] = time.monotonic):
-        #: sessions gone, by reason: evicted (the table was full) | expired (idle) | closed (DELETE)
-        self.ended: Counter[str] = ended if ended is not None else Counter()
+        #: told of each session gone, by reason: evicted (the table was full) | expired (idle) | closed
+        #: (DELETE); the route's `Recorder.session_ended`
+        self.ended = ended
         self._table = _Table(max_sessions, idle, clock, self._ended)
 
     def _ended(self, reason: str, session: Session) -> None:
-        self.ended[reason] += 1
+        self.ended(reason)
         session.flow.recorder.info("session_ended", reason=reason)
         session.close(f"the session was {reason}")
 

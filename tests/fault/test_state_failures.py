@@ -140,6 +140,30 @@ async def test_the_documented_acl_lets_every_command_the_proxy_needs_run(redis_s
         bridge.stop()
 
 
+async def test_the_documented_acl_lets_the_proxy_load_its_scripts_again_after_redis_lost_them(redis_server):
+    """A Redis restart (here `SCRIPT FLUSH`, as an operator would) empties the script cache: the
+    next `EVALSHA` gets NOSCRIPT and redis-py's `register_script` sends `SCRIPT LOAD`, which the
+    documented ACL must allow. Without that rule the replica is degraded, by cause `noperm`, never
+    passed through."""
+    acl = Acl()
+    state = open_state(acl.apply(redis_server), key_prefix=acl.prefix, on_unavailable="closed")
+    bucket = BucketCharge("acl:server:flush", 60, 3)
+    try:
+        assert await state.charge([bucket]) is None
+        admin = redis.Redis.from_url(redis_server.url)
+        admin.script_flush()
+        assert await state.charge([bucket]) is None and await state.queue_take("acl:task:t") == []
+        assert not state.degraded and state.stats()["failures"] == {}
+
+        acl.apply(redis_server, without="+script|load")
+        admin.script_flush()
+        admin.close()
+        assert not await state.check()
+        assert state.stats()["failures"] == {"noperm": 1} and "noperm" in state.degraded_reason()
+    finally:
+        await state.close()
+
+
 async def test_an_acl_without_time_refuses_budgeted_reminders_and_readyz_stays_degraded(
         redis_server, upstream, tmp_path):
     """The reproduction of finding 3: 10 of 10 reminders went to the host untranslated and uncharged
@@ -226,7 +250,10 @@ async def test_a_full_or_read_only_redis_takes_the_configured_path(kind, when, m
         assert result["result"]["content"][0]["text"] == "reminded"
         assert legacy == []
         assert len(standard) == (30 if mode == "open" else 0)
-        [line] = state_lines(bridge)
+
+        async def logged() -> list[dict]:  # stderr is read by a thread: the line may still be on its way
+            return state_lines(bridge)
+        [line] = await eventually(logged)
         assert line["cause"] == kind and line["on_unavailable"] == mode and line["level"] == "error"
         status, text = await readyz(admin_port(bridge))
         assert status == 200 and text.startswith(f"ready (degraded: shared state unavailable") and kind in text

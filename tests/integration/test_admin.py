@@ -11,7 +11,7 @@ import urllib.request
 
 import aiohttp
 
-from bridge.admin import prometheus_text, start_admin
+from bridge.admin import prometheus_text, registry_of, start_admin
 from bridge.pipeline.factory import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
@@ -89,13 +89,61 @@ def test_rewrite_latency_histogram_counts_rewrites():
     flow.from_host(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "capabilities": {"reminders": {}}}}))
     flow.from_peer(frame({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": LEGACY_CAPS, "serverInfo": {}}}))
-    before = recorder.latency[("mcp", "fs")].count
+    rewrites = {"protocol": "mcp", "route": "fs"}
+    before = value(prometheus_text(recorder), "reminder_bridge_rewrite_duration_seconds_count", **rewrites) or 0
     flow.from_peer(legacy(1))
-    assert recorder.latency[("mcp", "fs")].count == before + 1
     text = prometheus_text(recorder)
-    assert value(text, "reminder_bridge_rewrite_duration_seconds_bucket", protocol="mcp", route="fs", le="+Inf") \
-        == before + 1
-    assert value(text, "reminder_bridge_rewrite_duration_seconds_count", protocol="mcp", route="fs") == before + 1
+    assert value(text, "reminder_bridge_rewrite_duration_seconds_bucket", **rewrites, le="+Inf") == before + 1
+    assert value(text, "reminder_bridge_rewrite_duration_seconds_count", **rewrites) == before + 1
+
+
+def test_each_route_counts_in_prometheus_client_types_and_metrics_merge_them_one_family_per_name():
+    """A route's Recorder counts in prometheus_client's own Counter and Histogram, in a registry of
+    its own; `/metrics` merges every route's into one family per name. Two live Recorders of one
+    route name are one series, summed (a series twice is an invalid exposition), and no
+    `_created` series appear beside the ones the docs list. Both formats parse strictly."""
+    from prometheus_client import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    budget = '[defaults.budget]\nrate = 60\nburst = 2\nover = "coalesce"\n'
+    fs, ci, ci_again = (Recorder(route=name, log=io.StringIO()) for name in ("fs", "ci", "ci"))
+    flows = [mcp_flow(recorder, budget) for recorder in (fs, ci, ci_again)]
+    for flow in flows:
+        for n in range(5):
+            flow.from_peer(legacy(n))
+    queued = {"protocol": "mcp", "route": "fs", "action": "queued", "stage": "translate"}
+    assert fs.metrics.registry.get_sample_value("reminder_bridge_reminders_total", queued) == 2
+    assert fs.metrics.registry.get_sample_value("reminder_bridge_rewrite_duration_seconds_count",
+                                                {"protocol": "mcp", "route": "fs"}) is None  # nothing rewritten
+    registry = registry_of(lambda: [fs, ci, ci_again])
+    text = generate_latest(registry).decode()
+    assert value(text, "reminder_bridge_reminders_total", **queued) == 2
+    assert value(text, "reminder_bridge_reminders_total", **{**queued, "route": "ci"}) == 4
+    assert value(text, "reminder_bridge_budget_rejections_total", protocol="mcp", route="ci", scope="server",
+                 shadow="false") == 6
+    assert value(text, "reminder_bridge_pending_reminders", protocol="mcp", route="ci", queue="coalesce") == 6
+    series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")]
+    assert len(series) == len(set(series)) and "_created" not in text
+    types = re.findall(r"^# TYPE (\S+) ", text, re.M)
+    assert len(types) == len(set(types)) and types[:8] == [
+        "reminder_bridge_reminders_total", "reminder_bridge_budget_rejections_total",
+        "reminder_bridge_trust_refusals_total", "reminder_bridge_rewrite_duration_seconds",
+        "reminder_bridge_pending_reminders", "reminder_bridge_rules_reloads_total",
+        "reminder_bridge_sessions_ended_total", "reminder_bridge_http_refused_total"]
+    parsed = {f.name: f for f in text_string_to_metric_families(openmetrics(registry).decode())}
+    assert parsed["reminder_bridge_reminders"].type == "counter"
+    assert parsed["reminder_bridge_pending_reminders"].type == "gauge"
+
+
+def test_a_recorder_without_metrics_counts_nothing():
+    """A stdio proxy without an admin port: nothing could read a metric, so none is kept."""
+    recorder = Recorder(route="fs", log=io.StringIO(), metrics=False)
+    flow = mcp_flow(recorder, '[defaults.budget]\nrate = 60\nburst = 2\n')
+    for n in range(3):
+        flow.from_peer(legacy(n))
+    assert recorder.metrics is None and recorder.counts == {} and recorder.budget_rejections == {}
+    assert "route=\"fs\"" not in prometheus_text(recorder)
 
 
 async def test_health_readiness_and_the_bearer_token():

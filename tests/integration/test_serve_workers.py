@@ -10,13 +10,14 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 
 import pytest
 
-from tests.fault.test_serve import faulty
+from tests.fault.test_serve import faulty, sample
 from tests.integration.test_fleet import mcp_route, open_session, remind
-from tests.peers.processes import Running, peer, proxy, wait_until
+from tests.peers.processes import Running, free_port, peer, proxy, wait_until
 
 INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"},
@@ -79,6 +80,35 @@ def test_two_workers_answer_on_one_port_and_sigterm_stops_both(workers):
     workers.proc.send_signal(signal.SIGTERM)
     assert workers.proc.wait(30) == 0
     assert not any(alive(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="finds each connection's worker in /proc")
+def test_the_admin_port_of_two_workers_counts_what_the_first_worker_did(server, redis_url):
+    """docs/deploy.md: the admin port is the first worker's, and so are the counters it shows (the
+    budgets are the fleet's, in Redis). A standard host's `initialize` to a legacy server is one
+    capability rewrite: `/metrics` counts exactly those the first worker handled, in an exposition
+    prometheus_client parses."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    admin = free_port()
+    running = proxy("--workers", "2", "--state", redis_url, "--admin", f"127.0.0.1:{admin}", "--protocol", "mcp",
+                    "--upstream", f"http://127.0.0.1:{server.port}")
+    try:
+        pids = pids_of(running)
+        owners = []
+        for _ in range(24):
+            conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
+            conn.request("POST", "/mcp", INIT, HEADERS)
+            answer = conn.getresponse()
+            assert answer.status == 200 and "result" in json.loads(answer.read())
+            owners.append(owner(running.port, conn.sock.getsockname()[1], pids))
+            conn.close()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
+        families = [f.name for f in text_string_to_metric_families(text)]
+        assert len(families) == len(set(families))
+        assert sample(text, "reminder_bridge_reminders_total", action="rewritten") == owners.count(pids[0])
+    finally:
+        running.stop()
 
 
 def test_sighup_reaches_every_worker(workers):
