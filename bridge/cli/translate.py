@@ -15,7 +15,14 @@ from bridge.telemetry import Recorder
 
 
 def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[str, ...]) -> None:
-    p = sub.add_parser("translate", help="convert one message read on stdin; prints {to, message} JSON lines")
+    from bridge.cli.options import add_command
+
+    p = add_command(sub, "translate", "convert one message read on stdin; prints {to, message} JSON lines", [
+        ("reminder-bridge translate --protocol mcp --toward host --source legacy --target standard < message.json",
+         "a legacy MCP reminder (notifications/message with _meta.harn.reminder) as a standard host gets it"),
+        ("reminder-bridge translate --protocol acp --toward peer --source standard --target legacy < inject.json",
+         "a standard session/inject_reminder as a Harn agent gets it (session/remind)"),
+    ])
     p.add_argument("--protocol", choices=protocols, required=True)
     p.add_argument("--toward", choices=("host", "peer"), required=True, help="direction the message travels")
     p.add_argument("--source", choices=dialects[1:], required=True, help="dialect of the side that sent it")
