@@ -334,8 +334,11 @@ class StdioProxy:
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
-                 max_line: int = MAX_LINE, policy: Policy | None = None):
+                 max_line: int = MAX_LINE, policy: Policy | None = None, env: dict[str, str] | None = None,
+                 cwd: str | None = None):
         self.command = command
+        #: the child's environment (None: ours) and working directory (None: ours), read at its start only
+        self.env, self.cwd = env, cwd
         self.settings = settings
         self.policy = policy or Policy(settings, route=recorder.route)
         self.protocol = protocol
@@ -381,7 +384,7 @@ class StdioProxy:
         self._finished = loop.create_future()
         try:
             self.child, _ = await loop.subprocess_exec(lambda: _Child(self), *self.command, stdin=subprocess.PIPE,
-                                                       stdout=subprocess.PIPE, stderr=None)
+                                                       stdout=subprocess.PIPE, stderr=None, env=self.env, cwd=self.cwd)
         except OSError as exc:
             sys.stderr.write(f"reminder-bridge: cannot start {self.command[0]!r}: {exc.strerror or exc}\n")
             return 127 if isinstance(exc, FileNotFoundError) else 126
@@ -563,8 +566,9 @@ class StdioProxy:
 
     def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
         """Nothing a stdio route reads is fixed once it runs, but its protocol (which every transport
-        refuses to change): the command it wraps comes from its command line, `path` and `upstream`
-        are `serve`'s."""
+        refuses to change). Its `command`, `env` and `cwd` were read when the child started and
+        wait for the next start (a reload never restarts the child); `path` and `upstream` are
+        `serve`'s."""
         return None
 
     def apply(self, settings: RouteSettings, policy: Policy) -> dict[str, dict[str, str]]:
