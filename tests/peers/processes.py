@@ -19,6 +19,8 @@ class Running:
         self.stderr: list[str] = []
         #: what it printed on stdout, when it announces its port on stderr (`serve`'s route lines)
         self.stdout: list[str] = []
+        #: the line that announced the port
+        self.announced = ""
         self.port = self._wait_port(port_from)
         self._wait_listening()
 
@@ -46,6 +48,7 @@ class Running:
                 if not found:
                     port = _port_in(line)
                     if port:
+                        self.announced = line
                         found.append(port)
                         ready.set()
             ready.set()
