@@ -32,8 +32,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _width(text: str) -> int:
-    if not text.isdigit() or int(text) < 40:
-        raise ValueError(f"must be a number of columns, at least 40 (got {text})")
+    from bridge.demo import SMALLEST_WIDTH
+
+    if not text.isdigit() or int(text) < SMALLEST_WIDTH:
+        raise ValueError(f"must be a number of columns, at least {SMALLEST_WIDTH} (got {text})")
     return int(text)
 
 

@@ -70,7 +70,7 @@ def the_one_line(stderr: str) -> str:
     (["stdio", "--cwd", "/no/such/dir", "--", "true"], "stdio: error: argument --cwd: '/no/such/dir' is not a directory"),
     (["stdio", "--admin", "nope", "--", "true"],
      'stdio: error: argument --admin: must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got "nope")'),
-    (["demo", "--width", "10"], "demo: error: argument --width: must be a number of columns, at least 40 (got 10)"),
+    (["demo", "--width", "10"], "demo: error: argument --width: must be a number of columns, at least 60 (got 10)"),
 ])
 def test_a_mistake_gets_one_line_naming_the_option(args, line):
     done = cli(*args)

@@ -4,7 +4,6 @@ environment, never shown), and one line per route saying where it answers. Real 
 in front of a real upstream that reports what it was sent (tests/peers/faulty_http.py)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

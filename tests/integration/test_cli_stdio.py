@@ -76,7 +76,7 @@ def test_a_route_without_a_command_and_none_given_says_what_to_do(tmp_path):
 
 def test_a_route_whose_env_reads_a_variable_that_is_not_set_is_refused_naming_it(tmp_path):
     rules = tmp_path / "rules.toml"
-    rules.write_text(f'[routes.env]\nprotocol = "mcp"\ncommand = ["true"]\nenv.TOKEN = "${{NOT_SET_HERE}}"\n')
+    rules.write_text('[routes.env]\nprotocol = "mcp"\ncommand = ["true"]\nenv.TOKEN = "${NOT_SET_HERE}"\n')
     done = run("--rules", str(rules), "--route", "env")
     assert done.returncode == 2
     assert f"{rules}:4: routes.env.env.TOKEN: ${{NOT_SET_HERE}}: the environment variable NOT_SET_HERE is not set" \
