@@ -14,8 +14,11 @@ One endpoint, `/mcp`, in both eras of the transport:
 A request whose handling sends notifications first (`tools/call touch_file`: the legacy reminder,
 `notifications/message` with `_meta.harn.reminder`, and a log line) is answered as an SSE stream,
 the notifications then the result; any other request as one JSON body; a notification or a
-response with 202. There is no GET stream (405), which the transport allows. It listens on
-loopback only unless told otherwise.
+response with 202. There is no GET stream (405), which the transport allows. `GET /healthz`
+answers 200 (a container's health check). It listens on loopback only unless told otherwise.
+
+`--any-session` accepts any session id, or none, after `initialize` (deploy/compose.yaml runs it
+so behind a fleet of proxies that share one server).
 """
 from __future__ import annotations
 
@@ -40,9 +43,9 @@ def _error(status: int, code: int, message: str) -> web.Response:
                              status=status)
 
 
-def make_app(event_delay: float = 0.0) -> web.Application:
+def make_app(event_delay: float = 0.0, any_session: bool = False) -> web.Application:
     """The server as an aiohttp app; ``event_delay``: seconds between the events of an SSE answer
-    (to watch them arrive one at a time)."""
+    (to watch them arrive one at a time); ``any_session``: no request is refused for its session."""
     server = LegacyMcpServer()
     sessions: set[str] = set()
 
@@ -58,7 +61,7 @@ def make_app(event_delay: float = 0.0) -> web.Application:
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         modern = PROTOCOL_VERSION_KEY in (params.get("_meta") or {})
         session = request.headers.get("Mcp-Session-Id")
-        if not modern and msg["method"] != "initialize" and session not in sessions:
+        if not (modern or any_session) and msg["method"] != "initialize" and session not in sessions:
             return _error(404, -32600, "Session not found: send initialize first")
         replies = server.handle(msg)
         headers = {}
@@ -86,11 +89,15 @@ def make_app(event_delay: float = 0.0) -> web.Application:
         sessions.discard(request.headers.get("Mcp-Session-Id", ""))
         return web.Response(status=200)
 
+    async def healthy(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
     app = web.Application()
     app[SESSIONS] = sessions
     app.router.add_post(ENDPOINT, post)
     app.router.add_get(ENDPOINT, get)
     app.router.add_delete(ENDPOINT, delete)
+    app.router.add_get("/healthz", healthy)
     return app
 
 
@@ -98,7 +105,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--event-delay", type=float, default=0.0, metavar="SECONDS",
                         help="seconds between the events of an SSE answer (default 0)")
-    return serve_app(parser, lambda args: make_app(args.event_delay),
+    parser.add_argument("--any-session", action="store_true",
+                        help="accept any session id (or none) after initialize, as behind a fleet of proxies")
+    return serve_app(parser, lambda args: make_app(args.event_delay, args.any_session),
                      "the legacy MCP example server at {url}" + ENDPOINT + " (Streamable HTTP, 2025-11-25 sessions "
                      "and 2026-07-28)")
 
