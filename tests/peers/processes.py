@@ -9,13 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 
 class Running:
     """A background process that announced its port; stderr is kept for failure messages."""
 
-    def __init__(self, argv: list[str], port_from: str, env: dict[str, str] | None = None):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    def __init__(self, argv: list[str], port_from: str, env: dict[str, str] | None = None, **popen: Any):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **popen)
         self.stderr: list[str] = []
         #: what it printed on stdout, when it announces its port on stderr (`serve`'s route lines)
         self.stdout: list[str] = []
