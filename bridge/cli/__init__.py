@@ -97,6 +97,7 @@ EXAMPLES = """examples:
 
 def build_parser() -> argparse.ArgumentParser:
     from bridge.cli.options import add_command, checked
+    from bridge.logs import FORMATS
     from bridge.state.settings import check_state_url
 
     parser = argparse.ArgumentParser(
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[command].add_argument(
             "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
             "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
+        sub.choices[command].add_argument(
+            "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
+            "terminal); json: one JSON object per line (the default otherwise)")
         sub.choices[command].add_argument(
             "--state", metavar="URL", type=checked(check_state_url), help="where budgets, queued reminders and session records live, shared with "
             "every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "

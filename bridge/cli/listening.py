@@ -1,13 +1,14 @@
 """What `serve` says once it listens (one process, or the supervisor of `--workers N` once every
-worker does): the `listening` JSON line on stderr, for log readers and supervisors, and one line
+worker does): the `listening` log line on stderr, for log readers and supervisors, and one line
 per route on stdout, for a person."""
 from __future__ import annotations
 
-import json
+import logging
 import sys
 from typing import Any
 
 from bridge.display import safe_text
+from bridge.logs import SERVE, log_event
 
 
 def route_line(route: dict[str, Any]) -> str:
@@ -18,7 +19,6 @@ def route_line(route: dict[str, Any]) -> str:
 
 
 def announce(listening: dict[str, Any]) -> None:
-    sys.stderr.write(json.dumps(listening) + "\n")
-    sys.stderr.flush()
+    log_event(SERVE, listening, stamped=False, level=logging.INFO)
     sys.stdout.write("".join(route_line(route) + "\n" for route in listening["routes"]))
     sys.stdout.flush()

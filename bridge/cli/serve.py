@@ -17,6 +17,7 @@ from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
 from bridge.cli.reloading import watch_rules
 from bridge.cli.listening import announce
+from bridge.logs import configure as configure_logging
 from bridge.loop import loop_name
 from bridge.loop import run as run_loop
 from bridge.policy import Policy
@@ -77,7 +78,8 @@ def add_serve_parser(sub: Any) -> None:
                    help="a browser origin every route accepts (repeat for more; `*` for any, `loopback` for "
                         "localhost); default: the rules' allowed_origins, else loopback origins only")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                   help="JSON log lines on stderr (default warning)")
+                   help="log lines on stderr: warning (default) logs every reminder dropped, refused or limited "
+                        "and why; info logs every decision")
     p.add_argument("--workers", type=options.checked(_workers), default=1, metavar="N",
                    help="N processes on one port (SO_REUSEPORT), each a full proxy; more than one needs shared "
                         "state (--state, or [state] url in the rules file)")
@@ -174,6 +176,7 @@ def _cmd_serve(args: Any) -> int:
     host, port = split_hostport(args.listen)
     worker = workers.worker_of()
     supervising = args.workers > 1 and worker is None
+    stop_logging = configure_logging(args.log_format, threaded=not supervising)  # a supervisor forks: no thread
     try:
         limits = build_limits(args, rules)
         state = state_settings(getattr(args, "state", None), rules)
@@ -208,6 +211,7 @@ def _cmd_serve(args: Any) -> int:
                              worker=worker))
     finally:
         tracing.shutdown()
+        stop_logging()
 
 
 def served_url(route: HttpRoute, host: str, port: int) -> str:

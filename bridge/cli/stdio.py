@@ -11,6 +11,7 @@ from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
 from bridge.cli.reloading import watch_rules
+from bridge.logs import configure as configure_logging
 from bridge.loop import run as run_loop
 from bridge.policy import Policy
 from bridge.policy.reload import RulesFile
@@ -52,7 +53,7 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--admin", type=options.host_port, metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
                    "(default: the rules file's [admin] listen, if it has an [admin] table)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                   help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
+                   help="log lines on stderr: warning (default) logs every reminder dropped, refused or "
                         "limited and why; info logs every decision")
     p.add_argument("--max-line", type=int, default=MAX_LINE, help=argparse.SUPPRESS)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
@@ -96,6 +97,7 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # the otlp exporter without its optional extra
         sys.stderr.write(f"reminder-bridge: {exc}\n")
         return 2
+    stop_logging = configure_logging(args.log_format)
     recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing)
     from bridge.cli.shared_state import open_shared, state_settings
 
@@ -118,6 +120,7 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
                                shared), "stdio")
     finally:
         tracing.shutdown()
+        stop_logging()
 
 
 def child_environment(settings: RouteSettings, flags: list[tuple[str, str]]) -> dict[str, str] | None:

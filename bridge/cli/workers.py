@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 from bridge.cli import hangup
 from bridge.cli.listening import announce
+from bridge.logs import WORKERS, log_event
 from bridge.state.settings import StateSettings
 
 #: Set in a worker's environment: "INDEX:PORT:READY_FD:LIFELINE_FD" (READY_FD: where it says it is
@@ -111,8 +112,7 @@ def refusal(state: StateSettings, n: int) -> str | None:
 
 
 def _log(event: str, **fields: object) -> None:
-    sys.stderr.write(json.dumps({"event": event, **fields}) + "\n")
-    sys.stderr.flush()
+    log_event(WORKERS, {"event": event, **fields}, stamped=False)
 
 
 def _reserve(host: str, port: int) -> socket.socket:

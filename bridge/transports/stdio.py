@@ -465,11 +465,8 @@ class StdioProxy:
 
     def _note(self, event: str, level: str = "warning", **fields: Any) -> None:
         """A log line about the proxy's own lifecycle.  stderr is often a pipe to the host too, and
-        gone with it: a line that cannot be written is lost, never the shutdown it reports."""
-        try:
-            getattr(self.recorder, level)(event, **fields)
-        except (OSError, ValueError):  # EPIPE, a full non-blocking pipe, a closed file
-            pass
+        gone with it: a line that cannot be written is lost (bridge.logs), never the shutdown it reports."""
+        getattr(self.recorder, level)(event, **fields)
 
     def _stop_child(self, abort: bool) -> None:
         """Close the child's stdin (`abort`: dropping what it has not read yet), then SIGTERM it

@@ -79,6 +79,8 @@ class Running:
 def _port_in(line: str) -> int | None:
     if announced := re.match(r"PORT (\d+)\b", line):  # `PORT <n>` or `PORT <n>: what listens there`
         return int(announced.group(1))
+    if text := re.search(r" INFO +listening listen=\S+:(\d+) ", line):  # serve --log-format text
+        return int(text.group(1))
     if line.startswith("{"):
         try:
             record = json.loads(line)
