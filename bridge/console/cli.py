@@ -21,6 +21,9 @@ DEFAULT_ADMIN = "127.0.0.1:9464"
 #: what a person is told when the answer shows no admin port at that address
 NOT_ADMIN = ("is this the admin port? The proxy serves it only where --admin HOST:PORT (or the rules' [admin] "
              f"listen) says, {DEFAULT_ADMIN} by default; the proxy's own port (--listen) forwards to the upstream")
+#: what the admin port's 401 names in `WWW-Authenticate`: an upstream's 401 (an OAuth-protected MCP
+#: server behind the proxy's own port) is no reason to ask for the admin token
+ADMIN_REALM = 'realm="reminder-bridge admin"'
 
 
 def add_status_parser(sub: Any) -> None:
@@ -62,6 +65,26 @@ def fetch_status(admin: str, token: str | None = None, *, window: str | None = N
     return data
 
 
+def _refused_because(exc: urllib.error.HTTPError, token: str) -> str:
+    """An error answer in words: the admin port refusing the token, throttling, or naming a bad
+    `--window`; anything else is not the admin port."""
+    from bridge.display import safe_text
+
+    if exc.code == 401 and ADMIN_REALM in exc.headers.get("WWW-Authenticate", ""):
+        return (f"the admin port wants its token (--token or ${TOKEN_ENV})" if not token
+                else "the admin port refused that token")
+    if exc.code == 429:
+        return f"too many wrong tokens from this address: try again in {safe_text(exc.headers.get('Retry-After', '?'), 10)} s"
+    if exc.code == 400:
+        text = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(text).get("error", text)
+        except (ValueError, AttributeError):
+            detail = text.strip()
+        return f"HTTP 400: {safe_text(detail, 300)}" if detail else "HTTP 400"
+    return f"HTTP {exc.code}, no reminder-bridge status; {NOT_ADMIN}"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from bridge.console.status import table
     from bridge.display import safe_json, safe_text
@@ -70,20 +93,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         data = fetch_status(args.admin, token, window=args.window, timeout=args.timeout)
     except urllib.error.HTTPError as exc:
-        why = {401: "the admin port wants its token (--token or $" + TOKEN_ENV + ")" if not token
-               else "the admin port refused that token",
-               429: "too many wrong tokens from this address: try again in "
-                    f"{safe_text(exc.headers.get('Retry-After', '?'), 10)} s"}.get(
-            exc.code, f"HTTP {exc.code}" if exc.code == 400 else f"HTTP {exc.code}, no reminder-bridge status; {NOT_ADMIN}")
-        detail = ""
-        if exc.code == 400:
-            text = exc.read().decode(errors="replace")
-            try:
-                detail = safe_text(json.loads(text).get("error", text), 300)
-            except (ValueError, AttributeError):
-                detail = safe_text(text.strip(), 300)
-        sys.stderr.write(f"reminder-bridge status: {safe_text(status_url(args.admin, args.window), None)}: {why}"
-                         f"{': ' + detail if detail else ''}\n")
+        sys.stderr.write(f"reminder-bridge status: {safe_text(status_url(args.admin, args.window), None)}: "
+                         f"{_refused_because(exc, token)}\n")
         return 2
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

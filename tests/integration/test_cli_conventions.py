@@ -4,17 +4,20 @@ every `--help` shows examples that really parse, and `status` finds the document
 says when it was pointed at something else."""
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 
 import pytest
+from aiohttp import web
 
 from bridge.cli import build_parser
 from bridge.console.cli import DEFAULT_ADMIN
-from tests.peers.processes import peer, proxy
+from tests.peers.processes import free_port, peer, proxy
 from tests.paths import ROOT
 
 COMMANDS = ("translate", "check", "demo", "stdio", "serve", "status")
@@ -122,19 +125,68 @@ def test_the_top_level_help_shows_examples():
     assert "examples:" in cli("--help").stdout
 
 
-def test_status_reads_the_documented_admin_address_by_default():
-    assert build_parser().parse_args(["status"]).admin == DEFAULT_ADMIN == "127.0.0.1:9464"
-    assert f"`{DEFAULT_ADMIN}`" in (ROOT / "docs" / "console.md").read_text()
+def status_lines(*args: str) -> tuple[int, list[str], list[str]]:
+    done = cli("status", *args)
+    return done.returncode, done.stdout.splitlines(), done.stderr.splitlines()
 
 
-def test_status_pointed_at_the_proxy_port_asks_whether_it_is_the_admin_port():
+def test_status_reads_the_admin_port_and_asks_whether_the_proxy_port_is_it():
+    """One real `serve` with both ports: `status` at the admin port prints the table; at the proxy's
+    own port (whose requests go to the upstream) it says, in one line, that this is not it."""
     server = peer("tests.peers.mcp_legacy_http")
-    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{server.port}/mcp")
+    admin = free_port()
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{server.port}/mcp",
+                   "--admin", f"127.0.0.1:{admin}")
     try:
-        done = cli("status", "--admin", f"127.0.0.1:{bridge.port}")
+        at_admin = status_lines("--admin", f"127.0.0.1:{admin}")
+        at_proxy = status_lines("--admin", f"127.0.0.1:{bridge.port}")
     finally:
         bridge.stop()
         server.stop()
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"reminder-bridge status: http://127.0.0.1:{bridge.port}/api/status: HTTP 404, no "
-                                  "reminder-bridge status; is this the admin port?"), done.stderr
+    code, table, errors = at_admin
+    assert (code, errors) == (0, []) and table[0].startswith("ROUTE ") and table[1].startswith("default "), table
+    code, out, [line] = at_proxy
+    assert (code, out) == (2, [])
+    assert line.startswith(f"reminder-bridge status: http://127.0.0.1:{bridge.port}/api/status: HTTP 404, no "
+                           "reminder-bridge status; is this the admin port?"), line
+
+
+async def test_status_at_a_proxy_whose_upstream_wants_a_login_asks_about_the_port_not_the_token():
+    """An OAuth-protected MCP server answers every request 401: through the proxy's port, that is
+    not the admin port asking for its token."""
+    async def login_first(_: web.Request) -> web.Response:
+        return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer resource_metadata="http://x/.well-known"'})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", login_first)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    upstream = runner.addresses[0][1]
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream}/mcp")
+    try:
+        code, _, [line] = await asyncio.to_thread(status_lines, "--admin", f"127.0.0.1:{bridge.port}")
+    finally:
+        bridge.stop()
+        await runner.cleanup()
+    assert code == 2
+    assert "HTTP 401, no reminder-bridge status; is this the admin port?" in line and "token" not in line, line
+
+
+def test_status_defaults_to_the_documented_admin_address(tmp_path):
+    """`serve` with an `[admin]` table and no `listen` serves the admin port where the docs say;
+    `status` with no `--admin` reads it there."""
+    assert f"`{DEFAULT_ADMIN}`" in (ROOT / "docs" / "console.md").read_text()
+    host, port = DEFAULT_ADMIN.rsplit(":", 1)
+    with socket.socket() as probe:
+        if probe.connect_ex((host, int(port))) == 0:
+            pytest.skip(f"another process listens on {DEFAULT_ADMIN}, the documented admin address")
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[admin]\n[routes.files]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{free_port()}/mcp"\n')
+    bridge = proxy("--rules", str(rules))
+    try:
+        code, table, errors = status_lines()
+    finally:
+        bridge.stop()
+    assert (code, errors) == (0, []) and table[1].startswith("files "), (table, errors)
