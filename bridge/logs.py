@@ -124,8 +124,8 @@ class _Lines(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 class _Bounded(QueueHandler):
-    """Formats on the caller's thread and enqueues; past `MAX_QUEUED_BYTES` waiting, drops the line
-    and says how many were dropped in the next one that fits."""
+    """Formats and encodes on the caller's thread and enqueues the bytes; past ``max_bytes``
+    waiting, drops the line and says how many were dropped just before the next one that fits."""
 
     def __init__(self, lines: "queue.SimpleQueue[Any]", formatter: logging.Formatter, max_bytes: int):
         super().__init__(lines)
@@ -136,20 +136,24 @@ class _Bounded(QueueHandler):
         self._count = threading.Lock()
 
     def enqueue(self, record: logging.LogRecord) -> None:
-        size = len(record.msg)
+        record.data = (record.msg + "\n").encode("utf-8", "backslashreplace")
         with self._count:
-            if self.queued + size > self.max_bytes:
+            if self.queued + len(record.data) > self.max_bytes:
                 self.dropped += 1
                 return
-            self.queued += size
+            self.queued += len(record.data)
             dropped, self.dropped = self.dropped, 0
         if dropped:
-            self.queue.put_nowait(self.prepare(_dropped_record(dropped)))
+            note = self.prepare(_dropped_record(dropped))
+            note.data = (note.msg + "\n").encode()
+            with self._count:
+                self.queued += len(note.data)
+            self.queue.put_nowait(note)
         self.queue.put_nowait(record)
 
     def written(self, record: logging.LogRecord) -> None:
         with self._count:
-            self.queued = max(0, self.queued - len(record.msg))
+            self.queued -= len(record.data)
 
 
 def _dropped_record(n: int) -> logging.LogRecord:
@@ -160,9 +164,9 @@ def _dropped_record(n: int) -> logging.LogRecord:
 
 
 class _Writer(logging.Handler):
-    """The writer thread's handler: the line was formatted when it was queued, and goes straight to
-    the file descriptor (a duplicate of stderr's), so a write that blocks holds no lock the rest of
-    the process needs (sys.stderr's own is taken again at exit)."""
+    """The writer thread's handler: the line was formatted and encoded when it was queued, and goes
+    straight to the file descriptor (a duplicate of stderr's), so a write that blocks holds no lock
+    the rest of the process needs (sys.stderr's own is taken again at exit)."""
 
     def __init__(self, fd: int, queued: _Bounded):
         super().__init__()
@@ -176,7 +180,7 @@ class _Writer(logging.Handler):
         return True
 
     def emit(self, record: logging.LogRecord) -> None:
-        data = (record.msg + "\n").encode("utf-8", "backslashreplace")
+        data = record.data
         try:
             while data:
                 data = data[os.write(self.fd, data):]
