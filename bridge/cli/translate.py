@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from bridge.jsonrpc import dumps
+from bridge.logs import configure as configure_logging
 from bridge.pipeline.commands import HOST, Send, writes
 from bridge.pipeline.factory import make_flow
 from bridge.policy import Policy
@@ -74,6 +75,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if (problem := target_problem(args.protocol, args.toward, args.target)) is not None:
         sys.stderr.write(f"reminder-bridge translate: --target {problem}\n")
         return 2
+    configure_logging("json", threaded=False)  # a drop is logged on stderr as JSON, as it always was
     sys.stdout.buffer.write(translate_lines(args.protocol, args.toward, args.source, args.target,
                                             sys.stdin.buffer.read()))
     sys.stdout.buffer.flush()
