@@ -34,6 +34,7 @@ from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from bridge.console import STATIC
+from bridge.console.cli import ADMIN_REALM
 from bridge.console.feed import Feed
 from bridge.console.status import DEFAULT_WINDOW_S, build_status, parse_window, refresh_shared_levels, sample_budgets
 from bridge.console.timeline import SAMPLE_S
@@ -323,7 +324,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         if path == "/" and request.method == "GET":
             return _login_page()
         return web.Response(status=401, text="missing or wrong bearer token\n",
-                            headers={"WWW-Authenticate": 'Bearer realm="reminder-bridge admin"'})
+                            headers={"WWW-Authenticate": f"Bearer {ADMIN_REALM}"})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -6,10 +6,12 @@ scripted host sends JSON-RPC frames into `Flow.from_host`, what the flow sends t
 handed to the example peer's `handle`, and the peer's replies go back through
 `Flow.from_peer`.  No sockets, no subprocesses, stdlib-only peers.
 
-Each message is printed side by side: on the left as it was sent, on the right as the proxy
-delivered it ("= unchanged" when the bytes are identical, "(dropped)" when nothing was sent).
-The run ends with one summary line per protocol and exits 1 if an expected rewrite is missing,
-so the demo doubles as a smoke test of a fresh install.
+Each message is printed as sent, then as the proxy delivered it (or "passed on unchanged" when
+the bytes are identical, "dropped" when nothing was sent), then what changed, path by path, with
+the reason where a rule gives one (`bridge.demo_view`). The JSON is laid out within the
+terminal's width. The run ends with one summary per conversation, counting messages and
+reminders apart, and exits 1 if an expected rewrite is missing, so the demo doubles as a smoke
+test of a fresh install.
 """
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import json
 import os
 import shutil
 import sys
-from collections import deque
+import textwrap
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from bridge.demo_view import Change, changes, layout
 from bridge.examples.a2a_legacy_agent import LegacyA2AAgent
 from bridge.examples.acp_harn_agent import HarnLikeAgent
 from bridge.examples.mcp_legacy_server import LegacyMcpServer
@@ -31,35 +35,26 @@ from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.rules import RouteSettings
-from bridge.telemetry import ACTIONS, Recorder
+from bridge.telemetry import Recorder
 
-MIN_WIDTH = 100
-SMALLEST_WIDTH = 40  # an explicit --width below this would leave no room for the JSON
-GUTTER = " │ "
+MIN_WIDTH = 100  # when the terminal's width is unknown (a pipe)
+SMALLEST_WIDTH = 60  # narrower, the labels and the nested JSON would not fit
+INDENT = "    "  # where a message's JSON starts
 PUBLIC_URL = "http://127.0.0.1:8080/a2a"
 UPSTREAM_URL = "http://10.0.0.7:9000/a2a"
+INTRO = (
+    "reminder-bridge demo: a standard host talks to bundled legacy peers through the proxy's real pipelines, "
+    "in-process.",
+    "The legacy channel is Harn's: Harn, the agent runtime that introduced ambient reminders, carries them in "
+    "metadata (_meta.harn on MCP and ACP, metadata.harn on A2A) and in ACP's session/remind; the proxy rewrites "
+    "them to and from the proposed standard messages (notifications/reminder, session/inject_reminder, "
+    "InjectTaskReminder).",
+    "Each message is shown as sent, then as the proxy delivered it, then what changed, path by path: "
+    "~ changed, + added, - removed, → moved or renamed. Strings too long for the width end in …",
+)
 
 
 # -- layout --------------------------------------------------------------------------------------
-def wrap(text: str, width: int) -> list[str]:
-    """Wrap one line of compact JSON: after a comma if one is in the second half, else after a space."""
-    lines: list[str] = []
-    while len(text) > width:
-        cut = max(text.rfind(",", width // 2, width), text.rfind(" ", width * 3 // 4, width))
-        cut = width if cut < 0 else cut + 1
-        lines.append(text[:cut])
-        text = text[cut:]
-    lines.append(text)
-    return lines
-
-
-def _text(data: bytes) -> str:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "backslashreplace")
-
-
 @dataclass
 class Tally:
     messages: int = 0
@@ -68,68 +63,105 @@ class Tally:
     dropped: int = 0
 
 
+def _decoded(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "backslashreplace")
+
+
 class Printer:
-    """Side-by-side rendering of one message and what the proxy delivered for it."""
+    """One message as sent, what the proxy delivered for it, and what changed."""
 
     def __init__(self, out: TextIO, width: int):
         self.out = out
         self.width = width
-        self.left = (width - len(GUTTER)) // 2
-        self.right = width - len(GUTTER) - self.left
 
     def line(self, text: str = "") -> None:
         self.out.write(text.rstrip() + "\n")
 
+    def text(self, text: str, indent: str = "", then: str | None = None) -> None:
+        """Prose, wrapped at spaces only (a method name or a path is never cut)."""
+        for chunk in textwrap.wrap(text, self.width, initial_indent=indent, subsequent_indent=then or indent,
+                                   break_long_words=False, break_on_hyphens=False):
+            self.line(chunk)
+
     def heading(self, title: str, subtitle: str) -> None:
         self.line()
         self.line("━" * self.width)
-        for text in (title, subtitle):
-            for chunk in wrap(text, self.width):
-                self.line(chunk)
+        self.text(title)
+        self.text(subtitle)
         self.line("━" * self.width)
 
-    def columns(self, left: list[str], right: list[str]) -> None:
-        for i in range(max(len(left), len(right))):
-            a = left[i] if i < len(left) else ""
-            b = right[i] if i < len(right) else ""
-            self.line(a.ljust(self.left) + GUTTER + b)
+    def json(self, value: Any, prefix: str) -> None:
+        """``value`` laid out within the width, its first line after ``prefix``."""
+        for n, chunk in enumerate(layout(value, self.width, len(prefix))):
+            self.line(prefix + chunk if n == 0 else chunk)
 
-    def exchange(self, label: str, note: str, sent: bytes, delivered: list[tuple[str, bytes]], natural: str) -> str:
-        """Print one row; returns "unchanged", "rewritten" or "dropped"."""
-        self.line()
-        title = f"▸ {label}" + (f"  ·  {note}" if note else "")
-        for chunk in wrap(title, self.width):
-            self.line(chunk)
-        left = wrap(_text(sent), self.left)
-        if not delivered:
-            outcome, right = "dropped", ["(dropped)"]
-        elif len(delivered) == 1 and delivered[0][0] == natural and delivered[0][1] == sent:
-            outcome, right = "unchanged", ["= unchanged"]
+    def message(self, label: str, value: Any) -> None:
+        self.line(f"  {label}:")
+        self.json(value, INDENT)
+
+    def change(self, change: Change) -> None:
+        """One change: on one line when it fits, else its values laid out below its head."""
+        indent = INDENT + ("  " if change.within else "")
+        if len(indent + change.text()) <= self.width or not change.values:
+            self.text(change.text(), indent=indent, then=indent + "    ")
         else:
-            outcome, right = "rewritten", []
-            for n, (to, data) in enumerate(delivered):
-                if len(delivered) > 1 or to != natural:
-                    if n:
-                        right.append("")
-                    right.append(_tag(to, data, natural) + ":")
-                if to == natural and data == sent:
-                    right.append("= unchanged")
-                else:
-                    right += wrap(_text(data), self.right)
-        self.columns(left, right)
-        return outcome
+            self.text(change.head() + ":", indent=indent, then=indent + "    ")
+            labels = ("was ", "now ") if change.mark == "~" else ("",)
+            for label, value in zip(labels, change.values):
+                self.json(value, indent + "    " + label)
+        if change.why:
+            self.text(f"({change.why})", indent=indent + "  ", then=indent + "   ")
+
+    def exchange(self, label: str, note: str, sent: bytes, delivered: list[tuple[str, bytes]], natural: str,
+                 own_answer: bool = False) -> str:
+        """Print one message and what became of it; returns "unchanged", "rewritten" or "dropped".
+        ``own_answer``: the message answers a request the proxy made itself, so what the proxy
+        delivers is its own answer to the host, not this message rewritten."""
+        self.line()
+        self.text(f"▸ {label}", then="  ")
+        if note:
+            self.text(note, indent="  ")
+        before = _decoded(sent)
+        if not delivered:
+            self.message("as sent, then dropped", before)
+            return "dropped"
+        if len(delivered) == 1 and delivered[0] == (natural, sent):
+            self.message("as sent, passed on unchanged, byte for byte", before)
+            return "unchanged"
+        self.message("as sent", before)
+        after = [(to, _decoded(data)) for to, data in delivered]
+        # the delivered message that is this one rewritten: the one toward its side that changed least
+        ours = [i for i, (to, value) in enumerate(after) if to == natural and not own_answer and not _own_request(value)]
+        same = min(ours, key=lambda i: len(changes(before, after[i][1])), default=None)
+        found = changes(before, after[same][1]) if same is not None else []
+        for i, (to, value) in enumerate(after):
+            if i == same and not found:
+                self.line(f"  → to the {to}, unchanged (as sent)")
+            else:
+                self.message(_tag(to, value, natural, i == same, own_answer), value)
+        if found:
+            self.line("  what changed:")
+            for change in found:
+                self.change(change)
+        return "rewritten"
 
 
-def _tag(to: str, data: bytes, natural: str) -> str:
+def _own_request(msg: Any) -> bool:
+    """A request the proxy makes itself (spec §8.6: its ids start `rb`), not one it passes on."""
+    return isinstance(msg, dict) and "method" in msg and str(msg.get("id", "")).startswith(OWN_ID_PREFIX)
+
+
+def _tag(to: str, msg: Any, natural: str, rewritten: bool, own_answer: bool = False) -> str:
+    if own_answer:
+        return f"→ to the {to}, the proxy's own answer"
     if to != natural:
-        return f"↩ to {to} (answered by the proxy)"
-    try:
-        msg = json.loads(data)
-    except ValueError:
-        msg = None
-    if isinstance(msg, dict) and str(msg.get("id", "")).startswith(OWN_ID_PREFIX) and "method" in msg:
-        return f"→ to {to} (the proxy's own request)"
-    return f"→ to {to}"
+        return f"↩ to the {to}, answered by the proxy"
+    if _own_request(msg):
+        return f"→ to the {to}, the proxy's own request"
+    return f"→ delivered to the {to}, rewritten" if rewritten else f"→ to the {to}, added by the proxy"
 
 
 def _summary(msg: Any) -> str:
@@ -197,7 +229,8 @@ class Conversation:
             direction = "peer → proxy"  # the answer to a request the proxy made itself
         else:
             direction = "peer → host"
-        self._count(self.printer.exchange(f"{direction}  {_summary(msg)}", note, frame, delivered, natural))
+        self._count(self.printer.exchange(f"{direction}  {_summary(msg)}", note, frame, delivered, natural,
+                                          own_answer=direction == "peer → proxy"))
 
     def _count(self, outcome: str) -> None:
         self.tally.messages += 1
@@ -340,16 +373,48 @@ def a2a_script(c: Conversation, agent: LegacyA2AAgent) -> list[str]:
 
 # -- entry point ---------------------------------------------------------------------------------
 def _width(width: int) -> int:
-    if width > 0:
-        return max(width, SMALLEST_WIDTH)
-    return max(shutil.get_terminal_size((MIN_WIDTH, 24)).columns, MIN_WIDTH)
+    """The columns to lay out in: the one asked for, else the terminal's (100 when it is not one)."""
+    columns = width if width > 0 else shutil.get_terminal_size((MIN_WIDTH, 24)).columns
+    return max(columns, SMALLEST_WIDTH)
 
 
-def _counts(recorder: Recorder, protocol: str) -> str:
-    parts = [f"{action} {n}" for action in ACTIONS if (n := recorder.count(action, protocol))]
-    extra = sorted({a for (p, _, a) in recorder.counts if p == protocol and a not in ACTIONS})
-    parts += [f"{a} {recorder.count(a, protocol)}" for a in extra]
-    return ", ".join(parts) or "nothing recorded"
+class Reminders:
+    """What the proxy decided for each reminder, in order, by reminder id (a Recorder listener)."""
+
+    def __init__(self) -> None:
+        self.decided: dict[str, list[str]] = {}
+
+    def decision(self, record: dict[str, Any]) -> None:
+        if record["reminder"] is not None:
+            self.decided.setdefault(record["reminder"].id, []).append(record["action"])
+
+    def handshake(self, record: dict[str, Any]) -> None:
+        pass
+
+    def summary(self) -> str:
+        """`3 reminders: 1 rewritten; 1 queued, then attached to the next message; 1 refused`."""
+        paths = Counter(_story(actions) for actions in self.decided.values())
+        count = len(self.decided)
+        return (f"{count} reminder{'' if count == 1 else 's'}: " + "; ".join(f"{n} {path}" for path, n in paths.items())
+                if count else "no reminder")
+
+
+#: what a decision (the `action` label of reminder_bridge_reminders_total) did, in words
+ACTION_WORDS = {"channel": "sent as a channel event", "attached": "attached to the next message",
+                "rendered": "rendered into the next prompt", "synthesized": "its lifecycle told the client",
+                "passed": "passed on as it was", "rate_limited": "held back by the budget"}
+
+
+def _story(actions: list[str]) -> str:
+    """One reminder's decisions in order, repeats counted: `rewritten twice`, `queued, then attached…`."""
+    runs: list[list[Any]] = []
+    for action in actions:
+        if runs and runs[-1][0] == action:
+            runs[-1][1] += 1
+        else:
+            runs.append([action, 1])
+    told = [ACTION_WORDS.get(a, a) + {1: "", 2: " twice"}.get(n, f" {n} times") for a, n in runs]
+    return ", then ".join(told)
 
 
 def run_demo(width: int = 0, out: TextIO | None = None) -> int:
@@ -370,53 +435,63 @@ def run_demo(width: int = 0, out: TextIO | None = None) -> int:
         return 0
 
 
+def _conversation(name: str, flow: Flow, peer: Callable[[dict[str, Any]], list[dict[str, Any]]],
+                  printer: Printer) -> tuple[Conversation, Reminders]:
+    """A conversation whose flow's reminder decisions are collected apart from any other's."""
+    reminders = Reminders()
+    flow.recorder.listeners.append(reminders)
+    return Conversation(name, flow, peer, printer), reminders
+
+
 def _run(printer: Printer) -> int:
     log = io.StringIO()  # decisions are logged here, not on stderr
-    recorder = Recorder(route="demo", log=log)
     settings = RouteSettings()
 
-    for intro in ("reminder-bridge demo: a standard host talks to bundled legacy (harn) peers through the proxy's "
-                  "real pipelines, in-process.", "Left: the message as sent. Right: what the proxy delivered."):
-        for chunk in wrap(intro, printer.width):
-            printer.line(chunk)
+    for paragraph in INTRO:
+        printer.text(paragraph)
 
-    results: list[tuple[str, Conversation, list[str]]] = []
+    def recorder(route: str) -> Recorder:
+        return Recorder(route=route, log=log)
+
+    results: list[tuple[Conversation, Reminders, list[str]]] = []
     printer.heading("MCP  standard host ↔ legacy server (bridge.examples.mcp_legacy_server)",
                     "Reminders flow toward the host; the server speaks notifications/message + _meta.harn.reminder.")
-    mcp = Conversation("MCP", make_flow("mcp", settings, recorder), LegacyMcpServer().handle, printer)
-    results.append(("mcp", mcp, mcp_script(mcp)))
+    mcp, seen = _conversation("MCP", make_flow("mcp", settings, recorder("demo")), LegacyMcpServer().handle, printer)
+    results.append((mcp, seen, mcp_script(mcp)))
 
     printer.heading("MCP  Claude Code with channels ↔ legacy server (reminder-bridge stdio --route workspace "
                     "--host-dialect claude-channel)",
                     "Each reminder is pushed into the running session as notifications/claude/channel; "
                     "Claude Code must be launched with --dangerously-load-development-channels server:workspace.")
-    channel_flow = make_flow("mcp", settings, Recorder(route="workspace", log=log), host_dialect="claude-channel")
-    channel = Conversation("Claude Code", channel_flow, LegacyMcpServer().handle, printer)
-    results.append(("mcp", channel, channel_script(channel)))
+    channel, seen = _conversation("Claude Code", make_flow("mcp", settings, recorder("workspace"),
+                                                           host_dialect="claude-channel"),
+                                  LegacyMcpServer().handle, printer)
+    results.append((channel, seen, channel_script(channel)))
 
     printer.heading("ACP  standard client ↔ Harn-like agent (bridge.examples.acp_harn_agent)",
                     "The agent takes session/remind with snake_case keys and reports reminders under "
                     "_meta.harn.reminder.")
-    acp = Conversation("ACP", make_flow("acp", settings, recorder), HarnLikeAgent().handle, printer)
-    results.append(("acp", acp, acp_script(acp)))
+    acp, seen = _conversation("ACP", make_flow("acp", settings, recorder("demo")), HarnLikeAgent().handle, printer)
+    results.append((acp, seen, acp_script(acp)))
 
     printer.heading("A2A  standard caller ↔ legacy remote agent (bridge.examples.a2a_legacy_agent)",
                     "The agent carries reminders as metadata.harn.reminder on messages and stream events.")
     agent = LegacyA2AAgent()
-    flow = make_flow("a2a", settings, recorder, host_dialect="standard", peer_dialect="legacy", public_url=PUBLIC_URL)
-    a2a = Conversation("A2A", flow, agent.handle, printer)
-    results.append(("a2a", a2a, a2a_script(a2a, agent)))
+    a2a, seen = _conversation("A2A", make_flow("a2a", settings, recorder("demo"), host_dialect="standard",
+                                               peer_dialect="legacy", public_url=PUBLIC_URL), agent.handle, printer)
+    results.append((a2a, seen, a2a_script(a2a, agent)))
 
     printer.line()
     printer.line("━" * printer.width)
     failed = False
-    for protocol, conv, missing in results:
+    name_width = max(len(conv.name) for conv, _, _ in results) + 2
+    for conv, reminders, missing in results:
         t = conv.tally
-        status = "ok" if not missing else "MISSING: " + "; ".join(missing)
         failed = failed or bool(missing)
-        summary = (f"{conv.name}  {t.messages} messages: {t.rewritten} rewritten, {t.unchanged} unchanged, "
-                   f"{t.dropped} dropped | recorder: {_counts(conv.flow.recorder, protocol)} | {status}")
-        for chunk in wrap(summary, printer.width):
-            printer.line(chunk)
+        printer.text(f"{conv.name.ljust(name_width)}{t.messages} messages: {t.rewritten} rewritten, "
+                     f"{t.unchanged} passed unchanged, {t.dropped} dropped", then=" " * name_width)
+        printer.text(" " * name_width + reminders.summary(), then=" " * name_width)
+        printer.text(" " * name_width + ("ok" if not missing else "MISSING: " + "; ".join(missing)),
+                     then=" " * name_width)
     printer.out.flush()
     return 1 if failed else 0

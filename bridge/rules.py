@@ -8,26 +8,32 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import re
 import string
 import tomllib
 import types
 import typing
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Annotated, Any, Iterable, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
+)
 
+from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
 from bridge.state.settings import StateSettings
+from bridge.urls import redact
 from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
     "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
     "HOST_ADAPTERS", "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
-    "host_dialect_problem", "load_rules", "locate_keys", "parse_rules_text",
+    "check_hostport", "check_url", "describe_key", "host_dialect_problem", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
@@ -99,6 +105,18 @@ def _rules_path(v: str, info: ValidationInfo) -> str:
     if not path.is_absolute() and base is not None:
         path = Path(base) / path
     return str(path)
+
+
+def _from_environ(v: str, info: ValidationInfo) -> str:
+    """``v`` with its `${NAME}`s read from the environment (the loader's, else this process's)."""
+    return expand(v, (info.context or {}).get("environ", os.environ))
+
+
+#: `headers` and `env` entries: names checked, values read from the environment (bridge/environ.py)
+HeaderName = Annotated[str, AfterValidator(check_header_name)]
+HeaderValue = Annotated[str, AfterValidator(_from_environ), AfterValidator(check_header_value)]
+EnvName = Annotated[str, AfterValidator(check_env_name)]
+EnvValue = Annotated[str, AfterValidator(_from_environ)]
 
 
 #: What an outbox `identity` may name: `header:<name>`, a header the request carries end to end.
@@ -218,9 +236,15 @@ class RouteSettings(_Model):
     """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given."""
 
     protocol: Protocol | None = None
+    #: `stdio`: the command it runs when none follows `--`, in ``cwd`` with ``env`` on top of the proxy's own
     command: Annotated[list[str], Field(min_length=1)] | None = None
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    cwd: str | None = None
+    #: `serve`: where the route answers at the proxy (absent: every path, as the upstream has it)
     path: str | None = None
     upstream: str | None = None
+    #: `serve`: set on every upstream request, in place of the client's header of the same name
+    headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict)
     stage: Stage = "translate"
     host_dialect: HostDialect = "auto"
     peer_dialect: Dialect = "auto"
@@ -257,7 +281,15 @@ class RouteSettings(_Model):
     @field_validator("upstream")
     @classmethod
     def _upstream(cls, v: str) -> str:
-        return _url(v, ("http", "https", "ws", "wss"), "an http(s):// or ws(s):// URL")
+        return check_url(v, UPSTREAM_SCHEMES)
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, v: str, info: ValidationInfo) -> str:
+        path = _rules_path(v, info)
+        if not Path(path).is_dir():
+            raise ValueError(f"{_show(path)} is not a directory")
+        return path
 
     @field_validator("envelope")
     @classmethod
@@ -320,7 +352,7 @@ class Telemetry(_Model):
     @field_validator("otlp_endpoint")
     @classmethod
     def _endpoint(cls, v: str) -> str:
-        return _url(v, ("http", "https"), "an http(s):// URL")
+        return check_url(v, ("http", "https"))
 
 
 class Admin(_Model):
@@ -336,10 +368,7 @@ class Admin(_Model):
     @field_validator("listen")
     @classmethod
     def _listen(cls, v: str) -> str:
-        host, _, port = v.rpartition(":")
-        if not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f'must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got {_show(v)})')
-        return v
+        return check_hostport(v)
 
 
 MIB = 1024 * 1024
@@ -436,15 +465,32 @@ def _check_template(template: str, placeholders: tuple[str, ...], required: str 
         raise ValueError(f"must contain {{{required}}} (allowed placeholders: {allowed})")
 
 
-def _url(v: str, schemes: tuple[str, ...], what: str) -> str:
+#: what an `upstream` may be: an HTTP route, or a WebSocket one
+UPSTREAM_SCHEMES = ("http", "https", "ws", "wss")
+_WORDS = {UPSTREAM_SCHEMES: "an http(s):// or ws(s):// URL", ("http", "https"): "an http(s):// URL"}
+
+
+def check_url(v: str, schemes: tuple[str, ...]) -> str:
+    """``v`` if it is a URL of one of ``schemes`` with a host; ValueError says what is expected (and
+    what was probably meant, for a bare HOST:PORT). Userinfo and query values are never quoted."""
     try:
         parts = urlsplit(v)
         ok = parts.scheme in schemes and bool(parts.hostname)
         parts.port  # raises on a bad port
     except ValueError:
         ok = False
-    if not ok:
-        raise ValueError(f"must be {what} (got {_show(v)})")
+    if ok:
+        return v
+    bare = "://" not in v and re.fullmatch(r"[\w.\-\[\]]+:\d+(/.*)?", v)  # HOST:PORT[/PATH]
+    hint = f'; did you mean "{schemes[0]}://{redact(v)}"?' if bare else ""
+    raise ValueError(f"must be {_WORDS.get(schemes, ' or '.join(schemes) + ' URL')} (got {_show(redact(v))}){hint}")
+
+
+def check_hostport(v: str) -> str:
+    """``v`` if it is HOST:PORT with a port 0-65535 (an IPv6 host in brackets)."""
+    host, _, port = v.rpartition(":")
+    if not host.strip("[]") or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f'must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got {_show(v)})')
     return v
 
 
@@ -497,8 +543,9 @@ def check_files(paths: Iterable[str | Path]) -> list[RuleProblem]:
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 
-def parse_rules_text(text: str, file: str = "<string>") -> Rules:
-    """Validate rules given as TOML text; `file` only names the source in problems."""
+def parse_rules_text(text: str, file: str = "<string>", environ: Mapping[str, str] | None = None) -> Rules:
+    """Validate rules given as TOML text; `file` only names the source in problems, ``environ`` is
+    where `${NAME}` in `headers` and `env` values is read (default: this process's environment)."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -525,12 +572,13 @@ def parse_rules_text(text: str, file: str = "<string>") -> Rules:
         data["routes"] = {n: _merge(defaults, r) for n, r in routes.items()}
 
     try:
-        rules = Rules.model_validate(data, context={"rules_dir": str(Path(file).parent)} if file != "<string>" else None)
+        rules = Rules.model_validate(data, context={"rules_dir": str(Path(file).parent) if file != "<string>" else None,
+                                                    "environ": environ if environ is not None else os.environ})
     except ValidationError as e:
         errors = e.errors(include_url=False)
         reported = {tuple(err["loc"]) for err in errors}
         for err in errors:
-            loc = tuple(err["loc"])
+            loc = tuple(part for part in err["loc"] if part != "[key]")  # a bad key of a table: the key itself
             if loc[:1] == ("routes",) and len(loc) > 2 and isinstance(routes, dict):
                 rest = loc[2:]
                 if not _has(routes.get(loc[1]), rest) and ("defaults", *rest) in reported:
@@ -625,6 +673,13 @@ def _unwrap(tp: Any) -> tuple[Any, list]:
                 meta.extend(getattr(m, "metadata", [m]))
         else:
             return tp, meta
+
+
+def describe_key(model: type[BaseModel], key: str) -> str:
+    """What ``model``'s ``key`` accepts, in the words `check` uses ("an integer >= 0")."""
+    field = model.model_fields[key]
+    tp, meta = _unwrap(field.annotation)
+    return _describe(tp, meta + list(field.metadata)) or "a valid value"
 
 
 def _describe(tp: Any, meta: list) -> str | None:

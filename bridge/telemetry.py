@@ -1,6 +1,6 @@
 """What the proxy did and why (spec §9): counters, a latency histogram, pending-queue gauges (in
-prometheus_client's own types: `bridge.metrics`), OpenTelemetry spans and one structured JSON log
-line per notable decision.
+prometheus_client's own types: `bridge.metrics`), OpenTelemetry spans and one log line per notable
+decision (a `logging` record: bridge.logs).
 
 Flows only ever call `Recorder.reminder(...)` (through `Flow.record`) and `Recorder.carrier(...)`
 (through `Flow.stamp`); every OpenTelemetry call is in this module, and the SDK is imported
@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bridge.display import MAX_SHOWN_ID, clip, safe_json
+from bridge.display import MAX_SHOWN_ID, clip
+from bridge.logs import PROXY, REMINDERS, log_event, stream_logger
 from bridge.model import Reminder
 
 if TYPE_CHECKING:
@@ -172,7 +173,9 @@ class Recorder:
         #: set by whoever owns the route (an HTTP route, the stdio proxy): () -> its protocol, stage,
         #: budgets, for the admin port's status page
         self.status_source: Any = None
-        self._log = log if log is not None else sys.stderr
+        #: where lines go: the `reminder_bridge` loggers, or (given ``log``) one of its own writing JSON there
+        own = stream_logger(log) if log is not None else None
+        self._decisions, self._events = (own, own) if own is not None else (REMINDERS, PROXY)
         self._tracing = tracing
         self.log_level = log_level
         _RECORDERS.add(self)
@@ -247,7 +250,7 @@ class Recorder:
                 from opentelemetry.trace import get_current_span
 
                 fields["trace_id"] = format(get_current_span(context).get_span_context().trace_id, "032x")
-            self.log(action, level="warning" if level == 30 else "info", **fields)
+            self._line(self._decisions, action, {"level": "warning" if level == 30 else "info", **fields})
         return context
 
     @staticmethod
@@ -371,11 +374,12 @@ class Recorder:
             self.log(event, level="warning", **fields)
 
     def log(self, event: str, **fields: Any) -> None:
-        """One JSON line; a terminal shows it as it reads (control characters escaped: bridge.display)."""
-        record = {"ts": _now_iso(), "event": event, "route": self.route,
-                  **{k: v for k, v in fields.items() if v is not None}}
-        self._log.write(safe_json(record) + "\n")
-        self._log.flush()
+        """One log line about what the proxy did (not a reminder decision), whatever the level."""
+        self._line(self._events, event, fields)
+
+    def _line(self, logger: Any, event: str, fields: dict[str, Any]) -> None:
+        """`event`, this route, and the fields that have a value, as one record (bridge.logs)."""
+        log_event(logger, {"event": event, "route": self.route, **{k: v for k, v in fields.items() if v is not None}})
 
     def count(self, action: str, protocol: str | None = None) -> int:
         return sum(n for (p, _, a), n in self.counts.items() if a == action and protocol in (None, p))
@@ -400,7 +404,3 @@ def register_collector(collector: Any) -> None:
 def collectors() -> Iterable[Any]:
     return list(_COLLECTORS)
 
-
-def _now_iso() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"

@@ -30,6 +30,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _width(text: str) -> int:
+    from bridge.demo import SMALLEST_WIDTH
+
+    if not text.isdigit() or int(text) < SMALLEST_WIDTH:
+        raise ValueError(f"must be a number of columns, at least {SMALLEST_WIDTH} (got {text})")
+    return int(text)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from bridge.demo import run_demo
 
@@ -75,24 +83,50 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+EXAMPLES = """examples:
+  reminder-bridge demo
+      watch a standard host talk to legacy (harn) peers through the proxy
+  reminder-bridge stdio -- python -m bridge.examples.mcp_legacy_server
+      wrap an MCP server (or ACP agent) that a host launches
+  reminder-bridge serve --protocol mcp --upstream http://127.0.0.1:3000/mcp
+      put the proxy in front of an MCP server over HTTP: hosts use http://127.0.0.1:8080/mcp
+  reminder-bridge check rules/*.toml
+      validate rules files
+
+`reminder-bridge COMMAND --help` has the options and examples of each command."""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from bridge.cli.options import add_command, checked
+    from bridge.logs import FORMATS
+    from bridge.state.settings import check_state_url
+
     parser = argparse.ArgumentParser(
         prog="reminder-bridge",
         description="Transparent sidecar that rewrites ambient reminders between legacy (harn) and standard "
-                    "MCP, ACP and A2A messages.")
+                    "MCP, ACP and A2A messages.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from bridge.cli.translate import add_translate_parser
 
     add_translate_parser(sub, PROTOCOLS, DIALECTS)
 
-    p = sub.add_parser("check", help="validate rules files; prints FILE:LINE: KEY: MESSAGE per problem")
-    p.add_argument("files", nargs="+")
+    p = add_command(sub, "check", "validate rules files; prints FILE:LINE: KEY: MESSAGE per problem", [
+        ("reminder-bridge check rules/default.toml rules/examples/*.toml", "check every shipped rules file"),
+        ("GITHUB_TOKEN=… reminder-bridge check rules/mcp-remote.toml",
+         "a file whose headers read ${GITHUB_TOKEN} needs it set, as serve does"),
+    ])
+    p.add_argument("files", nargs="+", metavar="FILE")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("demo", help="a standard host talking to bundled legacy peers through the proxy")
-    p.add_argument("--width", type=int, default=0, help="columns for the side-by-side view (default: terminal)")
+    p = add_command(sub, "demo", "a standard host talking to bundled legacy (harn) peers through the proxy", [
+        ("reminder-bridge demo", "every protocol, at the terminal's width"),
+        ("reminder-bridge demo --width 160 | less -R", "wider, in a pager"),
+    ])
+    p.add_argument("--width", type=checked(_width), default=0, metavar="COLUMNS",
+                   help="columns to lay the messages out in (default: the terminal's, at least 100)")
     p.set_defaults(func=_cmd_demo)
 
     from bridge.cli.serve import add_serve_parser
@@ -108,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
             "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
         sub.choices[command].add_argument(
-            "--state", metavar="URL", help="where budgets, queued reminders and session records live, shared with "
+            "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
+            "terminal); json: one JSON object per line (the default otherwise)")
+        sub.choices[command].add_argument(
+            "--state", metavar="URL", type=checked(check_state_url), help="where budgets, queued reminders and session records live, shared with "
             "every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
             "default: the rules file's [state] url, else this process (memory)")
     return parser

@@ -3,16 +3,20 @@ admin port, around the HTTP transport (imported only when the command runs, so o
 start without aiohttp)."""
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import os
 import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bridge.cli import options
+from bridge.cli.listening import announce
+from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
-from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, check_origins, host_dialect_problem
+from bridge.logs import configure as configure_logging
+from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, host_dialect_problem
 
 if TYPE_CHECKING:  # imported when `serve` runs: every other command starts without them
     from bridge.cli import workers
@@ -35,36 +39,65 @@ LIMIT_FLAGS = {
 }
 
 
+EXAMPLES = [
+    ("reminder-bridge serve --protocol mcp --upstream http://127.0.0.1:3000/mcp",
+     "hosts use http://127.0.0.1:8080/mcp: every path goes to the upstream unchanged"),
+    ("reminder-bridge serve --protocol mcp --upstream https://mcp.example/mcp --header 'Authorization: Bearer ${TOKEN}'",
+     "send a header on every upstream request; ${TOKEN} is read from this environment (not from argv)"),
+    ("reminder-bridge serve --protocol a2a --upstream http://127.0.0.1:9999 --listen 127.0.0.1:9000",
+     "an A2A agent: callers fetch its card from http://127.0.0.1:9000/.well-known/agent-card.json"),
+    ("reminder-bridge serve --rules rules/mcp-remote.toml --admin 127.0.0.1:9464",
+     "every route of a rules file, with the admin port (`reminder-bridge status` reads it)"),
+]
+
+
 def add_serve_parser(sub: Any) -> None:
-    p = sub.add_parser("serve", help="HTTP/SSE/WebSocket proxy: routes from a rules file, or one --upstream")
-    p.add_argument("--rules", help="rules file whose routes have `path` and `upstream`")
-    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT", help="default 127.0.0.1:8080")
-    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here")
+    p = add_command(sub, "serve", "HTTP/SSE/WebSocket proxy: routes from a rules file, or one --upstream", EXAMPLES)
+    p.add_argument("--rules", metavar="FILE", help="rules file whose routes have `upstream` (and `path`)")
+    p.add_argument("--listen", default="127.0.0.1:8080", type=options.host_port, metavar="HOST:PORT",
+                   help="default 127.0.0.1:8080")
+    p.add_argument("--admin", type=options.host_port, metavar="HOST:PORT",
+                   help="serve /healthz, /readyz, /metrics and the console here")
     p.add_argument("--protocol", choices=("mcp", "a2a", "acp"), help="one-route shortcut: the protocol")
-    p.add_argument("--upstream", help="one-route shortcut: the upstream base URL (http(s):// or ws(s)://)")
+    p.add_argument("--upstream", type=options.upstream_url, metavar="URL",
+                   help="one-route shortcut: the upstream (http(s):// or ws(s)://); its path, if any, is where "
+                        "hosts post at the proxy too: every path is forwarded unchanged")
+    p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
+                   help="set a header on every upstream request of every route, in place of the client's (repeat "
+                        "for more); ${VAR} in VALUE is read from this environment")
     p.add_argument("--host-dialect", choices=HOST_DIALECTS,
                    help="claude-channel: the hosts are Claude Code sessions launched with channels (MCP routes only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
-    p.add_argument("--upstream-timeout", type=float, default=300.0,
+    p.add_argument("--upstream-timeout", type=options.checked(_seconds), default=300.0, metavar="SECONDS",
                    help="seconds to wait for an upstream to start answering (default 300)")
-    p.add_argument("--allowed-origin", action="append", metavar="ORIGIN",
+    p.add_argument("--allowed-origin", action="append", type=options.origin, metavar="ORIGIN",
                    help="a browser origin every route accepts (repeat for more; `*` for any, `loopback` for "
                         "localhost); default: the rules' allowed_origins, else loopback origins only")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                   help="JSON log lines on stderr (default warning)")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="log lines on stderr: warning (default) logs every reminder dropped, refused or limited "
+                        "and why; info logs every decision")
+    p.add_argument("--workers", type=options.checked(_workers), default=1, metavar="N",
                    help="N processes on one port (SO_REUSEPORT), each a full proxy; more than one needs shared "
                         "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
-        p.add_argument(flag, dest=key, type=kind, metavar="N", help=text)
+        p.add_argument(flag, dest=key, type=options.model_value(Limits, key, kind), metavar="N", help=text)
     p.set_defaults(func=_cmd_serve, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
 def _workers(text: str) -> int:
-    n = int(text)
-    if not 1 <= n <= 64:
-        raise argparse.ArgumentTypeError(f"must be 1 to 64 (got {n})")
-    return n
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise ValueError(f"must be a number from 1 to 64 (got {text})")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError(f"must be a number of seconds > 0 (got {text})")
+    return seconds
 
 
 def build_limits(args: Any, rules: Rules | None) -> Limits:
@@ -74,10 +107,16 @@ def build_limits(args: Any, rules: Rules | None) -> Limits:
 
 
 def with_flags(args: Any, route: RouteSettings) -> RouteSettings:
-    """A route's settings with what the command line overrides (`--allowed-origin`): at start-up,
-    and again at every reload, which would otherwise drop it."""
-    origins = getattr(args, "allowed_origin", None)
-    return route.model_copy(update={"allowed_origins": check_origins(origins)}) if origins else route
+    """A route's settings with what the command line overrides (`--allowed-origin`, `--header`): at
+    start-up, and again at every reload, which would otherwise drop them. Both were checked when
+    they were parsed."""
+    update: dict[str, Any] = {}
+    if origins := getattr(args, "allowed_origin", None):
+        update["allowed_origins"] = origins
+    if headers := getattr(args, "header", None):
+        given = {name.lower() for name, _ in headers}
+        update["headers"] = {**{k: v for k, v in route.headers.items() if k.lower() not in given}, **dict(headers)}
+    return route.model_copy(update=update) if update else route
 
 
 def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
@@ -109,11 +148,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         return routes
     if not (args.protocol and args.upstream):
         raise ValueError("give --rules FILE, or --protocol and --upstream for one route")
-    try:
-        settings = RouteSettings(upstream=args.upstream)
-    except ValueError as exc:
-        raise ValueError(f"--upstream: {exc}") from None
-    settings = with_flags(args, settings)
+    settings = with_flags(args, RouteSettings(upstream=args.upstream))  # --upstream was checked when parsed
     check_dialect(UNNAMED_ROUTE, args.protocol)
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
         raise ValueError("ACP has no HTTP transport: give --protocol acp a ws:// or wss:// --upstream, or run the "
@@ -142,6 +177,7 @@ def _cmd_serve(args: Any) -> int:
     host, port = split_hostport(args.listen)
     worker = workers.worker_of()
     supervising = args.workers > 1 and worker is None
+    stop_logging = configure_logging(args.log_format, threaded=not supervising)  # a supervisor forks: no thread
     try:
         limits = build_limits(args, rules)
         state = state_settings(getattr(args, "state", None), rules)
@@ -176,6 +212,15 @@ def _cmd_serve(args: Any) -> int:
                              worker=worker))
     finally:
         tracing.shutdown()
+        stop_logging()
+
+
+def served_url(route: HttpRoute, host: str, port: int) -> str:
+    """Where hosts reach ``route`` at the proxy: its `path`, or (a route without one serves every
+    path unchanged) the path its upstream URL names."""
+    scheme = "ws" if route.is_websocket else "http"
+    path = route.prefix if route.target.path or route.prefix else route.target.endpoint
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}{path or '/'}"
 
 
 #: Seconds a SIGTERM waits for requests and streams in flight before cutting them off.
@@ -235,14 +280,14 @@ async def _run(proxy: HttpProxy, host: str, port: int, admin: str | None, *, tok
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0][1] if runner.addresses else port
-    listening = json.dumps({"event": "listening", "listen": f"{host}:{bound}",
-                            "max_connections": proxy.guard.max_connections, "loop": loop_name(),
-                            "routes": [{"name": r.name, "prefix": r.prefix or "/", "upstream": r.target.shown,
-                                        "protocol": r.protocol} for r in proxy.routes]}) + "\n"
+    listening = {"event": "listening", "listen": f"{host}:{bound}", "max_connections": proxy.guard.max_connections,
+                 "loop": loop_name(), "routes": [{"name": r.name, "prefix": r.prefix or "/", "url": served_url(r, host, bound),
+                                                  "upstream": r.target.shown, "protocol": r.protocol}
+                                                 for r in proxy.routes]}
     if worker is not None:
-        worker.ready(listening)
+        worker.ready(json.dumps(listening) + "\n")
     else:
-        sys.stderr.write(listening)
+        announce(listening)
     if started:
         started(bound)
     try:

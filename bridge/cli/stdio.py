@@ -7,7 +7,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from bridge.cli import options
+from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
+from bridge.logs import configure as configure_logging
 from bridge.rules import (
     HOST_ADAPTERS, HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, host_dialect_problem, load_rules,
 )
@@ -21,18 +24,38 @@ if TYPE_CHECKING:
 # _cmd_stdio once the child is started, so the child's start-up and these imports overlap.
 
 
+EXAMPLES = [
+    ("reminder-bridge stdio -- python -m bridge.examples.mcp_legacy_server",
+     "wrap the bundled legacy MCP server; point a host's `command` at this line"),
+    ("reminder-bridge stdio --env GITHUB_TOKEN='${GH_TOKEN}' --cwd ~/src -- npx -y @modelcontextprotocol/server-github",
+     "the child runs in ~/src with GITHUB_TOKEN set from this shell's $GH_TOKEN (single quotes: ps never shows it)"),
+    ("reminder-bridge stdio --rules rules/claude.toml --route workspace",
+     "run the route's own `command` (with its `env` and `cwd`) under the route's rules"),
+    ("reminder-bridge stdio --host-dialect claude-channel --route workspace -- harn mcp serve --root .",
+     "push every reminder into Claude Code as a channel event (docs/hosts.md)"),
+]
+
+
 def add_stdio_parser(sub: Any) -> None:
-    p = sub.add_parser("stdio", help="wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS")
-    p.add_argument("--rules", help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
-    p.add_argument("--route", help="route name in the rules file")
+    p = add_command(sub, "stdio", "wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS",
+                    EXAMPLES)
+    p.add_argument("--rules", metavar="FILE",
+                   help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
+    p.add_argument("--route", metavar="NAME", help="route name in the rules file; its `command` runs when none "
+                   "follows --")
+    p.add_argument("--env", action="append", type=options.assignment, metavar="NAME=VALUE", default=[],
+                   help="set a variable for the child, on top of this environment and the route's `env` (repeat "
+                        "for more); ${VAR} in VALUE is read from this environment")
+    p.add_argument("--cwd", type=options.directory, metavar="DIR",
+                   help="the child's working directory (default: the route's `cwd`, else this one)")
     p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
     p.add_argument("--host-dialect", choices=HOST_DIALECTS,
                    help="claude-channel: the host is a Claude Code launched with channels (MCP only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
-    p.add_argument("--admin", metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
+    p.add_argument("--admin", type=options.host_port, metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
                    "(default: the rules file's [admin] listen, if it has an [admin] table)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
-                   help="JSON log lines on stderr: warning (default) logs every reminder dropped, refused or "
+                   help="log lines on stderr: warning (default) logs every reminder dropped, refused or "
                         "limited and why; info logs every decision")
     p.add_argument("--max-line", type=int, help=argparse.SUPPRESS)  # default: bridge.transports.stdio.MAX_LINE
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
@@ -41,9 +64,6 @@ def add_stdio_parser(sub: Any) -> None:
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        sys.stderr.write("reminder-bridge stdio: no command given (usage: reminder-bridge stdio [options] -- CMD ARGS)\n")
-        return 2
     settings = RouteSettings()
     route_name = args.route or UNNAMED_ROUTE
     rules: Rules | None = None
@@ -60,6 +80,12 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
+    command = command or list(settings.command or ())
+    if not command:
+        where = f"route {route_name!r} of {args.rules} has no `command`; " if args.rules else ""
+        sys.stderr.write(f"reminder-bridge stdio: no command given: {where}put one after -- "
+                         "(reminder-bridge stdio [options] -- CMD ARGS)\n")
+        return 2
     dialect = args.host_dialect or settings.host_dialect
     # a host adapter belongs to one protocol: it settles a protocol left to detection
     protocol = args.protocol or settings.protocol or HOST_ADAPTERS.get(dialect, (None,))[0]
@@ -68,15 +94,17 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2
     try:  # first the child (the host waits for its answer), then what the route needs
-        started = child.start(command)
+        started = child.start(command, env=child_environment(settings, args.env), cwd=args.cwd or settings.cwd)
     except OSError as exc:
         message, code = child.cannot_start(command, exc)
         sys.stderr.write(message)
         return code
+    stop_logging = configure_logging(args.log_format)
 
     def refuse(message: str) -> int:
         """A setting refused once the child runs: the child is stopped, the host told why."""
         child.stop(started)
+        stop_logging()
         sys.stderr.write(f"reminder-bridge: {message}\n")
         return 2
 
@@ -115,6 +143,15 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         tracing.shutdown()
         if proxy.child is None:  # refused before the proxy took the child over (an --admin that cannot listen)
             child.stop(started)
+        stop_logging()
+
+
+def child_environment(settings: RouteSettings, flags: list[tuple[str, str]]) -> dict[str, str] | None:
+    """The child's environment: this process's, then the route's `env`, then `--env` (None: this
+    process's unchanged, as a host that launched us meant it)."""
+    if not settings.env and not flags:
+        return None
+    return {**os.environ, **settings.env, **dict(flags)}
 
 
 def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:

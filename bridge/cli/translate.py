@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from bridge.jsonrpc import dumps
+from bridge.logs import configure as configure_logging
 from bridge.pipeline.commands import HOST, Send, writes
 from bridge.rules import HOST_ADAPTERS, RouteSettings, host_dialect_problem
 
@@ -15,7 +16,14 @@ if TYPE_CHECKING:  # the pipeline is imported when a message is translated, not 
 
 
 def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[str, ...]) -> None:
-    p = sub.add_parser("translate", help="convert one message read on stdin; prints {to, message} JSON lines")
+    from bridge.cli.options import add_command
+
+    p = add_command(sub, "translate", "convert one message read on stdin; prints {to, message} JSON lines", [
+        ("reminder-bridge translate --protocol mcp --toward host --source legacy --target standard < message.json",
+         "a legacy MCP reminder (notifications/message with _meta.harn.reminder) as a standard host gets it"),
+        ("reminder-bridge translate --protocol acp --toward peer --source standard --target legacy < inject.json",
+         "a standard session/inject_reminder as a Harn agent gets it (session/remind)"),
+    ])
     p.add_argument("--protocol", choices=protocols, required=True)
     p.add_argument("--toward", choices=("host", "peer"), required=True, help="direction the message travels")
     p.add_argument("--source", choices=dialects[1:], required=True, help="dialect of the side that sent it")
@@ -72,6 +80,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if (problem := target_problem(args.protocol, args.toward, args.target)) is not None:
         sys.stderr.write(f"reminder-bridge translate: --target {problem}\n")
         return 2
+    configure_logging("json", threaded=False)  # a drop is logged on stderr as JSON, as it always was
     sys.stdout.buffer.write(translate_lines(args.protocol, args.toward, args.source, args.target,
                                             sys.stdin.buffer.read()))
     sys.stdout.buffer.flush()

@@ -43,6 +43,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bridge.cli import hangup
+from bridge.cli.listening import announce
+from bridge.logs import WORKERS, log_event
 from bridge.state.settings import StateSettings
 
 #: Set in a worker's environment: "INDEX:PORT:READY_FD:LIFELINE_FD" (READY_FD: where it says it is
@@ -110,8 +112,7 @@ def refusal(state: StateSettings, n: int) -> str | None:
 
 
 def _log(event: str, **fields: object) -> None:
-    sys.stderr.write(json.dumps({"event": event, **fields}) + "\n")
-    sys.stderr.flush()
+    log_event(WORKERS, {"event": event, **fields}, stamped=False)
 
 
 def _reserve(host: str, port: int) -> socket.socket:
@@ -253,9 +254,7 @@ class Supervisor:
         workers = [self.current[index] for index in range(self.n) if index in self.current]
         if not self.announced and len(workers) == self.n and all(c.listening is not None for c in workers):
             self.announced = True
-            listening = {**workers[0].listening, "workers": [c.pid for c in workers]}  # type: ignore[dict-item]
-            sys.stderr.write(json.dumps(listening) + "\n")
-            sys.stderr.flush()
+            announce({**workers[0].listening, "workers": [c.pid for c in workers]})  # type: ignore[dict-item]
 
     # -- exits -------------------------------------------------------------------------------------
     def _reap(self) -> None:

@@ -14,14 +14,16 @@ import threading
 from typing import Any
 
 
-def start(command: list[str]) -> subprocess.Popen:
+def start(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
     """Spawn ``command`` with pipes on stdin and stdout, stderr inherited (it reaches the host
-    untouched). Raises OSError as `subprocess.Popen` does (see `cannot_start`).
+    untouched), in ``env`` and ``cwd`` (None: ours). Raises OSError as `subprocess.Popen` does
+    (see `cannot_start`).
 
     From then on SIGINT and SIGTERM go on to the child, as they do once the proxy runs
     (`StdioProxy.run` installs the loop's handlers in place of these): a host that stops the proxy
     while it is still starting stops its server too, and the proxy ends as the child does."""
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0,
+                            env=env, cwd=cwd)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _: proc.send_signal(signum))
     return proc

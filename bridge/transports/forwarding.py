@@ -41,10 +41,10 @@ def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP) ->
 
 
 def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: str, scheme: str,
-                     authorization: str | None = None, websocket: bool = False) -> dict[str, str]:
+                     own: Mapping[str, str] | None = None, websocket: bool = False) -> dict[str, str]:
     """A client's request headers as the upstream gets them: end-to-end ones, the upstream's own
     Host (set by the HTTP client from the URL), `X-Forwarded-*` naming the client side, and the
-    route's own credentials in place of the client's when the upstream URL carries some."""
+    route's own headers (`Upstream.own`) in place of the client's of the same names."""
     drop = NOT_UPSTREAM | WEBSOCKET_HANDSHAKE if websocket else NOT_UPSTREAM
     out = end_to_end(headers, drop)
     if not websocket:
@@ -56,10 +56,18 @@ def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: st
         out["X-Forwarded-For"] = f"{forwarded_for}, {client}" if forwarded_for else client
     out["X-Forwarded-Host"] = host
     out["X-Forwarded-Proto"] = scheme
-    if authorization is not None:
-        for name in [k for k in out if k.lower() == "authorization"]:
-            del out[name]
-        out["Authorization"] = authorization
+    if own:
+        return with_own(out, own)
+    return out
+
+
+def with_own(headers: Mapping[str, str], own: Mapping[str, str], former: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``headers`` with ``own`` in place of any header of the same name (names are case-blind), and
+    without ``former``'s (a route's own headers before a reload) where they still hold its value."""
+    replaced = {name.lower() for name in own}
+    stale = {name.lower(): value for name, value in (former or {}).items()}
+    out = {k: v for k, v in headers.items() if k.lower() not in replaced and stale.get(k.lower()) != v}
+    out.update(own)
     return out
 
 
@@ -102,31 +110,46 @@ URLS_KEPT = 256
 
 
 class Upstream:
-    """An upstream base URL: joined with request paths and queries, authenticated with its own
-    userinfo, and shown everywhere with its userinfo and query values redacted."""
+    """An upstream URL: joined with request paths and queries, sent with the route's own headers
+    (its userinfo as `Authorization`, and the route's `headers`), and shown everywhere with its
+    userinfo, query values and header values redacted.
 
-    def __init__(self, url: str):
+    How a request's path reaches it (docs/http.md, "Paths"): ``mounted`` (a route with a `path`),
+    the route's path stands for the URL: `PATH/REST` goes to `URL/REST`. Not mounted (no `path`,
+    and the `--upstream` shortcut), every path goes unchanged to the URL's origin, so the URL's own
+    path (`/mcp`) is where the host posts, at the proxy too."""
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, mounted: bool = True):
         parts = urlsplit(url)
         self.scheme = parts.scheme
-        self.path = parts.path
+        #: the path the URL names (an endpoint such as /mcp, or none)
+        self.endpoint = parts.path
+        #: the path request paths are joined below
+        self.path = parts.path if mounted else ""
         self.query = parts.query
         self.netloc = parts.hostname or ""
         if ":" in self.netloc:
             self.netloc = f"[{self.netloc}]"
         if parts.port is not None:
             self.netloc += f":{parts.port}"
-        #: `Authorization` for the upstream when the URL names a user (HTTP basic, as a browser would)
-        self.authorization: str | None = None
+        #: headers every upstream request carries in place of the client's: `Authorization` when the
+        #: URL names a user (HTTP basic, as a browser would), then the route's own `headers`
+        self.own: dict[str, str] = {}
         secrets: list[str] = []
         if parts.username is not None:
             user, password = unquote(parts.username), unquote(parts.password or "")
-            self.authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            self.own["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
             secrets += [parts.username, user, parts.password or "", password]
+        self.own = with_own(self.own, headers or {})
+        for value in self.own.values():  # `Bearer TOKEN`: the token alone is a secret too
+            secrets += [value, value.split()[-1]] if value.strip() else []
         secrets += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
         secrets += [unquote(value) for value in list(secrets)]
         #: longest first, so a secret that contains another is replaced whole
         self.secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
         self.shown = redact(url)
+        #: what tells two upstreams apart: a reload that changes any of it takes a new one
+        self.key = (url, tuple(sorted(self.own.items())), mounted)
         self._joined: dict[tuple[str, str], str] = {}
 
     def url(self, rest: str, query: str) -> str:

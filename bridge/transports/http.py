@@ -38,7 +38,7 @@ from bridge.state.queues import ReminderQueues
 from bridge.state.scope import MCP_SESSION, Scope
 from bridge.telemetry import Recorder, Tracing, register_collector
 from bridge.transports.forwarding import (
-    HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers,
+    HOP_BY_HOP, Upstream, end_to_end, origin_allowed, redact, upstream_headers, with_own,
 )
 from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Guard, Holding
@@ -105,9 +105,9 @@ class HttpRoute:
     #: where below the route the host posts JSON-RPC: the proxy's own requests go there too (on the
     #: upstream the route has when they are made)
     rpc_path: str = field(init=False, default="")
-    #: upstreams a reload moved the route away from, by URL: answers still in flight from them are
-    #: scrubbed of their secrets too
-    former: dict[str, Upstream] = field(init=False, default_factory=dict)
+    #: upstreams a reload moved the route away from (by `Upstream.key`): answers still in flight
+    #: from them are scrubbed of their secrets too
+    former: dict[tuple, Upstream] = field(init=False, default_factory=dict)
     proxy: Any = field(init=False, default=None)  # the HttpProxy serving the route (runs sessions' timers and calls)
 
     def __post_init__(self) -> None:
@@ -115,7 +115,7 @@ class HttpRoute:
         self.recorder = Recorder(route=self.name, log_level=self.log_level, tracing=self.tracing)
         if self.policy is None:
             self.policy = Policy(self.settings, route=self.name)
-        self.target = Upstream(self.upstream)
+        self.target = upstream_of(self.upstream, self.settings)
         self.sessions = SessionTable(self.limits.max_sessions, self.limits.session_idle_s, self.recorder.session_ended)
         self.tasks = TaskBook(queued=ReminderQueues(limit=self.settings.trust.max_pending_per_session,
                                                     idle_s=self.limits.session_idle_s,
@@ -174,16 +174,20 @@ class HttpRoute:
         host starts a new one); a new `path` moves the route there. Requests in flight and open
         streams finish where they started. Returns what moved ({setting: {from, to}})."""
         moved: dict[str, dict[str, str]] = {}
-        if settings.upstream != self.upstream:
-            assert settings.upstream is not None  # `refusal` said so
-            old = self.former[self.upstream] = self.target
-            self.upstream, self.target = settings.upstream, Upstream(settings.upstream)
-            self.former.pop(self.upstream, None)
-            self.learned = {}  # what the old upstream declared says nothing of the new one
+        assert settings.upstream is not None  # `refusal` said so
+        target = upstream_of(settings.upstream, settings)
+        if target.key != self.target.key:
+            old = self.former[self.target.key] = self.target
+            self.upstream, self.target = settings.upstream, target
+            self.former.pop(target.key, None)
+            if target.shown != old.shown:
+                self.learned = {}  # what the old upstream declared says nothing of the new one
+                moved["upstream"] = {"from": old.shown, "to": target.shown}
+            if old.own.keys() != target.own.keys() or settings.headers != self.settings.headers:
+                moved["headers"] = {"from": ", ".join(old.own) or "none", "to": ", ".join(target.own) or "none"}
             for session in self._sessions():  # the proxy's own requests for them: never the old credentials
                 if session.headers:
-                    session.headers = _reauthorized(session.headers, old.authorization, self.target.authorization)
-            moved["upstream"] = {"from": old.shown, "to": self.target.shown}
+                    session.headers = with_own(session.headers, target.own, former=old.own)
         prefix = route_prefix(settings.path)
         if prefix != self.prefix:
             moved["path"] = {"from": self.prefix or "/", "to": prefix or "/"}
@@ -389,13 +393,10 @@ class HttpRoute:
         return text
 
 
-def _reauthorized(headers: dict[str, str], old: str | None, new: str | None) -> dict[str, str]:
-    """A session's upstream headers once the route's upstream credentials went from ``old`` to
-    ``new`` (`upstream_headers` puts the route's own in place of the client's)."""
-    out = {k: v for k, v in headers.items() if k.lower() != "authorization" or (new is None and v != old)}
-    if new is not None:
-        out["Authorization"] = new
-    return out
+def upstream_of(url: str, settings: RouteSettings) -> Upstream:
+    """The upstream a route's settings name: its URL with the route's `headers`, mounted at the
+    route's `path` if it has one (docs/http.md, "Paths")."""
+    return Upstream(url, settings.headers, mounted=settings.path is not None)
 
 
 def route_prefix(path: str | None) -> str:
@@ -629,8 +630,7 @@ class HttpProxy:
         returns what the answers give the host (e.g. the reply to an inject checked with `GetTask`).
         An upstream that cannot answer is told to the flow as a JSON-RPC error for its call."""
         flow = session.flow
-        headers = dict(session.headers) if session.headers else (
-            {"Authorization": route.target.authorization} if route.target.authorization else {})
+        headers = dict(session.headers) if session.headers else dict(route.target.own)
         headers["Content-Type"] = "application/json"
         out: list[Command] = []
         for call in calls:
@@ -674,7 +674,7 @@ class HttpProxy:
 
     def _upstream_headers(self, route: HttpRoute, request: web.Request, websocket: bool = False) -> dict[str, str]:
         return upstream_headers(request.headers, client=request.remote, host=request.host, scheme=request.scheme,
-                                authorization=route.target.authorization, websocket=websocket)
+                                own=route.target.own, websocket=websocket)
 
     async def _read_answer(self, upstream: aiohttp.ClientResponse, holding: Holding, release: bool = False) -> bytes:
         """An upstream answer read whole, within `max_response_bytes` and the memory budget."""

@@ -459,11 +459,8 @@ class StdioProxy:
 
     def _note(self, event: str, level: str = "warning", **fields: Any) -> None:
         """A log line about the proxy's own lifecycle.  stderr is often a pipe to the host too, and
-        gone with it: a line that cannot be written is lost, never the shutdown it reports."""
-        try:
-            getattr(self.recorder, level)(event, **fields)
-        except (OSError, ValueError):  # EPIPE, a full non-blocking pipe, a closed file
-            pass
+        gone with it: a line that cannot be written is lost (bridge.logs), never the shutdown it reports."""
+        getattr(self.recorder, level)(event, **fields)
 
     def _stop_child(self, abort: bool) -> None:
         """Close the child's stdin (`abort`: dropping what it has not read yet), then SIGTERM it
@@ -560,8 +557,9 @@ class StdioProxy:
 
     def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
         """Nothing a stdio route reads is fixed once it runs, but its protocol (which every transport
-        refuses to change): the command it wraps comes from its command line, `path` and `upstream`
-        are `serve`'s."""
+        refuses to change). Its `command`, `env` and `cwd` were read when the child started and
+        wait for the next start (a reload never restarts the child); `path` and `upstream` are
+        `serve`'s."""
         return None
 
     def apply(self, settings: RouteSettings, policy: Policy) -> dict[str, dict[str, str]]:

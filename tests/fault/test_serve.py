@@ -355,10 +355,7 @@ async def test_running_out_of_file_descriptors_is_logged_once_per_interval(upstr
 
     argv = [sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", "--protocol", "mcp",
             "--upstream", f"http://127.0.0.1:{upstream.port}", "--max-connections", "5000"]
-    bridge = Running.__new__(Running)
-    bridge.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=low_limit)
-    bridge.stderr = []
-    bridge.port = bridge._wait_port("stderr")
+    bridge = Running(argv, "stderr", preexec_fn=low_limit)
     try:
         conns = []
         for _ in range(300):

@@ -140,6 +140,37 @@ def test_a_flood_is_counted_as_channel_events_and_rate_limited_ones_on_the_admin
     assert metrics["reminder_bridge_reminders_total{%s}" % labels.format("rate_limited")] == 195
 
 
+# -- the permission relay (Claude Code >= 2.1.81) passes untouched, both ways ----------------------------
+#: what Claude Code writes to a channel that declared claude/channel/permission: a prompt for a verdict
+PERMISSION_REQUEST = ('{"jsonrpc": "2.0", "method": "notifications/claude/channel/permission_request", "params": '
+                      '{"request_id": "tbxkq", "tool_name": "Write", "description": "write src/app.py",  '
+                      '"input_preview": "{\\"file_path\\": \\"src/app.py\\"}"}}')
+#: the same verdict the other way (a host relaying one it got elsewhere): unknown to the proxy, so untouched
+HOST_VERDICT = ('{"method":"notifications/claude/channel/permission","params":{"request_id":"tbxkq",'
+                '"behavior":"deny"},"jsonrpc":"2.0"}')
+
+
+@pytest.mark.parametrize("dialect", [["--host-dialect", "claude-channel"], []], ids=["claude-channel", "auto"])
+def test_the_permission_relay_passes_through_untouched_both_ways(dialect, tmp_path):
+    from tests.peers.permission_channel_server import PROMPT, VERDICT
+
+    record = tmp_path / "server-read.jsonl"
+    server = [sys.executable, "-m", "tests.peers.permission_channel_server", str(record)]
+    calls = [{"raw": PERMISSION_REQUEST}, {"raw": HOST_VERDICT},
+             {"method": "tools/call", "params": {"name": "relay_back", "arguments": {}}}]
+    report = run_host(PROXY + ["--route", "workspace", *dialect, "--"] + server, calls, server_name="workspace",
+                      cwd=str(ROOT))
+    experimental = report["initialize"]["result"]["capabilities"]["experimental"]
+    assert experimental["claude/channel/permission"] == {} and "claude/channel" in experimental
+    # host → server: Claude Code's prompt and the other verdict reach the server byte for byte
+    read = record.read_bytes().splitlines()
+    assert PERMISSION_REQUEST.encode() in read and HOST_VERDICT.encode() in read
+    # server → host: the verdict (and a prompt the other way) reach the host byte for byte, in order
+    relayed = [line for line in report["lines"] if "notifications/claude/channel/permission" in line]
+    assert relayed == [VERDICT % "tbxkq", PROMPT]
+    assert report["results"][0]["result"] == {"content": []} and report["exit_code"] == 0
+
+
 # -- serve (HTTP): Claude Code can reach an MCP server over HTTP too ------------------------------------
 @pytest.fixture
 def channel_bridge():

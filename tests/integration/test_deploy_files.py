@@ -94,10 +94,9 @@ def test_compose_runs_two_replicas_of_the_image_on_one_redis(compose):
     assert len(published) == 2
     assert bridges[0]["command"] == bridges[1]["command"]  # one fleet: same state URL (and prefix)
     server = services["mcp-server"]
-    assert server["image"] == IMAGE
-    source = server["volumes"][0].split(":")[0]
-    assert (DEPLOY / source).is_file()
-    assert port_of(flag(server["command"], "--listen")) == urlsplit(flag(bridges[0]["command"], "--upstream")).port
+    assert server["image"] == IMAGE  # which holds the bundled example server
+    assert server["entrypoint"] == ["python", "-m", "bridge.examples.mcp_legacy_http"]
+    assert int(flag(server["command"], "--port")) == urlsplit(flag(bridges[0]["command"], "--upstream")).port
     assert "/healthz" in " ".join(server["healthcheck"]["test"])
     assert "redis-cli" in services["redis"]["healthcheck"]["test"]
 
@@ -173,13 +172,17 @@ def test_every_proxy_command_line_parses_with_the_cli(compose, k8s):
         check_cli(args)
 
 
-def test_the_compose_example_server_answers_mcp_and_health():
-    proc = subprocess.Popen([sys.executable, str(DEPLOY / "example_mcp_server.py"), "--listen", "127.0.0.1:0"],
+def test_the_compose_example_server_answers_mcp_and_health(compose):
+    server = compose["services"]["mcp-server"]
+    argv = server["entrypoint"][2:] + [a for a in server["command"] if a not in ("0.0.0.0", "3000")]
+    assert argv == ["bridge.examples.mcp_legacy_http", "--host", "--port", "--any-session"]
+    proc = subprocess.Popen([sys.executable, "-m", "bridge.examples.mcp_legacy_http", "--host", "127.0.0.1",
+                             "--port", "0", "--any-session"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = proc.stdout.readline()
         assert line.startswith("PORT "), proc.stderr.read() if proc.poll() is not None else line
-        base = f"http://127.0.0.1:{int(line.split()[1])}"
+        base = f"http://127.0.0.1:{int(line.split()[1].rstrip(':'))}"
         assert urllib.request.urlopen(base + "/healthz", timeout=5).status == 200
 
         def post(msg: dict) -> tuple[dict, str]:

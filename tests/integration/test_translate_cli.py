@@ -1,6 +1,6 @@
 """The command line as a user runs it: `reminder-bridge translate` end to end in its own process
-(stdin → stdout), `python -m bridge`, and, in-process through the same functions the commands
-call, byte-identical passthrough, a drop that is logged, and `check`.
+(stdin → stdout, and a drop logged on stderr), `python -m bridge`, and, in-process through the
+same functions the commands call, byte-identical passthrough and `check`.
 
 Every conversion vector runs in-process (tests/unit/test_vectors.py): a fresh interpreter per
 vector adds nothing the one end-to-end run here does not show.
@@ -70,9 +70,11 @@ def test_passthrough_is_byte_identical(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_invalid_notification_is_dropped_and_logged(capsys):
-    assert translate_lines("mcp", "host", "legacy", "standard", INVALID) == b""
-    err = capsys.readouterr().err
+def test_invalid_notification_is_dropped_and_logged():
+    proc = run(["translate", "--protocol", "mcp", "--toward", "host", "--source", "legacy", "--target", "standard"],
+               INVALID)
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    err = proc.stderr.decode()
     logs = [json.loads(line) for line in err.splitlines() if line.strip()]
     [entry] = [e for e in logs if e.get("event") == "invalid"]
     assert "`params._meta.harn.reminder.ttlTurns`" in entry["why"]

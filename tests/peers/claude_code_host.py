@@ -6,7 +6,8 @@
 It spawns ``CMD ARGS`` as Claude Code spawns a server from `.mcp.json`, sends `initialize`
 (protocolVersion 2025-11-25, capabilities ``{}``: it declares **no** reminder capability;
 clientInfo claude-code 2.1.80) and `notifications/initialized`, then the calls (default:
-`tools/list`, `tools/call touch_file {path: a.py}`, the same with `b.py`, `tools/call echo`),
+`tools/list`, `tools/call touch_file {path: a.py}`, the same with `b.py`, `tools/call echo`; a
+call `{"raw": LINE}` writes LINE as it is, as Claude Code writes a permission prompt to a channel),
 waits ``--wait`` seconds for trailing notifications, closes the child's stdin and prints ONE
 JSON report on stdout:
 
@@ -15,6 +16,7 @@ JSON report on stdout:
      "rendered": [what the model sees for each of them, when a listener is registered],
      "notifications": [every other notification], "results": [{"method", "params", "result"|"error"|"timeout"}],
      "requests": [requests the server sent], "unparsed": [lines that were not JSON-RPC],
+     "lines": [every line received, as text],
      "timeline": [{"kind", "method"?, "id"?}, in arrival order], "exit_code": int | null, …}
 
 Like Claude Code, it registers a channel listener only when the server's `initialize` result
@@ -124,9 +126,12 @@ class _Child:
             self.lines.put(None)
 
     def send(self, msg: dict[str, Any]) -> bool:
+        return self.send_raw(json.dumps(msg).encode())
+
+    def send_raw(self, line: bytes) -> bool:
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            self.proc.stdin.write(line + b"\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
@@ -159,7 +164,7 @@ class ClaudeCodeHost:
             "client_info": CLIENT_INFO, "server_name": server_name, "dev_channels": dev_channels,
             "initialize": None, "channel_listener": False, "channel": [], "rendered": [],
             "notifications": [], "results": [], "requests": [], "unparsed": [], "stray_responses": [],
-            "timeline": [], "exit_code": None,
+            "timeline": [], "lines": [], "exit_code": None,
         }
         self._responses: dict[Any, dict[str, Any]] = {}
         self._outstanding: set[Any] = set()
@@ -168,6 +173,7 @@ class ClaudeCodeHost:
     def _take(self, line: bytes) -> None:
         if not line.strip():
             return
+        self.report["lines"].append(line.decode("utf-8", errors="replace"))
         try:
             msg = json.loads(line)
         except ValueError:
@@ -255,6 +261,9 @@ class ClaudeCodeHost:
         if "result" in init:
             self.child.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             for call in calls:
+                if "raw" in call:  # a line written as it is (a notification, say): nothing to wait for
+                    self.child.send_raw(call["raw"].encode())
+                    continue
                 method = call.get("method")
                 params = call.get("params")
                 answer = self.request(method, params)
@@ -298,8 +307,9 @@ def _parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
         if opt == "--calls":
             text = open(value[1:], encoding="utf-8").read() if value.startswith("@") else value
             calls = json.loads(text)
-            if not isinstance(calls, list) or not all(isinstance(c, dict) and "method" in c for c in calls):
-                raise SystemExit("claude_code_host: --calls must be a JSON list of {method, params?}")
+            if not isinstance(calls, list) or not all(isinstance(c, dict) and ("method" in c or "raw" in c)
+                                                      for c in calls):
+                raise SystemExit("claude_code_host: --calls must be a JSON list of {method, params?} or {raw}")
             out["calls"] = calls
         elif opt == "--server-name":
             out["server_name"] = value

@@ -10,13 +10,16 @@ from typing import Any
 
 
 class JsonRpcPipe:
-    def __init__(self, argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    def __init__(self, argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
+                 stderr: Any = subprocess.PIPE):
+        """``stderr``: where the process's stderr goes (kept in `self.stderr` when it is a pipe)."""
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                      cwd=cwd, env=env)
         self.frames: queue.Queue[bytes | None] = queue.Queue()
         self.stderr = bytearray()
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        if stderr is subprocess.PIPE:
+            threading.Thread(target=self._read_err, daemon=True).start()
         self._next = 0
 
     def _read(self) -> None:

@@ -1,62 +1,38 @@
-"""The bundled legacy MCP server behind Streamable HTTP, both eras, written by hand so a test
-controls every byte: initialize gives an `Mcp-Session-Id`; a request whose handling produces
-notifications answers as SSE (notifications first, then the result), else as JSON; GET → 405;
-DELETE ends the session. Prints `PORT <n>` when listening.
+"""The MCP example server over Streamable HTTP (`bridge.examples.mcp_legacy_http`: `/mcp`, both
+eras, sessions), plus what tests need to see or provoke:
+
+- `GET /stats`: POSTs to `/mcp` so far, the sessions open, and how many `/slow` answers the client
+  abandoned;
+- `POST /slow`: an SSE answer that takes 30 s (a client that goes away = cancellation);
+- `GET /sse`: the 2024-11-05 HTTP+SSE transport's first event, naming the endpoint to POST to;
+- `GET /idle`: a stream that opens at once and says nothing for 1.5 s.
+
+Prints `PORT <n>: …` when listening.
 
 Usage: python -m tests.peers.mcp_legacy_http [--event-delay SECONDS]
 """
 import argparse
 import asyncio
 import json
-import uuid
+import sys
 
 from aiohttp import web
 
-from bridge.examples.mcp_legacy_server import LegacyMcpServer
+from bridge.examples._http import serve_app
+from bridge.examples.mcp_legacy_http import ENDPOINT, SESSIONS, make_app
 
-MODERN = "io.modelcontextprotocol/protocolVersion"
 
-
-def make_app(event_delay: float) -> web.Application:
-    server = LegacyMcpServer()
-    sessions: set[str] = set()
+def make_test_app(event_delay: float) -> web.Application:
     stats = {"posts": 0, "slow_cancelled": 0}
 
-    async def post(request: web.Request) -> web.StreamResponse:
-        stats["posts"] += 1
-        msg = json.loads(await request.read())
-        if "method" not in msg or "id" not in msg:
-            return web.Response(status=202)
-        modern = MODERN in ((msg.get("params") or {}).get("_meta") or {})
-        session = request.headers.get("Mcp-Session-Id")
-        if not modern and msg["method"] != "initialize" and session not in sessions:
-            return web.json_response({"jsonrpc": "2.0", "id": None,
-                                      "error": {"code": -32600, "message": "Session not found"}}, status=404)
-        replies = server.handle(msg)
-        headers = {}
-        if msg["method"] == "initialize":
-            session = uuid.uuid4().hex
-            sessions.add(session)
-            headers["Mcp-Session-Id"] = session
-        if len(replies) == 1:
-            return web.json_response(replies[0], headers=headers)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                               "X-Accel-Buffering": "no", **headers})
-        await response.prepare(request)
-        for i, reply in enumerate(replies):
-            if i and event_delay:
-                await asyncio.sleep(event_delay)
-            await response.write(b": keep-alive\n\n" if i == 0 else b"")
-            await response.write(b"event: message\ndata: " + json.dumps(reply).encode() + b"\n\n")
-        await response.write_eof()
-        return response
+    @web.middleware
+    async def count_posts(request: web.Request, handler):
+        if request.method == "POST" and request.path == ENDPOINT:
+            stats["posts"] += 1
+        return await handler(request)
 
-    async def get(_: web.Request) -> web.Response:
-        return web.Response(status=405, headers={"Allow": "POST, DELETE"})
-
-    async def delete(request: web.Request) -> web.Response:
-        sessions.discard(request.headers.get("Mcp-Session-Id", ""))
-        return web.Response(status=200)
+    app = make_app(event_delay)
+    app.middlewares.append(count_posts)
 
     async def slow(request: web.Request) -> web.StreamResponse:
         """An SSE answer that takes 30 s; records when the client went away (= cancellation)."""
@@ -90,12 +66,8 @@ def make_app(event_delay: float) -> web.Application:
         return response
 
     async def count(_: web.Request) -> web.Response:
-        return web.json_response({**stats, "sessions": len(sessions)})
+        return web.json_response({**stats, "sessions": len(app[SESSIONS])})
 
-    app = web.Application()
-    app.router.add_post("/mcp", post)
-    app.router.add_get("/mcp", get)
-    app.router.add_delete("/mcp", delete)
     app.router.add_get("/stats", count)
     app.router.add_post("/slow", slow)
     app.router.add_get("/sse", legacy_sse)
@@ -103,17 +75,7 @@ def make_app(event_delay: float) -> web.Application:
     return app
 
 
-async def main() -> None:
+if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--event-delay", type=float, default=0.0)
-    args = parser.parse_args()
-    runner = web.AppRunner(make_app(args.event_delay), access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(f"PORT {runner.addresses[0][1]}", flush=True)
-    await asyncio.Event().wait()
-
-
-if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(serve_app(parser, lambda args: make_test_app(args.event_delay), "mcp test server at {url}"))

@@ -3,19 +3,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 
 class Running:
     """A background process that announced its port; stderr is kept for failure messages."""
 
-    def __init__(self, argv: list[str], port_from: str):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, argv: list[str], port_from: str, env: dict[str, str] | None = None, **popen: Any):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **popen)
         self.stderr: list[str] = []
+        #: what it printed on stdout, when it announces its port on stderr (`serve`'s route lines)
+        self.stdout: list[str] = []
+        #: the line that announced the port
+        self.announced = ""
         self.port = self._wait_port(port_from)
         self._wait_listening()
 
@@ -43,6 +49,7 @@ class Running:
                 if not found:
                     port = _port_in(line)
                     if port:
+                        self.announced = line
                         found.append(port)
                         ready.set()
             ready.set()
@@ -51,6 +58,9 @@ class Running:
         if port_from == "stdout":
             threading.Thread(target=lambda: self.stderr.extend(
                 l.decode(errors="replace") for l in self.proc.stderr), daemon=True).start()
+        else:
+            threading.Thread(target=lambda: self.stdout.extend(
+                l.decode(errors="replace").rstrip("\n") for l in self.proc.stdout), daemon=True).start()
         ready.wait(20)
         if not found:
             self.stop()
@@ -67,8 +77,10 @@ class Running:
 
 
 def _port_in(line: str) -> int | None:
-    if line.startswith("PORT "):
-        return int(line.split()[1])
+    if announced := re.match(r"PORT (\d+)\b", line):  # `PORT <n>` or `PORT <n>: what listens there`
+        return int(announced.group(1))
+    if text := re.search(r" INFO +listening listen=\S+:(\d+) ", line):  # serve --log-format text
+        return int(text.group(1))
     if line.startswith("{"):
         try:
             record = json.loads(line)

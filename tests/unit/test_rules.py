@@ -243,7 +243,7 @@ listen = "9464"
         "3 global_budget.burst: must be an integer >= 1 (got true)",
         '5 telemetry.exporter: must be one of none, console, otlp (got "jaeger")',
         "6 telemetry.sampling: must be a number from 0 to 1 (got 1.5)",
-        '7 telemetry.otlp_endpoint: must be an http(s):// URL (got "localhost:4318")',
+        '7 telemetry.otlp_endpoint: must be an http(s):// URL (got "localhost:4318"); did you mean "http://localhost:4318"?',
         '9 admin.listen: must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got "9464")',
     ]
 
@@ -271,10 +271,18 @@ def test_good_envelopes():
     assert parse_rules_text(text).route("fs").envelope.startswith("{{literal}}")
 
 
-@pytest.mark.parametrize("url", ["ftp://x", "127.0.0.1:3000", "http://", "https://host:99999", "file:///tmp/s"])
-def test_bad_upstream(url):
+@pytest.mark.parametrize("url, hint", [
+    ("ftp://x", ""), ("127.0.0.1:3000", '; did you mean "http://127.0.0.1:3000"?'), ("http://", ""),
+    ("https://host:99999", ""), ("file:///tmp/s", ""), ("localhost:3000/mcp", '; did you mean "http://localhost:3000/mcp"?'),
+])
+def test_bad_upstream(url, hint):
     p = one(f'[routes.fs]\nprotocol = "mcp"\nupstream = "{url}"\n')
-    assert str(p) == f'r.toml:3: routes.fs.upstream: must be an http(s):// or ws(s):// URL (got "{url}")'
+    assert str(p) == f'r.toml:3: routes.fs.upstream: must be an http(s):// or ws(s):// URL (got "{url}"){hint}'
+
+
+def test_a_bad_upstream_is_shown_without_its_secrets():
+    p = one('[routes.fs]\nprotocol = "mcp"\nupstream = "ftp://me:hunter22@host/x?key=K3Y"\n')
+    assert "hunter22" not in str(p) and "K3Y" not in str(p)
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:3000", "https://a.example/mcp", "ws://[::1]:80/x", "wss://h"])

@@ -43,10 +43,11 @@ def frame(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-def channel_flow(rules: str = "", route: str = "workspace", clock: Clock | None = None, **kwargs):
+def channel_flow(rules: str = "", route: str = "workspace", clock: Clock | None = None,
+                 log: io.StringIO | None = None, **kwargs):
     settings = parse_rules_text(rules).defaults
     kwargs.setdefault("host_dialect", "claude-channel")
-    return make_flow("mcp", settings, Recorder(route=route, log=io.StringIO()), clock=clock or Clock(),
+    return make_flow("mcp", settings, Recorder(route=route, log=log or io.StringIO()), clock=clock or Clock(),
                      policy=Policy(settings, route=route, state=BudgetState()), **kwargs)
 
 
@@ -227,12 +228,13 @@ def test_a_reminder_from_an_add_on_is_one_channel_event_that_carries_its_receipt
 
 
 def test_reminders_queued_for_a_tool_result_are_lifted_out_of_it_after_a_reload():
-    flow = channel_flow(host_dialect=None)  # auto: Claude Code declares nothing, so `none`
+    log = io.StringIO()
+    flow = channel_flow(host_dialect=None, log=log)  # auto: Claude Code declares nothing, so `none`
     handshake(flow)
     flow.from_host(frame({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}))
     assert flow.from_peer(frame(legacy("r1"))) == []  # queued for the tool result
     flow.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\n').defaults)
-    assert "channel_not_offered" in flow.recorder._log.getvalue()  # this session never registered a listener
+    assert "channel_not_offered" in log.getvalue()  # this session never registered a listener
     result = frame({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "done"}]}})
     out = flow.from_peer(result)
     assert out[0] == Forward(HOST, result)  # the tool result goes on without it
@@ -241,14 +243,15 @@ def test_reminders_queued_for_a_tool_result_are_lifted_out_of_it_after_a_reload(
 
 
 def test_a_reload_warns_only_for_a_session_that_was_never_offered_the_channel():
-    offered = channel_flow()
+    offered_log, early_log = io.StringIO(), io.StringIO()
+    offered = channel_flow(log=offered_log)
     handshake(offered)
     offered.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\nstage = "dual"\n').defaults)
-    assert "channel_not_offered" not in offered.recorder._log.getvalue()
-    early = channel_flow(host_dialect=None)  # reloaded before the server answered: the offer is still to come
+    assert "channel_not_offered" not in offered_log.getvalue()
+    early = channel_flow(host_dialect=None, log=early_log)  # reloaded before the server answered: the offer is still to come
     early.from_host(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}))
     early.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\n').defaults)
-    assert "channel_not_offered" not in early.recorder._log.getvalue()
+    assert "channel_not_offered" not in early_log.getvalue()
     [out] = early.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": LEGACY_CAPS,
                                                                            "serverInfo": {"name": "s"}}}))
     assert json.loads(out.data)["result"]["capabilities"]["experimental"] == {"claude/channel": {}}

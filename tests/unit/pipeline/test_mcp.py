@@ -2,6 +2,7 @@
 fallbacks, stages and batches, fed frame by frame into the sans-I/O flow."""
 from __future__ import annotations
 
+import io
 import json
 
 from bridge.pipeline.factory import make_flow
@@ -19,20 +20,9 @@ def frame(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-def flow_with(rules: str = "", **kwargs):
+def flow_with(rules: str = "", log: io.StringIO | None = None, **kwargs):
     settings = parse_rules_text(rules).defaults if rules else None
-    return make_flow("mcp", settings, Recorder(log=_Sink()), **kwargs)
-
-
-class _Sink:
-    def __init__(self):
-        self.lines = []
-
-    def write(self, text):
-        self.lines.append(text)
-
-    def flush(self):
-        pass
+    return make_flow("mcp", settings, Recorder(log=log or io.StringIO()), **kwargs)
 
 
 def handshake(flow, host_caps, modern=False):
@@ -136,11 +126,12 @@ def test_batch_members_are_rewritten_and_the_rest_kept():
 
 
 def test_undeclared_server_is_refused_and_logged_with_the_reason():
-    flow = flow_with()
+    log = io.StringIO()
+    flow = flow_with(log=log)
     flow.from_host(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {"reminders": {}}}}))
     flow.from_peer(frame({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {}, "serverInfo": {}}}))
     assert flow.from_peer(frame(REMINDER)) == []
-    assert "require_declaration" in "".join(flow.recorder._log.lines)
+    assert "require_declaration" in log.getvalue()
 
 
 def test_a_modern_legacy_host_gets_queued_reminders_in_the_tool_result_while_another_request_opted_in():

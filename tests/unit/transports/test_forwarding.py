@@ -7,7 +7,7 @@ import base64
 from bridge.pipeline.mcp import McpFlow
 from bridge.telemetry import Recorder
 from bridge.transports.forwarding import (
-    Upstream, end_to_end, origin_allowed, redact, upstream_headers,
+    Upstream, end_to_end, origin_allowed, redact, upstream_headers, with_own,
 )
 from bridge.transports.sessions import Session, SessionTable
 
@@ -23,10 +23,12 @@ def test_headers_named_in_connection_and_hop_by_hop_ones_never_cross():
 def test_the_upstream_gets_its_own_host_and_forwarded_headers_name_the_client_side():
     out = upstream_headers({"Host": "proxy:8080", "X-Forwarded-For": "10.0.0.1", "Accept-Encoding": "gzip",
                             "Origin": "http://localhost:3000", "Authorization": "Bearer client"},
-                           client="10.0.0.2", host="proxy:8080", scheme="http", authorization="Basic abc")
+                           client="10.0.0.2", host="proxy:8080", scheme="http",
+                           own={"authorization": "Basic abc", "X-Tenant": "acme"})
     assert "Host" not in out and out["Accept-Encoding"] == "identity"
     assert out["X-Forwarded-For"] == "10.0.0.1, 10.0.0.2" and out["X-Forwarded-Host"] == "proxy:8080"
-    assert out["Origin"] == "http://localhost:3000" and out["Authorization"] == "Basic abc"
+    assert out["Origin"] == "http://localhost:3000" and out["authorization"] == "Basic abc"
+    assert "Authorization" not in out and out["X-Tenant"] == "acme"  # the route's own, in place of the client's
     ws = upstream_headers({"Sec-WebSocket-Key": "k", "Sec-WebSocket-Version": "13", "Upgrade": "websocket",
                            "X-Tenant": "t"}, client=None, host="p", scheme="http", websocket=True)
     assert ws == {"X-Tenant": "t", "X-Forwarded-Host": "p", "X-Forwarded-Proto": "http"}
@@ -48,12 +50,29 @@ def test_upstream_urls_keep_their_query_and_credentials_stay_secret():
     up = Upstream("https://admin:p%40ss@api.example:8443/mcp?api_key=K3Y&v=2")
     assert up.url("", "") == "https://api.example:8443/mcp?api_key=K3Y&v=2"
     assert up.url("/tools", "session=1") == "https://api.example:8443/mcp/tools?api_key=K3Y&v=2&session=1"
-    assert up.authorization == "Basic " + base64.b64encode(b"admin:p@ss").decode()
+    assert up.own == {"Authorization": "Basic " + base64.b64encode(b"admin:p@ss").decode()}
     assert up.shown == "https://***@api.example:8443/mcp?api_key=***&v=***"
     assert up.scrub("GET https://admin:p%40ss@api.example?api_key=K3Y failed, p@ss") == \
         "GET https://***:***@api.example?api_key=*** failed, ***"
     assert redact("http://host/p?flag&x=") == "http://host/p?flag&x=***"
     assert Upstream("http://[::1]:9000").url("/a", "") == "http://[::1]:9000/a"
+
+
+def test_a_route_without_a_path_sends_every_path_unchanged_to_its_upstream_endpoint():
+    endpoint = Upstream("http://host:3000/mcp?k=v", mounted=False)
+    assert endpoint.url("/mcp", "") == "http://host:3000/mcp?k=v"  # the host posts where the URL says
+    assert endpoint.url("/.well-known/oauth-protected-resource", "") == \
+        "http://host:3000/.well-known/oauth-protected-resource?k=v"
+    mounted = Upstream("http://host:3000/mcp")  # a route with a `path`: the path stands for the URL
+    assert mounted.url("", "") == "http://host:3000/mcp" and mounted.url("/x", "") == "http://host:3000/mcp/x"
+
+
+def test_a_routes_headers_replace_the_clients_and_their_values_are_secrets():
+    up = Upstream("https://user:pw1@api.example/mcp", {"authorization": "Bearer tok-123", "X-Key": "k3y"})
+    assert up.own == {"authorization": "Bearer tok-123", "X-Key": "k3y"}  # its header wins over the userinfo
+    assert up.scrub("refused Bearer tok-123 (tok-123), key k3y") == "refused *** (***), key ***"
+    assert with_own({"Authorization": "Bearer old", "X-Key": "kept?", "Accept": "a"}, {"X-Key": "new"},
+                    former={"Authorization": "Bearer old"}) == {"Accept": "a", "X-Key": "new"}
 
 
 def test_sessions_expire_after_idle_time_that_slides_and_evictions_are_counted():

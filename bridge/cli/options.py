@@ -1,0 +1,80 @@
+"""What every command's options share: no abbreviations (`--header` is never read as
+`--header-timeout`), examples in each help text, and argparse types that turn a bad value into the
+one line argparse prints under its usage block, naming the option (`argument --upstream: …`).
+
+A type checks the value as the rules file would (the same functions), so a flag and its rules key
+never disagree about what is valid.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from bridge.environ import parse_assignment, parse_header
+from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url, describe_key
+
+T = TypeVar("T")
+
+
+def add_command(sub: Any, name: str, help: str, examples: list[tuple[str, str]],
+                description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` ends with ``examples`` ((command, what it does) pairs)."""
+    lines = ["examples:"]
+    for command, what in examples:
+        lines += [f"  {command}", f"      {what}"]
+    return sub.add_parser(name, help=help, description=description or help, epilog="\n".join(lines),
+                          formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+
+
+def checked(check: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a checking function: its ValueError's words become argparse's one line
+    (argparse would otherwise print only "invalid value")."""
+    def parse(text: str) -> T:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = getattr(check, "__name__", "value")
+    return parse
+
+
+def _directory(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{text!r} is not a directory")
+    return str(path.resolve())
+
+
+def _origin(text: str) -> str:
+    return check_origins([text])[0]
+
+
+host_port = checked(check_hostport)
+upstream_url = checked(lambda text: check_url(text, UPSTREAM_SCHEMES))
+origin = checked(_origin)
+directory = checked(_directory)
+#: `--header 'Name: value'` and `--env NAME=VALUE`, `${NAME}` read from this process's environment
+header = checked(lambda text: parse_header(text, os.environ))
+assignment = checked(lambda text: parse_assignment(text, os.environ))
+
+
+def model_value(model: type[BaseModel], key: str, kind: type) -> Callable[[str], Any]:
+    """An argparse type for a flag that overrides ``model``'s ``key``: the same bounds as the rules
+    key, in the same words (`must be an integer >= 0 (got -1)`)."""
+    field = model.model_fields[key]
+    adapter: TypeAdapter[Any] = TypeAdapter(Annotated[field.annotation, *field.metadata])
+
+    def parse(text: str) -> Any:
+        try:
+            return adapter.validate_python(kind(text))
+        except (ValueError, ValidationError):  # ValidationError is a ValueError; kind() raises the plain one
+            raise argparse.ArgumentTypeError(f"must be {describe_key(model, key)} (got {text})") from None
+
+    parse.__name__ = kind.__name__
+    return parse
