@@ -381,11 +381,14 @@ class StdioProxy:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._finished = loop.create_future()
+        # the host's stdout first: the child has been running since before our imports, and what it
+        # already said is relayed the moment its pipe is attached
+        await self._open_host_output(loop)
         self.child, _ = await attach(self.started, lambda: _Child(self))
         self.recorder.info("child_started", pid=self.child.get_pid(), command=self.command[0])
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
-        await self._open_host(loop)
+        await self._open_host_input(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._forward_signal, sig)
         try:
@@ -415,11 +418,13 @@ class StdioProxy:
         self._note("child_exited", level="info", code=code)
         return code if code >= 0 else 128 - code
 
-    async def _open_host(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _open_host_output(self, loop: asyncio.AbstractEventLoop) -> None:
         if _is_stream(1):
             self._host_sink = _Sink(self.pause_child, self.resume_child, self.host_output_lost)
             self._host_writer, _ = await loop.connect_write_pipe(lambda: self._host_sink,
                                                                  os.fdopen(1, "wb", 0, closefd=False))
+
+    async def _open_host_input(self, loop: asyncio.AbstractEventLoop) -> None:
         if _is_stream(0) and _pollable(0):
             self._host_reader, _ = await loop.connect_read_pipe(
                 lambda: _Source(self.host_framer.feed, self._host_eof), os.fdopen(0, "rb", 0, closefd=False))

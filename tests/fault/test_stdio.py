@@ -195,6 +195,27 @@ def test_child_that_exits_after_the_host_said_goodbye_adds_nothing():
     assert done.returncode == 0 and done.stdout == data
 
 
+# -- a child that speaks before the proxy is ready -------------------------------------------------------
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to see the child blocked")
+def test_what_a_child_says_while_the_proxy_still_starts_all_reaches_a_host_not_reading_yet():
+    """The child starts before the proxy's imports (cold start) and writes 8 MB at once, to a host
+    that reads nothing until the child sits blocked: every frame arrives, in order.  (The proxy
+    once relayed the child's first read before the host's stdout was set up, with plain writes
+    that failed on the full pipe, and lost those frames.)"""
+    writer = ("import sys\nfor i in range(2000): sys.stdout.buffer.write(b'{\"jsonrpc\":\"2.0\",\"method\":\"n\","
+              "\"params\":{\"i\":%d,\"p\":\"' % i + b'x' * 4000 + b'\"}}\\n')\n")
+    proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", writer], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        child = child_of(proc.pid)
+        wait_for(lambda: blocked_writing(child, 1), "the child to fill every pipe toward the host", times=5)
+        out, err = proc.communicate(timeout=60)  # reads it all, and closes stdin: the host's goodbye
+        assert [json.loads(line)["params"]["i"] for line in out.splitlines()] == list(range(2000))
+        assert b"Traceback" not in err and b"BlockingIOError" not in err, err[-2000:]
+    finally:
+        stop(proc)
+
+
 # -- a side that stops reading (backpressure) ---------------------------------------------------------
 @pytest.mark.skipif(not HAS_PROC, reason="needs /proc to read memory")
 def test_host_that_stops_reading_gets_backpressure_not_buffering():

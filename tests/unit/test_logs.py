@@ -13,6 +13,7 @@ from bridge.pipeline.factory import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
+from tests.peers.processes import wait_until
 
 LEGACY_CAPS = {"_meta": {"harn": {"reminders": {"emit": True}}}}
 
@@ -68,6 +69,8 @@ def test_a_stderr_nobody_reads_loses_lines_counted_and_never_blocks_the_caller()
     chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_end, 65536), b"")))
     reader.start()
+    queued = logger.handlers[0]
+    wait_until(lambda: queued.queued == 0)  # the host reads again: the writer empties the queue
     log_event(logger, {**recorder_fields, "n": 5000})
     stop()
     reader.join(10)
