@@ -12,7 +12,8 @@ import time
 import aiohttp
 import pytest
 
-from tests.peers.processes import Running, peer, proxy
+from tests.peers.faulty_http import open_gate, stats_of
+from tests.peers.processes import Running, eventually, peer, proxy
 
 pytestmark = pytest.mark.fault
 
@@ -166,21 +167,28 @@ async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
     upstream = faulty()
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}")
     try:
-        slow = [asyncio.ensure_future(call(bridge.port, body(f"slow-{i}", "slow", seconds=1.0))) for i in range(5)]
-        stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05)))
-        await asyncio.sleep(0.4)  # all of them are in flight at the upstream
+        held = [asyncio.ensure_future(call(bridge.port, body(f"held-{i}", "held"))) for i in range(5)]
+        stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05, held=True)))
+
+        async def all_in_flight() -> bool:  # held at the upstream, unanswered, until the test lets them go
+            return (await stats_of(upstream.port))["held"] == 6
+
+        await eventually(all_in_flight)
         bridge.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while True:  # the listening socket closes at once; requests in flight go on
+
+        async def not_listening() -> bool:  # the listening socket closes at once; requests in flight go on
             try:
                 socket.create_connection(("127.0.0.1", bridge.port), timeout=1).close()
             except OSError:
-                break
-            assert time.monotonic() < deadline, "still accepting connections after SIGTERM"
-            await asyncio.sleep(0.02)
+                return True
+            return False
+
+        await eventually(not_listening, timeout=5, every=0.02)
         with pytest.raises(aiohttp.ClientError):
             await call(bridge.port, body("late", "ping"), timeout=5)
-        for done in slow:
+        assert not any(request.done() for request in (*held, stream))
+        await open_gate(upstream.port)
+        for done in held:
             status, raw = await done
             assert status == 200 and "result" in json.loads(raw)
         status, raw = await stream
