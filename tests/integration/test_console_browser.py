@@ -8,7 +8,6 @@ docs/console.png when REMINDER_BRIDGE_SCREENSHOT=1 (to refresh the picture on pu
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -137,8 +136,9 @@ async def test_the_console_in_chromium(tmp_path):
 
                 # -- a screenshot for docs/console.md, with a little of everything on it
                 legacy_session = await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
+                before = await decisions_counted(page)
                 await rpc(bridge.url, 40, "remind", {"count": 2}, legacy_session)
-                await asyncio.sleep(1.5)  # one status poll after the last decisions
+                await eventually(lambda: _counted_at_least(page, before + 2), timeout=5)  # a status poll after them
                 shot = DOCS_SCREENSHOT if os.environ.get("REMINDER_BRIDGE_SCREENSHOT") == "1" else tmp_path / "console.png"
                 await page.screenshot(path=str(shot), full_page=False)
                 assert shot.stat().st_size > 10_000  # a page was drawn
@@ -168,6 +168,15 @@ async def _below(page, limit: float) -> float | None:
 async def _above(page, limit: float) -> float | None:
     value = await tokens(page)
     return value if value >= limit else None
+
+
+async def decisions_counted(page) -> int:
+    """The route's decisions as its action counts show them (the status poll draws them)."""
+    return sum(map(int, await page.locator('.route[data-route="ci"] .actions .count b').all_inner_texts()))
+
+
+async def _counted_at_least(page, n: int) -> bool:
+    return await decisions_counted(page) >= n
 
 
 async def _text_is_not(page, selector: str, text: str) -> bool:
