@@ -318,7 +318,7 @@ async def test_clients_that_trickle_headers_are_cut_off(upstream):
             writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
             try:
                 for i in range(40):
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # the stimulus: a header line every 0.2 s
                     writer.write(f"X-Slow-{i}: y\r\n".encode())
                     await writer.drain()
                     if reader.at_eof():
