@@ -43,8 +43,9 @@ import asyncio
 import json
 import uuid
 
-import aiohttp
 from aiohttp import web
+
+from tests.peers.processes import get_json
 
 REMINDER = {"jsonrpc": "2.0", "method": "notifications/message", "params": {
     "level": "info", "logger": "harn.reminder", "data": "x", "_meta": {"harn": {"reminder": {"id": "r", "body": "x"}}}}}
@@ -116,7 +117,7 @@ def make_app() -> web.Application:
 
     async def release(_: web.Request) -> web.Response:
         gate.set()
-        return web.Response(status=204)
+        return web.json_response({"open": True})
 
     async def post(request: web.Request) -> web.StreamResponse:
         try:
@@ -218,16 +219,12 @@ def make_app() -> web.Application:
 
 async def stats_of(port: int) -> dict:
     """What the upstream on ``port`` saw: its `/stats`."""
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{port}/stats") as r:
-            return await r.json()
+    return await get_json(port, "/stats")
 
 
 async def open_gate(port: int) -> None:
     """Open the gate of the upstream on ``port``: every held request is answered."""
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{port}/release") as r:
-            assert r.status == 204
+    assert await get_json(port, "/release") == {"open": True}
 
 
 async def main() -> None:
