@@ -12,7 +12,7 @@ import time
 import aiohttp
 import pytest
 
-from tests.peers.faulty_http import open_gate, stats_of
+from tests.peers.faulty_http import held_at, open_gate
 from tests.peers.processes import Running, eventually, peer, proxy
 
 pytestmark = pytest.mark.fault
@@ -83,11 +83,12 @@ async def test_upstream_that_times_out_fails_only_its_own_requests():
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}", "--upstream-timeout", "3")
     try:
         started = time.monotonic()
-        hung = asyncio.ensure_future(call(bridge.port, body("h", "hang")))
+        hung = asyncio.ensure_future(call(bridge.port, body("h", "held")))  # never answered within the timeout
+        await eventually(lambda: held_at(upstream.port, 1))  # in flight at the upstream before the others go
         slow = asyncio.ensure_future(call(bridge.port, body("s", "slow", seconds=0.3)))
-        pings = [await call(bridge.port, body(i, "ping")) for i in range(5)]  # not held up by the hung one
+        pings = [await call(bridge.port, body(i, "ping")) for i in range(5)]
         assert all(status == 200 for status, _ in pings)
-        assert time.monotonic() - started < 2.5, "requests waited for the hung one"
+        assert not hung.done(), "requests waited for the hung one"  # answered while it still hangs
         status, raw = await hung
         answer = json.loads(raw)
         assert answer["id"] == "h" and answer["error"]["code"] == -32603 and "timed out" in answer["error"]["message"]
@@ -170,10 +171,7 @@ async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
         held = [asyncio.ensure_future(call(bridge.port, body(f"held-{i}", "held"))) for i in range(5)]
         stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05, held=True)))
 
-        async def all_in_flight() -> bool:  # held at the upstream, unanswered, until the test lets them go
-            return (await stats_of(upstream.port))["held"] == 6
-
-        await eventually(all_in_flight)
+        await eventually(lambda: held_at(upstream.port, 6))  # at the upstream, unanswered until the test lets them go
         bridge.proc.send_signal(signal.SIGTERM)
 
         async def not_listening() -> bool:  # the listening socket closes at once; requests in flight go on

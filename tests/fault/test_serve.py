@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 import websockets
 
-from tests.peers.faulty_http import open_gate, stats_of
+from tests.peers.faulty_http import held_at, open_gate, stats_of
 from tests.peers.processes import Running, eventually, free_port, peer, proxy
 
 pytestmark = pytest.mark.fault
@@ -60,11 +60,6 @@ def messages(raw: bytes) -> list[dict]:
 
 def faulty(port: int | None = None) -> Running:
     return peer("tests.peers.faulty_http", *(["--port", str(port)] if port else []))
-
-
-async def held_at(upstream: Running, n: int) -> bool:
-    """Whether ``n`` requests wait at the gate of the faulty upstream (in flight there, unanswered)."""
-    return (await stats_of(upstream.port))["held"] == n
 
 
 def serve(upstream: Running, *args: str, protocol: str = "mcp") -> Running:
@@ -187,7 +182,7 @@ async def test_two_a2a_callers_with_the_same_request_id_never_share_reminders(up
 
         reminder = {"harn": {"reminder": {"id": "ra", "body": "for A only"}}}
         held_a = asyncio.ensure_future(post(bridge.port, send("held-a", reminder), path="/a2a"))
-        await eventually(lambda: held_at(upstream, 1))  # A's message is at the agent, unanswered
+        await eventually(lambda: held_at(upstream.port, 1))  # A's message is at the agent, unanswered
         status, _, raw = await post(bridge.port, send("fast-b"), path="/a2a")
         assert status == 200 and json.loads(raw)["result"]["task"]["id"] == "task-fast-b"
         assert not held_a.done()

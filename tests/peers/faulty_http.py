@@ -31,7 +31,7 @@ is recorded.
 
 The gate lets a test hold requests at the upstream for as long as it needs them in flight: GET
 /release opens it (for good). GET /stats gives {"injects": [[taskId, body], ...], "held": n}, n the
-requests waiting at the gate now (`stats_of`, `open_gate` below are the client side).
+requests waiting at the gate now (`stats_of`, `held_at`, `open_gate` below are the client side).
 
 GET /mcp opens a server stream (keep-alive comments) that lasts until the client leaves.
 GET /.well-known/agent-card.json is an A2A card with a strong ETag and an interface URL without a
@@ -220,6 +220,11 @@ def make_app() -> web.Application:
 async def stats_of(port: int) -> dict:
     """What the upstream on ``port`` saw: its `/stats`."""
     return await get_json(port, "/stats")
+
+
+async def held_at(port: int, n: int) -> bool:
+    """Whether ``n`` requests wait at the gate of the upstream on ``port`` (in flight there, unanswered)."""
+    return (await stats_of(port))["held"] == n
 
 
 async def open_gate(port: int) -> None:
