@@ -226,7 +226,11 @@ async def test_a_full_or_read_only_redis_takes_the_configured_path(kind, when, m
         assert result["result"]["content"][0]["text"] == "reminded"
         assert legacy == []
         assert len(standard) == (30 if mode == "open" else 0)
-        [line] = state_lines(bridge)
+
+        async def logged() -> list[dict]:  # written before the answer, read off stderr on another thread
+            return state_lines(bridge)
+
+        [line] = await eventually(logged, timeout=10)
         assert line["cause"] == kind and line["on_unavailable"] == mode and line["level"] == "error"
         status, text = await readyz(admin_port(bridge))
         assert status == 200 and text.startswith(f"ready (degraded: shared state unavailable") and kind in text
