@@ -310,7 +310,7 @@ async def test_queues_expire_after_their_last_push(redis_url):
     try:
         await state.queue_push("t", "a", "A", dedupe_key="x", limit=3, ttl_s=0.2)
         await state.queue_push("once", "c", "C", dedupe_key=None, limit=3, ttl_s=0.2)
-        await state.queue_push("t", "b", "B", dedupe_key=None, limit=3, ttl_s=1.0)
+        await state.queue_push("t", "b", "B", dedupe_key=None, limit=3, ttl_s=2.0)  # time to look, however loaded
 
         async def emptied(key: str) -> bool:
             return await state.queue_len(key) == 0
