@@ -12,7 +12,8 @@ import time
 import aiohttp
 import pytest
 
-from tests.peers.processes import Running, peer, proxy
+from tests.peers.faulty_http import held_at, open_gate
+from tests.peers.processes import Running, eventually, peer, proxy
 
 pytestmark = pytest.mark.fault
 
@@ -82,11 +83,12 @@ async def test_upstream_that_times_out_fails_only_its_own_requests():
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}", "--upstream-timeout", "3")
     try:
         started = time.monotonic()
-        hung = asyncio.ensure_future(call(bridge.port, body("h", "hang")))
+        hung = asyncio.ensure_future(call(bridge.port, body("h", "held")))  # never answered within the timeout
+        await eventually(lambda: held_at(upstream.port, 1))  # in flight at the upstream before the others go
         slow = asyncio.ensure_future(call(bridge.port, body("s", "slow", seconds=0.3)))
-        pings = [await call(bridge.port, body(i, "ping")) for i in range(5)]  # not held up by the hung one
+        pings = [await call(bridge.port, body(i, "ping")) for i in range(5)]
         assert all(status == 200 for status, _ in pings)
-        assert time.monotonic() - started < 2.5, "requests waited for the hung one"
+        assert not hung.done(), "requests waited for the hung one"  # answered while it still hangs
         status, raw = await hung
         answer = json.loads(raw)
         assert answer["id"] == "h" and answer["error"]["code"] == -32603 and "timed out" in answer["error"]["message"]
@@ -166,21 +168,25 @@ async def test_sigterm_lets_requests_in_flight_finish_and_refuses_new_ones():
     upstream = faulty()
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{upstream.port}")
     try:
-        slow = [asyncio.ensure_future(call(bridge.port, body(f"slow-{i}", "slow", seconds=1.0))) for i in range(5)]
-        stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05)))
-        await asyncio.sleep(0.4)  # all of them are in flight at the upstream
+        held = [asyncio.ensure_future(call(bridge.port, body(f"held-{i}", "held"))) for i in range(5)]
+        stream = asyncio.ensure_future(call(bridge.port, body("stream", "stream", count=20, interval=0.05, held=True)))
+
+        await eventually(lambda: held_at(upstream.port, 6))  # at the upstream, unanswered until the test lets them go
         bridge.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while True:  # the listening socket closes at once; requests in flight go on
+
+        async def not_listening() -> bool:  # the listening socket closes at once; requests in flight go on
             try:
                 socket.create_connection(("127.0.0.1", bridge.port), timeout=1).close()
             except OSError:
-                break
-            assert time.monotonic() < deadline, "still accepting connections after SIGTERM"
-            await asyncio.sleep(0.02)
+                return True
+            return False
+
+        await eventually(not_listening, timeout=5, every=0.02)
         with pytest.raises(aiohttp.ClientError):
             await call(bridge.port, body("late", "ping"), timeout=5)
-        for done in slow:
+        assert not any(request.done() for request in (*held, stream))
+        await open_gate(upstream.port)
+        for done in held:
             status, raw = await done
             assert status == 200 and "result" in json.loads(raw)
         status, raw = await stream

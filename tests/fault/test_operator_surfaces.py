@@ -26,7 +26,7 @@ import aiohttp
 import pytest
 
 from tests.integration.test_console import (LEGACY_HOST_CAPS, STANDARD_HOST_CAPS, Bridge, connect_host, decisions,
-                                            read_events, route, rpc, status, status_command)
+                                            read_events, route, rpc, status, status_command, watcher_listed)
 from tests.fault.test_serve import sample
 from tests.paths import ROOT
 from tests.peers.processes import eventually
@@ -106,13 +106,13 @@ async def test_a_stalled_watcher_pins_no_peer_data_and_is_dropped_and_counted(tm
 
             before, since = rss_kib(pid), time.time()
             stuck = stalled_watcher(bridge.admin)
-            await eventually(lambda: _stalled_watcher_listed(bridge, since))
+            await eventually(lambda: watcher_listed(bridge, since))
             peak = [before]
 
             async def watch_rss() -> None:
                 while True:
                     peak.append(rss_kib(pid))
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.1)  # the sampling rate, not synchronisation
 
             sampler = asyncio.ensure_future(watch_rss())
             try:
@@ -136,7 +136,7 @@ async def test_a_stalled_watcher_pins_no_peer_data_and_is_dropped_and_counted(tm
             assert await eventually(dropped, timeout=60) == 1
             assert await asyncio.to_thread(closed_by_the_proxy, stuck)
             feed = (await status(bridge))["feed"]
-            assert not await _stalled_watcher_listed(bridge, since)
+            assert not await watcher_listed(bridge, since)
             assert feed["dropped"] == 1 and feed["lost"] >= 1
             assert await metric(bridge, "reminder_bridge_console_events_lost_total") == feed["lost"]
             # the feed still serves the next watcher
@@ -149,11 +149,6 @@ async def test_a_stalled_watcher_pins_no_peer_data_and_is_dropped_and_counted(tm
         if stuck is not None:
             stuck.close()
         bridge.stop()
-
-
-async def _stalled_watcher_listed(bridge: Bridge, since: float) -> bool:
-    """Whether `/api/status` lists a watcher that connected after ``since`` (the stalled one)."""
-    return any(w["since"] >= since - 0.001 for w in (await status(bridge))["feed"]["watchers"])
 
 
 # -- control characters ------------------------------------------------------------------------------------

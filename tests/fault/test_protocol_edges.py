@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
-from tests.peers.processes import eventually, free_port, peer, proxy
+from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 
 pytestmark = pytest.mark.fault
 
@@ -114,12 +114,6 @@ async def a2a(port: int, method: str, params: dict) -> dict:
 
 def state_of(event: dict) -> str | None:
     return event.get("statusUpdate", {}).get("status", {}).get("state")
-
-
-async def get_json(port: int, path: str) -> dict:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{port}{path}") as r:
-            return await r.json()
 
 
 async def queued_for_tasks(admin: int) -> float:

@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 import websockets
 
+from tests.peers.faulty_http import held_at, open_gate, stats_of
 from tests.peers.processes import Running, eventually, free_port, peer, proxy
 
 pytestmark = pytest.mark.fault
@@ -143,19 +144,34 @@ async def test_session_expiry_slides_with_use_and_is_counted(upstream):
         for i in range(6):  # 3 s of use, every 0.5 s: longer than the idle time, but never idle that long
             _, _, raw = await post(bridge.port, body(10 + i, "remind", count=1), session)
             assert messages(raw)[0]["method"] == "notifications/reminder", i  # the negotiated dialect is still known
-            await asyncio.sleep(0.5)
-        await asyncio.sleep(2.5)  # idle past the limit: the session's state is gone
+            await asyncio.sleep(0.5)  # the pace of use is the stimulus (no synchronisation): under the idle time
+
+        async def sessions() -> int:
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{admin}/api/status") as r:
+                    return (await r.json())["routes"][0]["sessions"]
+
+        async def gone() -> bool:
+            return await sessions() == 0
+
+        assert await sessions() == 1
+        await eventually(gone, timeout=10)  # left idle past the limit: the session is gone
         _, _, raw = await post(bridge.port, body(20, "remind", count=1), session)
         found = messages(raw)
         assert found[-1]["id"] == 20 and "notifications/reminder" not in [m.get("method") for m in found]
-        assert sample(await metrics(admin), "reminder_bridge_sessions_ended_total", reason="expired") >= 1
+
+        async def expired() -> bool:
+            return sample(await metrics(admin), "reminder_bridge_sessions_ended_total", reason="expired") >= 1
+
+        assert await eventually(expired, timeout=10)  # counted once the table drops it (a use or the sweep)
     finally:
         bridge.stop()
 
 
 async def test_two_a2a_callers_with_the_same_request_id_never_share_reminders(upstream):
     """Caller A's legacy reminder rides on a message with no task yet: the proxy injects it once
-    the answer names A's task. Caller B uses the same JSON-RPC id and is answered first."""
+    the answer names A's task. Caller B uses the same JSON-RPC id and is answered first (the agent
+    holds A's message until B has its answer)."""
     bridge = serve(upstream, "--peer-dialect", "standard", "--host-dialect", "legacy", protocol="a2a")
     try:
         def send(text: str, metadata: dict | None = None) -> dict:
@@ -165,18 +181,18 @@ async def test_two_a2a_callers_with_the_same_request_id_never_share_reminders(up
             return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
 
         reminder = {"harn": {"reminder": {"id": "ra", "body": "for A only"}}}
-        slow_a = asyncio.ensure_future(post(bridge.port, send("slow-a", reminder), path="/a2a"))
-        await asyncio.sleep(0.3)  # A's message is at the agent, which answers it after 1 s
+        held_a = asyncio.ensure_future(post(bridge.port, send("held-a", reminder), path="/a2a"))
+        await eventually(lambda: held_at(upstream.port, 1))  # A's message is at the agent, unanswered
         status, _, raw = await post(bridge.port, send("fast-b"), path="/a2a")
         assert status == 200 and json.loads(raw)["result"]["task"]["id"] == "task-fast-b"
-        assert json.loads((await slow_a)[2])["result"]["task"]["id"] == "task-slow-a"
+        assert not held_a.done()
+        await open_gate(upstream.port)
+        assert json.loads((await held_a)[2])["result"]["task"]["id"] == "task-held-a"
 
         async def injects():
-            async with aiohttp.ClientSession() as http:
-                async with http.get(f"http://127.0.0.1:{upstream.port}/stats") as r:
-                    return (await r.json())["injects"]
+            return (await stats_of(upstream.port))["injects"]
 
-        assert await eventually(injects, timeout=5) == [["task-slow-a", "for A only"]]
+        assert await eventually(injects, timeout=5) == [["task-held-a", "for A only"]]
     finally:
         bridge.stop()
 
@@ -297,7 +313,7 @@ async def test_clients_that_trickle_headers_are_cut_off(upstream):
             writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
             try:
                 for i in range(40):
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # the stimulus: a header line every 0.2 s
                     writer.write(f"X-Slow-{i}: y\r\n".encode())
                     await writer.drain()
                     if reader.at_eof():
@@ -363,7 +379,13 @@ async def test_running_out_of_file_descriptors_is_logged_once_per_interval(upstr
                 conns.append(socket.create_connection(("127.0.0.1", bridge.port), timeout=1))
             except OSError:
                 break
-        await asyncio.sleep(3.0)  # accept keeps failing for as long as the descriptors are gone
+        async def complained() -> bool:
+            return any("open files" in line or "accept" in line for line in bridge.stderr)
+
+        await eventually(complained, timeout=10)
+        # the stimulus, not synchronisation: the descriptors stay gone for 3 s more, and accept keeps
+        # failing all along; the log must still hold about one line (one per QUIET_INTERVAL)
+        await asyncio.sleep(3.0)
         lines = list(bridge.stderr)
         for conn in conns:
             conn.close()
@@ -407,17 +429,20 @@ async def test_coalesced_reminders_on_an_http_session_are_released_on_its_stream
         _, headers, _ = await post(bridge.port, initialize(1, {"reminders": {}}))
         session = {"Mcp-Session-Id": headers["Mcp-Session-Id"]}
         received: list[dict] = []
+        opened = asyncio.Event()
 
         async def listen() -> None:
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://127.0.0.1:{bridge.port}/mcp",
                                     headers={**session, "Accept": "text/event-stream"}) as r:
+                    assert r.status == 200
+                    opened.set()
                     async for line in r.content:
                         if line.startswith(b"data:"):
                             received.append(json.loads(line[5:]))
 
         stream = asyncio.ensure_future(listen())
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(opened.wait(), 10)  # the session's stream is open (its headers came)
         _, _, raw = await post(bridge.port, body(2, "remind", count=4), session)
         first = [m for m in messages(raw) if m.get("method") == "notifications/reminder"]
         assert len(first) == 1  # burst 1: one now, three held
@@ -430,6 +455,7 @@ async def test_coalesced_reminders_on_an_http_session_are_released_on_its_stream
         pending = sample(await metrics(admin), "reminder_bridge_pending_reminders", queue="coalesce")
         assert pending == 0
         stream.cancel()
+        await asyncio.gather(stream, return_exceptions=True)  # the host has hung up before the proxy stops
     finally:
         bridge.stop()
 
@@ -555,19 +581,31 @@ async def test_headers_named_in_connection_are_hop_by_hop_both_ways(upstream):
 
 # -- 11. memory ------------------------------------------------------------------------------------------
 async def test_bodies_in_flight_share_one_byte_budget(upstream):
-    bridge = serve(upstream, "--max-inflight-bytes", "4000000", "--max-body-bytes", "3000000")
+    admin = free_port()
+    bridge = serve(upstream, "--max-inflight-bytes", "4000000", "--max-body-bytes", "3000000",
+                   "--admin", f"127.0.0.1:{admin}")
     try:
-        async def slow_body(size: int):
+        refused = asyncio.Event()
+
+        async def unfinished_body(size: int):
+            """All but the end of a body, the rest only once the proxy has refused one: three in flight at once."""
             async def chunks():
                 yield b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
-                for _ in range(20):
+                for _ in range(19):
                     yield b"x" * (size // 20)
-                    await asyncio.sleep(0.1)
-                yield b'"}}'
+                await refused.wait()
+                yield b"x" * (size // 20) + b'"}}'
 
             return await post(bridge.port, chunks(), timeout=30)
 
-        results = await asyncio.gather(*(slow_body(1_900_000) for _ in range(3)))
+        async def one_refused() -> None:
+            async def counted() -> bool:
+                return sample(await metrics(admin), "reminder_bridge_http_refused_total",
+                              reason="max_inflight_bytes") >= 1
+            await eventually(counted, timeout=20)
+            refused.set()
+
+        *results, _ = await asyncio.gather(*(unfinished_body(1_900_000) for _ in range(3)), one_refused())
         statuses = sorted(status for status, _, _ in results)
         assert statuses[0] == 200 and statuses[-1] == 503, statuses
         refused = next(headers for status, headers, _ in results if status == 503)

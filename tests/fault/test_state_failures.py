@@ -251,9 +251,10 @@ async def test_a_full_or_read_only_redis_takes_the_configured_path(kind, when, m
         assert legacy == []
         assert len(standard) == (30 if mode == "open" else 0)
 
-        async def logged() -> list[dict]:  # stderr is read by a thread: the line may still be on its way
+        async def logged() -> list[dict]:  # written before the answer, read off stderr on another thread
             return state_lines(bridge)
-        [line] = await eventually(logged)
+
+        [line] = await eventually(logged, timeout=10)
         assert line["cause"] == kind and line["on_unavailable"] == mode and line["level"] == "error"
         status, text = await readyz(admin_port(bridge))
         assert status == 200 and text.startswith(f"ready (degraded: shared state unavailable") and kind in text

@@ -171,6 +171,29 @@ def test_child_crash_answers_every_request_in_flight_then_mirrors_the_exit(how, 
     proc.stdin.close()
 
 
+def test_an_id_no_utf8_can_carry_is_relayed_answered_and_kept_in_flight_like_any_other():
+    """A lone surrogate is valid JSON (`"\\ud800"`) but no UTF-8 can carry it: such a request id is
+    read off the bytes like any other. The request reaches the child and its answer the host, one
+    still waiting when the child dies gets its error, and the host's later requests go on."""
+    proc = subprocess.Popen(PROXY + ["--"] + CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(request("\ud800", "ping") + request("\udc00-held", "hang") + request("x", "die", code=3))
+        proc.stdin.flush()  # stdin stays open: the host is still there when the child dies
+        out: list[bytes] = []
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), "the proxy stopped answering the host"
+        assert proc.wait(15) == 3
+        replies = [json.loads(line) for line in out[0].splitlines()]
+        assert [r["id"] for r in replies] == ["\ud800", "\udc00-held", "x"]
+        assert replies[0]["result"] == {} and [r["error"]["code"] for r in replies[1:]] == [-32000, -32000]
+        assert b'"id":"\\udc00-held",' in out[0]  # the id goes back exactly as the host wrote it
+    finally:
+        stop(proc)
+
+
 def test_requests_the_child_answered_or_the_host_cancelled_get_no_error():
     proc = subprocess.Popen(PROXY + ["--"] + CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

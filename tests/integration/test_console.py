@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.peers.processes import free_port, peer, proxy
+from tests.peers.processes import eventually, free_port, peer, proxy
 from tests.paths import ROOT
 
 SSE_ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -143,6 +143,11 @@ async def status(bridge: Bridge, **query: str) -> dict:
     return await get_json(f"{bridge.base}/api/status{suffix}", bridge.auth)
 
 
+async def watcher_listed(bridge: Bridge, since: float) -> bool:
+    """Whether `/api/status` lists a feed watcher that connected after ``since`` (wall clock)."""
+    return any(w["since"] >= since - 0.001 for w in (await status(bridge))["feed"]["watchers"])
+
+
 def route(data: dict, name: str = "ci") -> dict:
     return next(r for r in data["routes"] if r["name"] == name)
 
@@ -228,8 +233,11 @@ async def test_budget_gauge_recovers_as_the_bucket_refills(bridge):
     await remind(bridge.url, session, 5)
     low = route(await status(bridge))["budgets"][0]["tokens"]
     assert low < 1
-    await asyncio.sleep(2.2)  # 60/min: one token a second
-    assert route(await status(bridge))["budgets"][0]["tokens"] >= low + 2
+
+    async def refilled() -> bool:  # 60/min: one token a second, shown as the bucket fills
+        return route(await status(bridge))["budgets"][0]["tokens"] >= low + 2
+
+    assert await eventually(refilled, timeout=10)
 
 
 # -- /api/events ------------------------------------------------------------------------------------
@@ -497,7 +505,7 @@ async def drive(url: str, session: str, seconds: float, per_second: int = 1000, 
             sent += sum(1 for m in answer if m.get("method") == "notifications/reminder")
             ahead = start + sent / per_second - time.monotonic()
             if ahead > 0:
-                await asyncio.sleep(ahead)
+                await asyncio.sleep(ahead)  # the pace of the load, not synchronisation
     return sent
 
 
@@ -515,17 +523,18 @@ async def test_a_watcher_that_never_reads_costs_the_proxy_nothing_and_its_losses
 
         # a watcher that opens the feed and never reads a byte (a small receive buffer, so the
         # kernel cannot hide the stall for long)
+        since = time.time()
         stuck = socket.socket()
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stuck.connect(("127.0.0.1", bridge.admin))
         stuck.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
-        await asyncio.sleep(0.3)
+        await eventually(lambda: watcher_listed(bridge, since))
         rss: list[int] = []
 
         async def sample_rss() -> None:
             while True:
                 rss.append(proc_sample(pid)[1])
-                await asyncio.sleep(0.25)
+                await asyncio.sleep(0.25)  # the sampling rate, not synchronisation
 
         sampler = asyncio.ensure_future(sample_rss())
         cpu2, _ = proc_sample(pid)
@@ -684,7 +693,13 @@ async def test_a_queue_is_bounded_in_bytes_and_a_watcher_stuck_in_one_write_is_h
     feed = Feed(queue=10, queue_bytes=20_000, show_bodies=True)
     watcher = feed.subscribe()
     hung_up: list[bool] = []
-    watcher.hang_up = lambda: hung_up.append(True)
+    hanging_up = asyncio.Event()
+
+    def hang_up() -> None:
+        hung_up.append(True)
+        hanging_up.set()
+
+    watcher.hang_up = hang_up
     refused = types.SimpleNamespace(id="r", dedupe_key=None, body="b" * 1_000_000)  # a body the trust limit refused
     for _ in range(10):
         feed.decision({"route": "r", "action": "refused", "reminder": refused})
@@ -692,13 +707,14 @@ async def test_a_queue_is_bounded_in_bytes_and_a_watcher_stuck_in_one_write_is_h
     assert {len(data["body"]) for _, data, _ in watcher.queue} == {MAX_BODY + 1}  # shortened, with "…"
     assert {data["size"] for _, data, _ in watcher.queue} == {1_000_000}
 
-    never = asyncio.Event()
+    never, writing = asyncio.Event(), asyncio.Event()
 
     async def write(data: bytes) -> None:  # a socket that never drains
+        writing.set()
         await never.wait()
 
     writer = asyncio.ensure_future(feed.stream(watcher, write))
-    await asyncio.sleep(0)  # the writer starts, and waits in its first write
+    await asyncio.wait_for(writing.wait(), 5)  # the writer starts, and waits in its first write
     assert watcher.writing
     before = watcher.lost
     for n in range(10):
@@ -707,6 +723,6 @@ async def test_a_queue_is_bounded_in_bytes_and_a_watcher_stuck_in_one_write_is_h
     for n in range(10):
         feed.decision({"route": "r", "action": "passed", "reminder": None, "session": n})
     assert watcher not in feed.subscribers and feed.dropped == 1  # a whole queue lost during one write
-    await asyncio.sleep(0)  # the hang-up runs on the watcher's loop
+    await asyncio.wait_for(hanging_up.wait(), 5)  # the hang-up runs on the watcher's loop
     assert hung_up == [True] and feed.summary()["lost"] == watcher.lost == before + 10
     writer.cancel()

@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
@@ -202,7 +201,6 @@ def test_the_compose_example_server_answers_mcp_and_health(compose):
     finally:
         proc.kill()
         proc.wait(5)
-        time.sleep(0)
 
 
 # -- safe as shipped (issue 19, finding 16) ---------------------------------------------------------------

@@ -1,7 +1,6 @@
 """MCP Streamable HTTP through `reminder-bridge serve`, real servers on loopback, both eras."""
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -10,7 +9,7 @@ import aiohttp
 import pytest
 from mcp import Client
 
-from tests.peers.processes import Running, free_port, peer, proxy
+from tests.peers.processes import Running, eventually, free_port, peer, proxy
 from tests.peers.mcp_host import Reminders
 
 
@@ -84,10 +83,7 @@ async def test_official_sdk_server_sessions_and_delete_pass_through(tmp_path):
             except aiohttp.ClientError:
                 return False
 
-        for _ in range(100):
-            if await up():
-                break
-            await asyncio.sleep(0.1)
+        await eventually(up, timeout=10, every=0.1)
         bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{port}")
         try:
             for mode in ("legacy", "auto"):
@@ -148,10 +144,10 @@ async def test_client_disconnect_cancels_the_upstream_request(bridge, legacy_ser
             first = await response.content.readline()
             assert first.startswith(b"event: message")
     # the client has gone: the proxy must close its upstream request, which the server sees
-    deadline = time.monotonic() + 10
-    while (await stats(legacy_server))["slow_cancelled"] == 0:
-        assert time.monotonic() < deadline, "upstream request still running after the client left"
-        await asyncio.sleep(0.1)
+    async def cancelled() -> bool:
+        return (await stats(legacy_server))["slow_cancelled"] > 0
+
+    await eventually(cancelled, timeout=10, every=0.1)
 
 
 async def test_upstream_down_gives_an_error_naming_the_route_and_cause():

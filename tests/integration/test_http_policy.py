@@ -2,14 +2,12 @@
 without dropping sessions."""
 from __future__ import annotations
 
-import asyncio
-import time
 
 import aiohttp
 import pytest
 from mcp import Client
 
-from tests.peers.processes import peer, proxy
+from tests.peers.processes import eventually, peer, proxy
 from tests.integration.test_http_a2a import message, rpc
 from tests.peers.mcp_host import Reminders
 
@@ -46,6 +44,10 @@ async def test_request_over_budget_gets_the_structured_error_and_retry_after(tmp
         bridge.stop()
 
 
+async def logged(bridge, event: str) -> bool:
+    return any(event in line for line in bridge.stderr)
+
+
 async def test_serve_reload_flips_observe_to_translate_without_dropping_the_session(tmp_path):
     server = peer("tests.peers.mcp_legacy_http")
     rules = tmp_path / "rules.toml"
@@ -59,18 +61,12 @@ async def test_serve_reload_flips_observe_to_translate_without_dropping_the_sess
             await client.call_tool("echo", {"text": "sync"})
             assert ext.received == []  # observe: the legacy log message went through untouched
             rules.write_text(route + 'stage = "translate"\n')
-            deadline = time.monotonic() + 10
-            while not any("rules_reloaded" in line for line in bridge.stderr):
-                assert time.monotonic() < deadline, "no reload logged"
-                await asyncio.sleep(0.1)
+            await eventually(lambda: logged(bridge, "rules_reloaded"))
             await client.call_tool("touch_file", {"path": "after.py"})  # same session, same connection
             await client.call_tool("echo", {"text": "sync"})
         assert [r["dedupeKey"] for r in ext.received] == ["file_changed:after.py"]
         rules.write_text(route + 'stage = "translat"\n')
-        deadline = time.monotonic() + 10
-        while not any("reload_refused" in line for line in bridge.stderr):
-            assert time.monotonic() < deadline, "a broken file was not refused"
-            await asyncio.sleep(0.1)
+        await eventually(lambda: logged(bridge, "reload_refused"))
         refused = next(line for line in bridge.stderr if "reload_refused" in line)
         assert "routes.mcp.stage" in refused and "translat" in refused
     finally:

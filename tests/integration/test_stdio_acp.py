@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.peers.jsonrpc_pipe import JsonRpcPipe
+from tests.peers.processes import wait_until
 
 PROXY = [sys.executable, "-m", "bridge", "stdio"]
 HARN_AGENT = [sys.executable, "-m", "bridge.examples.acp_harn_agent"]
@@ -213,10 +214,7 @@ def test_a_stdio_acp_session_releases_held_injects_when_tokens_return(tmp_path):
         for n in range(3):  # notifications: one goes now, two are held by the budget
             acp.send({"jsonrpc": "2.0", "method": "session/inject_reminder", "params": {
                 "sessionId": session, "body": f"note {n}", "dedupeKey": f"k{n}", "mode": "finish_step"}})
-        deadline = time.monotonic() + 10
-        while len(injected()) < 3:
-            assert time.monotonic() < deadline, injected()
-            time.sleep(0.05)
+        wait_until(lambda: len(injected()) >= 3)
         assert time.monotonic() - started >= 1.5  # two tokens at one a second: not before they came back
         assert acp.request("session/prompt", {"sessionId": session, "prompt": []})[0]["result"]  # the link is fine
     finally:

@@ -130,7 +130,7 @@ async def run_sdk_host(argv: list[str], calls: list[dict[str, Any]] | None = Non
                 entry["error"] = {"message": repr(exc)}
             report["results"].append(entry)
             report["timeline"].append({"kind": "response", "method": method})
-        await anyio.sleep(wait)
+        await anyio.sleep(wait)  # a window for trailing notifications, as a host that stays a moment has
     # binding handlers run in their own task: order among channel events is kept, not their
     # position relative to responses, so the timeline lists channel events once, at the end
     report["timeline"] += [{"kind": "channel", "method": CHANNEL_METHOD} for _ in events.received]

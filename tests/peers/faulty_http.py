@@ -5,9 +5,11 @@ fault suite.  POST /mcp, by JSON-RPC method:
   login {user}       answered with a `session` cookie; whoami answers with the Cookie header it got
   compressed         a large result, compressed if the request's Accept-Encoding allows it
   slow {seconds}     answered after that long
+  held               answered once the gate opens (below)
   hang               never answered
-  stream {count, interval}
-                     an SSE answer: `count` progress notifications `interval` s apart, then the result
+  stream {count, interval, held}
+                     an SSE answer: `count` progress notifications `interval` s apart, then the result;
+                     with `held`, the notifications after the first wait for the gate
   hostile {kind, as} answers with hostile bytes (see HOSTILE) as a JSON body (`as` = "json") or
                      as one SSE event (`as` = "sse"), then, for SSE, the real result; any other
                      method whose params name a `kind` of HOSTILE is answered the same way
@@ -24,8 +26,12 @@ fault suite.  POST /mcp, by JSON-RPC method:
   bigjson {size}     a JSON result padded to `size` bytes
 
 POST /a2a is a standard A2A agent for id-collision tests: `SendMessage` answers with the task
-`task-<first text part>` (after 1 s when that text starts with "slow"); `InjectTaskReminder` is
-recorded, and GET /stats lists the injects as [taskId, body].
+`task-<first text part>` (once the gate opens when that text starts with "held"); `InjectTaskReminder`
+is recorded.
+
+The gate lets a test hold requests at the upstream for as long as it needs them in flight: GET
+/release opens it (for good). GET /stats gives {"injects": [[taskId, body], ...], "held": n}, n the
+requests waiting at the gate now (`stats_of`, `held_at`, `open_gate` below are the client side).
 
 GET /mcp opens a server stream (keep-alive comments) that lasts until the client leaves.
 GET /.well-known/agent-card.json is an A2A card with a strong ETag and an interface URL without a
@@ -38,6 +44,8 @@ import json
 import uuid
 
 from aiohttp import web
+
+from tests.peers.processes import get_json
 
 REMINDER = {"jsonrpc": "2.0", "method": "notifications/message", "params": {
     "level": "info", "logger": "harn.reminder", "data": "x", "_meta": {"harn": {"reminder": {"id": "r", "body": "x"}}}}}
@@ -79,6 +87,15 @@ async def sse(request: web.Request, events: list[bytes]) -> web.StreamResponse:
 
 def make_app() -> web.Application:
     injects: list[list[str]] = []
+    gate = asyncio.Event()
+    waiting = [0]  # requests at the gate now
+
+    async def at_gate() -> None:
+        waiting[0] += 1
+        try:
+            await gate.wait()
+        finally:
+            waiting[0] -= 1
 
     async def a2a(request: web.Request) -> web.Response:
         msg = json.loads(await request.read())
@@ -89,14 +106,18 @@ def make_app() -> web.Application:
                       "acceptedAt": "2026-01-01T00:00:00.000Z"}
         else:
             text = ((params.get("message") or {}).get("parts") or [{}])[0].get("text", "")
-            if text.startswith("slow"):
-                await asyncio.sleep(1.0)
+            if text.startswith("held"):
+                await at_gate()
             answer = {"task": {"id": f"task-{text}", "contextId": "ctx",
                                "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}
         return web.json_response({"jsonrpc": "2.0", "id": msg.get("id"), "result": answer})
 
     async def stats(_: web.Request) -> web.Response:
-        return web.json_response({"injects": injects})
+        return web.json_response({"injects": injects, "held": waiting[0]})
+
+    async def release(_: web.Request) -> web.Response:
+        gate.set()
+        return web.json_response({"open": True})
 
     async def post(request: web.Request) -> web.StreamResponse:
         try:
@@ -148,6 +169,8 @@ def make_app() -> web.Application:
             return web.Response(body=result({"cookie": request.headers.get("Cookie")}), content_type="application/json")
         if method == "slow":
             await asyncio.sleep(float(params.get("seconds", 1)))
+        elif method == "held":
+            await at_gate()
         elif method == "hang":
             await asyncio.sleep(3600)
         elif method in ("stream", "hostile") and (method == "stream" or params.get("as") == "sse"):
@@ -157,6 +180,8 @@ def make_app() -> web.Application:
                 for i in range(int(params.get("count", 10))):
                     note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}
                     await response.write(b"event: message\ndata: " + json.dumps(note).encode() + b"\n\n")
+                    if i == 0 and params.get("held"):
+                        await at_gate()
                     await asyncio.sleep(float(params.get("interval", 0.1)))
             else:
                 await response.write(b"event: message\ndata: " + HOSTILE[params["kind"]] + b"\n\n")
@@ -188,7 +213,23 @@ def make_app() -> web.Application:
     app.router.add_get("/.well-known/agent-card.json", card)
     app.router.add_post("/a2a", a2a)
     app.router.add_get("/stats", stats)
+    app.router.add_get("/release", release)
     return app
+
+
+async def stats_of(port: int) -> dict:
+    """What the upstream on ``port`` saw: its `/stats`."""
+    return await get_json(port, "/stats")
+
+
+async def held_at(port: int, n: int) -> bool:
+    """Whether ``n`` requests wait at the gate of the upstream on ``port`` (in flight there, unanswered)."""
+    return (await stats_of(port))["held"] == n
+
+
+async def open_gate(port: int) -> None:
+    """Open the gate of the upstream on ``port``: every held request is answered."""
+    assert await get_json(port, "/release") == {"open": True}
 
 
 async def main() -> None:

@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any
 
+import aiohttp
+
 
 class Running:
     """A background process that announced its port; stderr is kept for failure messages."""
@@ -89,6 +91,13 @@ def _port_in(line: str) -> int | None:
         if record.get("event") == "listening":
             return int(record["listen"].rsplit(":", 1)[1])
     return None
+
+
+async def get_json(port: int, path: str) -> Any:
+    """What a server on loopback ``port`` answers a GET of ``path`` with, as JSON (a peer's `/stats`)."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}{path}") as r:
+            return await r.json()
 
 
 def free_port() -> int:

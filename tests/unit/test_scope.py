@@ -27,3 +27,21 @@ def test_only_requests_are_nobodys_beyond_their_answer():
     assert not Scope.request("fs").lasting
     assert all(s.lasting for s in (Scope.connection("fs"), Scope.mcp_session("fs", "a"),
                                    Scope.identity("fs", "header:authorization", "a")))
+
+
+def test_ids_shaped_like_keys_or_hostile_reach_only_their_own_state():
+    """Separators, NUL, a lone surrogate, a megabyte: every id gets a key of its own, short and
+    printable, and never one another id (or another kind, route or what) already has."""
+    hostile = ["", "x", "x:budget", "x/acp-session:y", "\x00", "\x1b[2J", "\ud800", "i" * 1_000_000,
+               "fs:task:x", "task", "mcp-session"]
+    keys = set()
+    for given in hostile:
+        for scope in (Scope.task("fs", given), Scope.mcp_session("fs", given),
+                      Scope.identity("fs", "header:authorization", given),
+                      Scope.connection("fs", STDIO).within(ACP_SESSION, given)):
+            for what in ("budget", "queue", "outbox:bridge://reminders"):
+                key = scope.key(what)
+                assert key.isprintable() and len(key) < 200, key[:80]
+                keys.add(key)
+    assert len(keys) == len(hostile) * 4 * 3
+    assert len(Scope.task("fs", "t" * 1000).shown) <= 64  # what a user is shown is bounded too

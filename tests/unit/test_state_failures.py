@@ -54,3 +54,9 @@ def test_a_bug_in_the_proxy_is_not_mistaken_for_an_outage(exc):
 def test_describe_is_short_and_escapes_control_characters():
     text = describe(exceptions.ResponseError("bad \x1b[2J" + "x" * 500))
     assert text.startswith("ResponseError: bad \\x1b[2J") and len(text) <= 210 and "\x1b" not in text
+
+
+def test_describe_escapes_every_unprintable_character_and_names_a_bare_exception():
+    text = describe(ConnectionError("reset \u202eevil\u2028line\x85 \ud800"))
+    assert text == "ConnectionError: reset \\u202eevil\\u2028line\\x85 \\ud800"
+    assert describe(TimeoutError()) == "TimeoutError"

@@ -1,0 +1,124 @@
+"""`bridge.jsonrpc`'s cheap look at a frame: `classify` tells a request from a response and reads its
+id off the bytes, and `ids_in` gives every request and response of a block one key per id value, so
+a response finds its request however either side spelled the id. Hostile ids (huge, escaped, lone
+surrogates, the wrong JSON type) are either keyed exactly or left alone, never misread."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bridge.jsonrpc import SLOW_LIMIT, classify, ids_in
+
+
+def request(msg_id, **extra) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "tools/call", **extra}).encode()
+
+
+def keys(block: bytes) -> list[tuple[str, bytes]]:
+    return [(kind, key) for kind, key, _ in ids_in(block)]
+
+
+@pytest.mark.parametrize("frame, expected", [
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping"}', ("request", b"1")),
+    (b'{"jsonrpc":"2.0","id":"a","result":{}}', ("response", b'"a"')),
+    (b'{"jsonrpc":"2.0","id":-3,"error":{"code":-1,"message":"x"}}', ("response", b"-3")),
+    (b' \t{"id" : 7 , "method":"m"}', ("request", b"7")),  # spaces anywhere JSON allows them
+    # where TypeScript SDKs put it: last, after nested params or a result that hold ids of their own
+    (b'{"jsonrpc":"2.0","method":"m","params":{"a":{"id":5}},"id":7}', ("request", b"7")),
+    (b'{"jsonrpc":"2.0","result":{"id":9},"id":2}', ("response", b"2")),
+    (b'{"jsonrpc":"2.0","id":2,"result":{"id":9}}', ("response", b"2")),
+])
+def test_requests_and_responses_are_told_apart_with_their_id_as_written(frame, expected):
+    assert classify(frame) == expected
+
+
+@pytest.mark.parametrize("frame", [
+    b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"id":3}}',  # an id in params is not its own
+    b'{"jsonrpc":"2.0","method":"notifications/message","params":{"_meta":{"harn":{"reminder":{"id":"r"}}}}}',
+    b"hello", b"", b"\x00\xff", b'"id":1',  # not a JSON-RPC object at all
+])
+def test_notifications_and_non_objects_have_no_id(frame):
+    assert classify(frame) == ("", None)
+    assert keys(frame) == []
+
+
+@pytest.mark.parametrize("frame", [
+    b'[{"jsonrpc":"2.0","id":1,"method":"m"}]',  # a batch
+    b'{"jsonrpc":"2.0","id":true,"method":"m"}', b'{"jsonrpc":"2.0","id":[1],"method":"m"}',
+    b'{"jsonrpc":"2.0","id":{"a":1},"method":"m"}',
+    b'{"result":{"x":1},"jsonrpc":"2.0","id":4,"more":1}',  # a response whose id the head does not show
+])
+def test_what_the_cheap_look_cannot_settle_is_said_so(frame):
+    assert classify(frame) == ("slow", None)
+
+
+def test_a_request_and_its_response_share_one_key_however_each_spells_the_id():
+    pairs = [(b'"\\u0041"', b'"A"'), (b'1e2', b'100.0'), (b'"caf\\u00e9"', '"café"'.encode()),
+             (b'"a\\"b"', b'"a\\u0022b"')]
+    for asked, answered in pairs:
+        [(_, request_key, token)] = ids_in(b'{"jsonrpc":"2.0","id":' + asked + b',"method":"m"}')
+        [(_, response_key, _)] = ids_in(b'{"jsonrpc":"2.0","id":' + answered + b',"result":{}}')
+        assert request_key == response_key, (asked, answered)
+        assert token == asked  # what an error answer repeats: the id exactly as the host wrote it
+
+
+def test_ids_equal_in_python_but_not_on_the_wire_get_different_keys():
+    one = [key for _, key in keys(b"\n".join([request(1), request("1"), request(1.0)]))]
+    assert len(set(one)) == 3
+
+
+def test_huge_and_escaped_ids_are_keyed_exactly():
+    huge = b"1" + b"0" * 400  # no float rounds it: the digits are the key
+    assert keys(b'{"jsonrpc":"2.0","id":' + huge + b',"method":"m"}') == [("request", huge)]
+    control = request("a\x00\x1b[2J\x07")  # control characters, escaped as JSON must
+    assert keys(control) == [("request", b'"a\\u0000\\u001b[2J\\u0007"')]
+    long_id = "x" * 100_000
+    assert keys(request(long_id)) == [("request", json.dumps(long_id).encode())]
+
+
+def test_a_lone_surrogate_id_is_keyed_alike_on_both_sides():
+    """Valid JSON that UTF-8 cannot carry: keyed escaped, never a crash (spec §10: hostile ids)."""
+    [(_, asked, token)] = ids_in(b'{"jsonrpc":"2.0","id":"\\ud800x","method":"m"}')
+    [(_, answered, _)] = ids_in(b'{"jsonrpc":"2.0","result":{},"id":"\\uD800x"}')
+    assert asked == answered and token == b'"\\ud800x"'
+    [(_, batched, _)] = ids_in(b'[{"jsonrpc":"2.0","id":"\\ud800x","method":"m"}]')
+    assert batched == asked
+
+
+def test_ids_no_request_can_be_matched_by_are_left_alone():
+    for msg_id in (None, True, False, [1], {"a": 1}):
+        assert keys(request(msg_id)) == []
+        assert keys(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": {}}).encode()) == []
+
+
+def test_a_block_gives_every_request_and_response_in_order():
+    block = b"\n".join([
+        request(1),
+        b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"id":3}}',
+        b"not json",
+        b'{"jsonrpc":"2.0","id":"b","result":{}}',
+        b'[{"jsonrpc":"2.0","id":2,"method":"m"},{"jsonrpc":"2.0","id":"c","error":{"code":1,"message":"x"}}]',
+        b'{"params":{},"method":"m","id":4}',
+    ]) + b"\n"
+    assert keys(block) == [("request", b"1"), ("response", b'"b"'), ("request", b"2"), ("response", b'"c"'),
+                           ("request", b"4")]
+
+
+def test_a_frame_too_large_to_decode_is_not_decoded():
+    """What the cheap look cannot settle is decoded only below SLOW_LIMIT: memory stays flat."""
+    big_batch = b'[{"jsonrpc":"2.0","id":1,"method":"m","params":{"pad":"' + b"x" * SLOW_LIMIT + b'"}}]'
+    assert keys(big_batch) == []
+    big_request = request(1, params={"pad": "x" * SLOW_LIMIT})  # one the cheap look settles: any size
+    assert keys(big_request) == [("request", b"1")]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap, reported to the lead: an id between nested params and a "
+                                       "later key is taken for a nested one, so stdio never answers such a "
+                                       "request when the child dies (it should say 'slow' and decode)")
+@pytest.mark.parametrize("frame", [
+    b'{"jsonrpc":"2.0","method":"m","params":{},"id":5,"x":1}',
+    b'{"params":{"x":1},"id":5,"method":"m"}',
+])
+def test_a_request_whose_id_sits_between_nested_params_and_another_key_is_seen(frame):
+    assert keys(frame) == [("request", b"5")]
