@@ -227,7 +227,7 @@ class McpFlow(Flow):
         paragraph that tells the model what the events are. The reminder capabilities go: this host
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
         result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),
-                                         self.settings.channel_instructions)
+                                         self.settings.channel_instructions, self.settings.channel_also_tool_result)
         for codec in CODECS.values():
             codec.write_capability(result["capabilities"], None)
         self.state.channel_offered = True

@@ -247,6 +247,8 @@ def test_each_reminder_arrives_as_a_channel_event_and_in_the_next_tool_result_on
     #38736, #61797) still shows the model every reminder, once, in a tool result."""
     report = run_host(riding_proxy(tmp_path) + SERVERS["legacy"], server_name="workspace", dev_channels=dev_channels,
                       cwd=str(ROOT))
+    # the model is told that a copy in a tool result is the same reminder
+    assert report["initialize"]["result"]["instructions"] == instructions("workspace", also_in_tool_results=True)
     ids = {e["content"].split(" ")[0]: e["meta"]["reminder_id"] for e in report["channel"]}
     assert list(ids) == ["a.py", "b.py"]  # each one channel event, as without the key
     assert len(report["rendered"]) == (2 if dev_channels else 0)

@@ -301,7 +301,8 @@ def pushed(flow, rid: str, **fields) -> list[str]:
 
 def test_a_reminder_sent_during_a_tool_call_also_rides_its_result_and_not_the_next():
     flow = channel_flow(RIDES)
-    handshake(flow)
+    assert handshake(flow)["instructions"] == "Use the fs tools.\n\n" + instructions("workspace",
+                                                                                    also_in_tool_results=True)
     call = tool_call(2)
     assert flow.from_host(call) == [Forward("peer", call)]
     assert pushed(flow, "r1") == ["r1"]  # the channel event goes at once, as without the key
