@@ -253,6 +253,9 @@ class RouteSettings(_Model):
     #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`
     #: (None: the built-in one, bridge/dialects/claude_channel.py)
     channel_instructions: str | None = None
+    #: toward a `claude-channel` host: each reminder sent as a channel event also rides the
+    #: session's next tool result, once (Claude Code drops some channel events: docs/hosts.md)
+    channel_also_tool_result: bool = False
     fallback: Fallback = Field(default_factory=Fallback)
     budget: Budget | None = None
     trust: Trust = Field(default_factory=Trust)
@@ -311,6 +314,18 @@ class RouteSettings(_Model):
         if not v.strip():
             raise ValueError("must say what the channel events are (leave the key out for the built-in paragraph)")
         _check_template(v, CHANNEL_PLACEHOLDERS, required=None)
+        return v
+
+    @field_validator("channel_also_tool_result")
+    @classmethod
+    def _channel_also_tool_result(cls, v: bool, info: ValidationInfo) -> bool:
+        protocol, dialect = info.data.get("protocol"), info.data.get("host_dialect")
+        if v and protocol not in (None, "mcp"):
+            raise ValueError(f'applies to MCP routes only (a "claude-channel" host); this route\'s protocol is '
+                             f'"{protocol}"')
+        if v and dialect not in (None, "auto", "claude-channel"):
+            raise ValueError(f'applies to a "claude-channel" host only, and this route\'s host_dialect is "{dialect}"; '
+                             'set host_dialect = "claude-channel", or leave it "auto" for --host-dialect claude-channel')
         return v
 
 

@@ -30,6 +30,7 @@ SHOWN_ACTIONS = ("rewritten", "passed", "queued", "coalesced", "dropped", "rate_
 #: What each queue of `Recorder.pending` holds, in the words the page shows ("held now: 4 waiting
 #: for the host's next request").
 HELD = {"coalesce": "over budget, waiting for tokens", "tool_result": "waiting to ride the next tool result",
+        "ride": "sent as channel events, waiting to ride the next tool result too",
         "host": "waiting for the host's next request", "hold": "waiting for the next prompt to the agent",
         "initialize": "waiting for the agent's initialize answer", "task": "waiting for the task's next message",
         "stream": "waiting for the stream's next event"}

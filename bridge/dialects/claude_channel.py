@@ -162,6 +162,10 @@ DEFAULT_INSTRUCTIONS = (
     "advisory weight (system, developer, user_block or ephemeral_cache), and a second source attribute, "
     "when present, is where the reminder came from (host, provider, hook, bridge or inherited)."
 )
+#: Appended to the built-in paragraph when the route's reminders also ride tool results (route key
+#: `channel_also_tool_result`): the model may meet a reminder twice, and should take it in once.
+ALSO_IN_TOOL_RESULTS = ("A reminder may also appear in a tool result of this server, with the same id: it is the "
+                        "same reminder, not a new one, so take it into account once.")
 _NOT_IN_A_NAME = re.compile('["<>]')
 
 
@@ -174,20 +178,25 @@ def server_label(server_name: Any) -> str | None:
     return name or None
 
 
-def instructions(server_name: str, template: str | None = None) -> str:
+def instructions(server_name: str, template: str | None = None, also_in_tool_results: bool = False) -> str:
     """The paragraph appended to the server's own `instructions` toward a channel host.
 
     ``server_name`` is the name the host knows the server by (the key in `.mcp.json`, which Claude
     Code puts in the tag's `source` attribute); ``template`` (a route's `channel_instructions`)
     replaces :data:`DEFAULT_INSTRUCTIONS`, with the same ``{server}`` placeholder.
+    ``also_in_tool_results`` adds :data:`ALSO_IN_TOOL_RESULTS` to the built-in paragraph (a route's
+    own says what it wants).
     """
     name = server_label(server_name)
     if name is None:
         raise ValueError("server_name must be a non-empty string (the server's name in the host's configuration)")
-    return (template if template is not None else DEFAULT_INSTRUCTIONS).format(server=name).strip()
+    if template is None:
+        return DEFAULT_INSTRUCTIONS.format(server=name) + (" " + ALSO_IN_TOOL_RESULTS if also_in_tool_results else "")
+    return template.format(server=name).strip()
 
 
-def patch_initialize_result(result: dict[str, Any], server_name: str, template: str | None = None) -> dict[str, Any]:
+def patch_initialize_result(result: dict[str, Any], server_name: str, template: str | None = None,
+                            also_in_tool_results: bool = False) -> dict[str, Any]:
     """A copy of a server's `initialize` (or `server/discover`) result as a channel host should
     see it: `capabilities.experimental["claude/channel"] = {}` (other experimental keys kept)
     and :func:`instructions` appended to the server's own, after a blank line (created when the
@@ -198,7 +207,7 @@ def patch_initialize_result(result: dict[str, Any], server_name: str, template: 
     if not isinstance(caps, dict):
         caps = out["capabilities"] = {}
     ClaudeChannel.write_capability(caps, {})
-    ours = instructions(server_name, template)
+    ours = instructions(server_name, template, also_in_tool_results)
     own = out.get("instructions")
     if isinstance(own, str) and own.strip():
         if ours not in own:

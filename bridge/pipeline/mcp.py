@@ -10,6 +10,7 @@ from bridge.dialects.mcp import CODECS, HOST_CODECS, McpLegacy, McpStandard
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
+from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled, held_key
@@ -40,6 +41,8 @@ class McpState:
     tool_results: list[tuple[Reminder, tuple[Receipt, ...]]] = field(default_factory=list)
     #: the handshake result told the host it is a Claude Code channel (only then does it listen)
     channel_offered: bool = False
+    #: channel events that also ride the next tools/call result (`channel_also_tool_result`)
+    rides: ToolResultRides = field(default_factory=ToolResultRides)
 
 
 class McpFlow(Flow):
@@ -170,11 +173,14 @@ class McpFlow(Flow):
         receipts: tuple[Receipt, ...] = ()  # what the rewritten response delivers
         if waited is not None:
             self.state.opted_in.discard(key)
-            if waited == "tool" and self.state.tool_results:
-                if self.target() in HOST_CODECS and not self._tool_results_carry_reminders():
+            if waited == "tool":
+                # queued for a host that has a dialect of its own now (a reload): pushed after the result
+                lift = bool(self.state.tool_results) and self.target() in HOST_CODECS \
+                    and not self._tool_results_carry_reminders()
+                if self.state.rides or (self.state.tool_results and not lift):
+                    response, receipts = self._append_to_tool_result(msg, queued=not lift)
+                if lift:
                     after = self._lift_tool_results()
-                else:
-                    response, receipts = self._append_to_tool_result(msg)
         if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
             response = self._handshake_result(msg)
         elif waited is None:
@@ -221,7 +227,7 @@ class McpFlow(Flow):
         paragraph that tells the model what the events are. The reminder capabilities go: this host
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
         result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),
-                                         self.settings.channel_instructions)
+                                         self.settings.channel_instructions, self.settings.channel_also_tool_result)
         for codec in CODECS.values():
             codec.write_capability(result["capabilities"], None)
         self.state.channel_offered = True
@@ -293,11 +299,24 @@ class McpFlow(Flow):
 
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
               params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = ()) -> list[Command]:
-        """The reminder in the host's own dialect; one sent as a channel event is counted `channel`."""
+        """The reminder in the host's own dialect; one sent as a channel event is counted `channel`
+        (and, with `channel_also_tool_result`, rides the next tool result too)."""
         target = self.target()
-        self.record("channel" if target == ClaudeChannel.dialect else "rewritten", method, reminder,
-                    source=source, target=target)
-        return [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
+        channel = target == ClaudeChannel.dialect
+        self.record("channel" if channel else "rewritten", method, reminder, source=source, target=target)
+        out = [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
+        if channel and self.settings.channel_also_tool_result:
+            self._ride(reminder, method, source)
+        return out
+
+    def _ride(self, reminder: Reminder, method: str | None, source: str | None) -> None:
+        """Claude Code drops channel events that arrive mid-turn or while it is idle, and its VS Code
+        extension ignores them: the reminder also rides the session's next tool result, once."""
+        limit = self.settings.trust.max_pending_per_session
+        for pushed_out in self.state.rides.add(reminder, limit):
+            self.record("dropped", method, pushed_out, source=source, target="none",
+                        why=f"sent as a channel event only: {limit} newer reminders wait for the next tool result "
+                            f"(max_pending_per_session = {limit})")
 
     def _unseen(self, reminder: Reminder, method: str | None, source: str | None) -> bool:
         """An `audit_only` reminder toward a channel host: dropped and counted before it costs budget,
@@ -355,9 +374,10 @@ class McpFlow(Flow):
         return target
 
     def _awaits_tool_results(self) -> bool:
-        """Tool results to watch: those that may carry reminders, and the next one while reminders
-        queued for it wait (the host got a dialect of its own since: a reload)."""
-        return self._tool_results_carry_reminders() or bool(self.state.tool_results)
+        """Tool results to watch: those that may carry reminders (channel events riding them too),
+        and the next one while reminders queued for it wait (the rules changed since: a reload)."""
+        rides = self.settings.channel_also_tool_result and self.host.dialect == ClaudeChannel.dialect
+        return rides or self._tool_results_carry_reminders() or bool(self.state.tool_results or self.state.rides)
 
     def _tool_results_carry_reminders(self) -> bool:
         """A `none` host, or a legacy host on 2026-07-28 (no unrequested log messages), may get
@@ -370,19 +390,28 @@ class McpFlow(Flow):
     def _fallback(self) -> str:
         return self.settings.fallback.mcp_host_none
 
-    def _append_to_tool_result(self, msg: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[Receipt, ...]]:
-        """Waiting reminders join the tool result as one text block (its structuredContent untouched);
-        the receipts of what it now carries ride on it."""
+    def _append_to_tool_result(self, msg: dict[str, Any], *,
+                               queued: bool) -> tuple[dict[str, Any] | None, tuple[Receipt, ...]]:
+        """Waiting reminders join the tool result as one text block (its structuredContent untouched):
+        the fallback's (``queued``), then the channel events that ride it, each id once; the receipts
+        of what it now carries ride on it (a channel event's went with the event)."""
         content = get_path(msg, "result", "content")
         if not isinstance(content, list):
             return None, ()
-        queued, self.state.tool_results = self.state.tool_results, []
+        held: list[tuple[Reminder, tuple[Receipt, ...]]] = []
+        if queued:
+            held, self.state.tool_results = self.state.tool_results, []
+        ids = {r.id for r, _ in held}
+        rides = [r for r in self.state.rides.take(self.settings.trust.max_pending_per_session) if r.id not in ids]
         out = copy.deepcopy(msg)
-        out["result"]["content"].append({"type": "text", "text": render([r for r, _ in queued], self.settings.envelope)})
-        for reminder, _ in queued:
+        out["result"]["content"].append({"type": "text", "text": render([r for r, _ in held] + rides,
+                                                                          self.settings.envelope)})
+        for reminder, _ in held:
             self.record("rendered", "tools/call", reminder, target="none")
+        for reminder in rides:
+            self.record("attached", "tools/call", reminder, target="none")
         self._watch_host()
-        return out, tuple(r for _, receipts in queued for r in receipts)
+        return out, tuple(r for _, receipts in held for r in receipts)
 
     def _lift_tool_results(self) -> list[Command]:
         """Reminders queued for this tool result when the host has a dialect of its own now: pushed
@@ -398,13 +427,14 @@ class McpFlow(Flow):
         return out
 
     def pending_counts(self) -> dict[str, int]:
-        return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results)}
+        return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results), "ride": len(self.state.rides)}
 
     def close(self, why: str) -> None:
         super().close(why)
         for reminder, _ in self.state.tool_results:
             self.record("dropped", "tools/call", reminder, target="none", why=why)
         self.state.tool_results.clear()
+        self.state.rides = ToolResultRides()  # sent as channel events already: nothing is lost here
 
 
 def _is_handshake_result(msg: dict[str, Any]) -> bool:

@@ -226,3 +226,78 @@ def test_check_accepts_a_channel_route_and_refuses_one_for_acp(tmp_path):
     assert done.returncode == 1
     assert done.stdout.decode().strip() == (f'{bad}:3: routes.zed.host_dialect: "claude-channel" is a host dialect '
                                             f"for MCP only (Claude Code channels), not for acp")
+
+
+# -- channel_also_tool_result: each reminder also rides the next tool result, once ------------------------
+def riding_proxy(tmp_path) -> list[str]:
+    rules = tmp_path / "claude.toml"
+    rules.write_text('[routes.workspace]\nprotocol = "mcp"\nhost_dialect = "claude-channel"\n'
+                     "channel_also_tool_result = true\n")
+    return PROXY + ["--rules", str(rules), "--route", "workspace", "--"]
+
+
+def carried(result: dict) -> list[str]:
+    """The reminders a tool result carries after the tool's own content: one envelope line each."""
+    return [line for block in result["content"][1:] for line in block["text"].split("\n")]
+
+
+@pytest.mark.parametrize("dev_channels", [True, False], ids=["listening", "ignoring-channels"])
+def test_each_reminder_arrives_as_a_channel_event_and_in_the_next_tool_result_only(tmp_path, dev_channels):
+    """A host that ignores channel events (the VS Code extension, #43161; a mid-turn or idle session,
+    #38736, #61797) still shows the model every reminder, once, in a tool result."""
+    report = run_host(riding_proxy(tmp_path) + SERVERS["legacy"], server_name="workspace", dev_channels=dev_channels,
+                      cwd=str(ROOT))
+    # the model is told that a copy in a tool result is the same reminder
+    assert report["initialize"]["result"]["instructions"] == instructions("workspace", also_in_tool_results=True)
+    ids = {e["content"].split(" ")[0]: e["meta"]["reminder_id"] for e in report["channel"]}
+    assert list(ids) == ["a.py", "b.py"]  # each one channel event, as without the key
+    assert len(report["rendered"]) == (2 if dev_channels else 0)
+    touched_a, touched_b, echo = [r["result"] for r in report["results"] if r["method"] == "tools/call"]
+    for result, path in ((touched_a, "a.py"), (touched_b, "b.py")):
+        assert result["content"][0] == {"type": "text", "text": f"touched {path}"}
+        assert result["structuredContent"] == {"path": path}
+        assert carried(result) == [f'<system-reminder id="{ids[path]}" source="provider">{path} changed externally; '
+                                   "re-read it before editing.</system-reminder>"]  # its own call's, not the one before
+    assert echo["content"] == [{"type": "text", "text": "sync"}]  # nothing rides twice
+    assert report["exit_code"] == 0
+
+
+def test_a_legacy_servers_re_sent_reminder_rides_one_tool_result(tmp_path):
+    calls = [{"method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1}}}] * 2
+    report = run_host(riding_proxy(tmp_path) + FLOOD, calls, server_name="workspace", cwd=str(ROOT))
+    assert [e["meta"]["reminder_id"] for e in report["channel"]] == ["r0", "r0"]  # the retry is sent again
+    first, second = (r["result"] for r in report["results"])
+    assert carried(first) == ['<system-reminder id="r0" source="host">build 0 finished</system-reminder>']
+    assert second["content"] == [{"type": "text", "text": "flooded 0..0"}]
+
+
+async def test_two_sessions_on_serve_never_carry_each_others_reminders(tmp_path):
+    """Reminders pulled from each session's own outbox reach it as channel events between tool calls,
+    and ride that session's next tool result: never another session's, though both share the route."""
+    from tests.fault.test_outbox_isolation import Host, Outboxes, in_tool_result, pull_rules, until
+
+    outboxes = Outboxes(tmp_path)
+    await outboxes.ready()
+    bridge = proxy("--rules", str(pull_rules(tmp_path, outboxes.port, 'host_dialect = "claude-channel"\n'
+                                                                      "channel_also_tool_result = true\n")))
+    a, b = Host(bridge.port, name="a"), Host(bridge.port, name="b")  # Claude Code declares nothing
+    try:
+        for host, event_id in ((a, "for-a"), (b, "for-b")):
+            await host.start()
+            host.listen()
+            await outboxes.polled(host)
+            outboxes.write(host, event_id)
+        await until(lambda: len(channel_events(a)) == len(channel_events(b)) == 1)
+        assert [e["content"] for e in channel_events(a) + channel_events(b)] == ["mail for-a", "mail for-b"]
+        assert in_tool_result(await b.tool("echo", text="hi")) == ["for-b"]
+        assert in_tool_result(await a.tool("echo", text="hi")) == ["for-a"]
+        assert in_tool_result(await a.tool("echo", text="hi")) == in_tool_result(await b.tool("echo", text="hi")) == []
+    finally:
+        await a.close()
+        await b.close()
+        bridge.stop()
+        outboxes.stop()
+
+
+def channel_events(host) -> list[dict]:
+    return [m["params"] for m in host.received if m.get("method") == "notifications/claude/channel"]

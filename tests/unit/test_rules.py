@@ -168,7 +168,7 @@ def test_syntax_error_at_end_of_file():
 def test_unknown_key():
     p = one('[routes.fs]\nprotocol = "mcp"\n\n[routes.fs.budgte]\nrate = 1\n')
     assert (p.line, p.key) == (4, "routes.fs.budgte")
-    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: allowed_origins, budget, channel_instructions, command, ')
+    assert p.message.startswith('unknown key; did you mean "budget"? (allowed: allowed_origins, budget, channel_also_tool_result, channel_instructions, ')
 
 
 def test_unknown_key_in_sub_table_and_top_level():
@@ -455,3 +455,29 @@ def test_claude_channel_inherited_from_defaults_is_refused_at_the_route_beside_o
 def test_bad_channel_instructions(text, message):
     p = one(f'[routes.ws]\nprotocol = "mcp"\nchannel_instructions = {text}\n')
     assert (p.line, p.key, p.message) == (3, "routes.ws.channel_instructions", message)
+
+
+def test_channel_also_tool_result_is_for_claude_channel_routes():
+    rules = parse_rules_text('[routes.ws]\nprotocol = "mcp"\nhost_dialect = "claude-channel"\n'
+                             'channel_also_tool_result = true\n'
+                             '[routes.cli]\nprotocol = "mcp"\nchannel_also_tool_result = true\n')  # --host-dialect names it
+    assert rules.route("ws").channel_also_tool_result and rules.route("cli").channel_also_tool_result
+    assert RouteSettings().channel_also_tool_result is False
+
+
+@pytest.mark.parametrize("lines, message", [
+    ('protocol = "acp"\nupstream = "ws://h/x"',
+     'applies to MCP routes only (a "claude-channel" host); this route\'s protocol is "acp"'),
+    ('protocol = "mcp"\nhost_dialect = "none"',
+     'applies to a "claude-channel" host only, and this route\'s host_dialect is "none"; set host_dialect = '
+     '"claude-channel", or leave it "auto" for --host-dialect claude-channel'),
+])
+def test_channel_also_tool_result_is_refused_where_no_channel_event_is_sent(lines, message):
+    p = one(f"[routes.x]\n{lines}\nchannel_also_tool_result = true\n")
+    assert (p.line, p.key, p.message) == (4, "routes.x.channel_also_tool_result", message)
+    parse_rules_text(f"[routes.x]\n{lines}\nchannel_also_tool_result = false\n")  # off is never wrong
+
+
+def test_channel_also_tool_result_is_a_boolean():
+    p = one('[routes.ws]\nprotocol = "mcp"\nchannel_also_tool_result = "yes"\n')
+    assert str(p) == 'r.toml:3: routes.ws.channel_also_tool_result: must be true or false (got "yes")'

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from bridge.dialects.claude_channel import (
-    CHANNEL_METHOD, DEFAULT_INSTRUCTIONS, MAX_KEY_CHARS, MAX_VALUE_CHARS, META_KEYS, ClaudeChannel, instructions,
+    ALSO_IN_TOOL_RESULTS, CHANNEL_METHOD, DEFAULT_INSTRUCTIONS, MAX_KEY_CHARS, MAX_VALUE_CHARS, META_KEYS, ClaudeChannel, instructions,
     meta_entry, meta_of, normalise_key, normalise_meta, patch_initialize_result, server_label, stringify,
 )
 from bridge.dialects.mcp import HARN_SHAPE, McpLegacy, McpStandard
@@ -353,6 +353,15 @@ def test_a_routes_own_paragraph_replaces_the_default_and_may_name_the_server():
     text = instructions("fs", "  <channel source=\"{server}\"> events are CI results; {{braces}} stay.  ")
     assert text == '<channel source="fs"> events are CI results; {braces} stay.'
     assert instructions("fs", None) == DEFAULT_INSTRUCTIONS.format(server="fs")
+
+
+def test_when_reminders_also_ride_tool_results_the_paragraph_says_a_copy_is_the_same_reminder():
+    text = instructions("fs", also_in_tool_results=True)
+    assert text == DEFAULT_INSTRUCTIONS.format(server="fs") + " " + ALSO_IN_TOOL_RESULTS
+    assert "same id" in text and "\n" not in text
+    assert instructions("fs", "Mine.", also_in_tool_results=True) == "Mine."  # a route's own paragraph is its own
+    result = patch_initialize_result({"capabilities": {}}, "fs", None, True)
+    assert result["instructions"] == text and patch_initialize_result(result, "fs", None, True) == result
 
 
 def test_an_untrusted_server_name_cannot_break_out_of_its_quotes():

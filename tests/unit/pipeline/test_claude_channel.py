@@ -136,7 +136,7 @@ def test_tool_calls_and_results_pass_untouched_and_nothing_waits_for_them():
     result = frame({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "touched a.py"}]}})
     [out] = flow.from_peer(result)
     assert out.data is result  # the very bytes: no fallback block, no double delivery
-    assert flow.pending_counts() == {"coalesce": 0, "tool_result": 0}
+    assert flow.pending_counts() == {"coalesce": 0, "tool_result": 0, "ride": 0}
 
 
 def test_the_servers_own_channel_events_and_plain_logs_pass_untouched():
@@ -255,3 +255,165 @@ def test_a_reload_warns_only_for_a_session_that_was_never_offered_the_channel():
     [out] = early.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": LEGACY_CAPS,
                                                                            "serverInfo": {"name": "s"}}}))
     assert json.loads(out.data)["result"]["capabilities"]["experimental"] == {"claude/channel": {}}
+
+
+# -- channel_also_tool_result: the next tool result carries each reminder too, once ----------------------
+RIDES = "[defaults]\nchannel_also_tool_result = true\n"
+
+
+def tool_call(call_id: int, name: str = "touch_file") -> bytes:
+    return frame({"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {"name": name}})
+
+
+def tool_result(call_id: int, text: str = "done") -> bytes:
+    return frame({"jsonrpc": "2.0", "id": call_id, "result": {"content": [{"type": "text", "text": text}],
+                                                               "structuredContent": {"ok": True}}})
+
+
+def ride(rid: str, body: str = "a.py changed; re-read it.") -> str:
+    """What a reminder looks like riding a tool result: the route's envelope (spec §6)."""
+    return f'<system-reminder id="{rid}" source="provider">{body}</system-reminder>'
+
+
+def riding(flow, call_id: int) -> list[str] | None:
+    """A tools/call round trip: the texts the reminders add to its result (None: the result went on untouched)."""
+    call = tool_call(call_id)
+    assert flow.from_host(call) == [Forward("peer", call)]
+    return carried(flow.from_peer(tool_result(call_id)))
+
+
+def carried(commands) -> list[str] | None:
+    [out] = commands
+    if type(out) is Forward:
+        return None
+    result = json.loads(out.data)["result"]
+    assert out.answers and result["content"][0] == {"type": "text", "text": "done"}
+    assert result["structuredContent"] == {"ok": True}  # left untouched
+    [block] = result["content"][1:]
+    return block["text"].split("\n")
+
+
+def pushed(flow, rid: str, **fields) -> list[str]:
+    """A legacy reminder from the server: the ids of the channel events it became."""
+    return [e["meta"]["reminder_id"] for e in events(flow.from_peer(frame(legacy(rid, source="stdlib_provider",
+                                                                                  **fields))))]
+
+
+def test_a_reminder_sent_during_a_tool_call_also_rides_its_result_and_not_the_next():
+    flow = channel_flow(RIDES)
+    assert handshake(flow)["instructions"] == "Use the fs tools.\n\n" + instructions("workspace",
+                                                                                    also_in_tool_results=True)
+    call = tool_call(2)
+    assert flow.from_host(call) == [Forward("peer", call)]
+    assert pushed(flow, "r1") == ["r1"]  # the channel event goes at once, as without the key
+    assert carried(flow.from_peer(tool_result(2))) == [ride("r1")]
+    assert riding(flow, 3) is None  # seen once in a tool result: never again
+    assert flow.recorder.count("channel") == 1 and flow.recorder.count("attached", "mcp") == 1
+    assert flow.pending_counts()["ride"] == 0
+
+
+def test_a_reminder_sent_between_tool_calls_rides_the_next_one():
+    """An idle session (Claude Code drops the event, #61797): the next tool call brings it."""
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    assert pushed(flow, "r1") == ["r1"] and pushed(flow, "r2") == ["r2"]
+    assert flow.pending_counts()["ride"] == 2
+    assert riding(flow, 2) == [ride("r1"), ride("r2")]  # one block, in arrival order
+    assert riding(flow, 3) is None
+
+
+def test_a_re_sent_reminder_rides_once():
+    """A legacy server's retry (the same id): sent as a channel event again, attached once."""
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    assert pushed(flow, "r1") == ["r1"] and pushed(flow, "r1") == ["r1"]
+    assert riding(flow, 2) == [ride("r1")]
+    assert pushed(flow, "r1") == ["r1"]  # after it rode
+    assert riding(flow, 3) is None
+    assert flow.recorder.count("channel") == 3 and flow.recorder.count("attached") == 1
+
+
+def test_a_newer_reminder_with_the_same_dedupe_key_replaces_the_waiting_one():
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    for rid, key in (("r1", "build"), ("r2", "lint"), ("r3", "build")):
+        assert pushed(flow, rid, dedupeKey=key, body=f"{key} {rid}") == [rid]
+    assert riding(flow, 2) == [ride("r2", "lint r2"), ride("r3", "build r3")]
+
+
+def test_the_rides_of_a_session_are_bounded_in_count_and_bytes():
+    """max_pending_per_session bounds how many wait (the oldest go first, counted); max_reminder_bytes
+    bounds each of them, as on every queue."""
+    flow = channel_flow(RIDES + "[defaults.trust]\nmax_pending_per_session = 2\nmax_reminder_bytes = 600\n")
+    handshake(flow)
+    for n in range(5):
+        assert pushed(flow, f"r{n}", body=f"build {n} finished") == [f"r{n}"]
+        assert flow.pending_counts()["ride"] <= 2
+    assert pushed(flow, "big", body="x" * 300) == []  # refused whole: neither sent nor held
+    assert riding(flow, 2) == [ride("r3", "build 3 finished"), ride("r4", "build 4 finished")]
+    assert flow.recorder.count("dropped") == 3 and flow.recorder.count("refused") == 1
+    assert flow.recorder.count("channel") == 5 and flow.recorder.count("attached") == 2
+
+
+def test_a_tool_result_that_cannot_carry_the_reminder_leaves_it_for_the_next_one():
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    call = tool_call(2)
+    flow.from_host(call)
+    assert pushed(flow, "r1") == ["r1"]
+    error = frame({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Unknown tool: nope"}})
+    assert flow.from_peer(error) == [Forward(HOST, error)]
+    assert riding(flow, 3) == [ride("r1")]
+
+
+def test_audit_only_reminders_never_ride():
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    assert pushed(flow, "quiet", mode="audit_only") == []
+    assert riding(flow, 2) is None and flow.recorder.count("attached") == 0
+
+
+def test_a_reminder_from_the_outbox_rides_too_and_its_receipt_goes_with_the_event():
+    flow = channel_flow(RIDES)
+    handshake(flow)
+    receipt = Receipt("outbox", 1)
+    out = run_now(flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", source="provider"), "resources/read",
+                               "outbox", receipt))
+    assert [e["meta"]["reminder_id"] for e in events(out)] == ["o1"] and receipts_of(out) == (receipt,)
+    call = tool_call(2)
+    flow.from_host(call)
+    sent = flow.from_peer(tool_result(2))
+    assert carried(sent) == [ride("o1", "ticket 7 was reopened")]
+    assert receipts_of(sent) == ()  # the outbox row was done with once the event was written
+
+
+def test_two_sessions_never_carry_each_others_reminders():
+    first, second = channel_flow(RIDES), channel_flow(RIDES)
+    handshake(first), handshake(second)
+    assert pushed(first, "r1") == ["r1"]
+    assert riding(second, 2) is None
+    assert riding(first, 2) == [ride("r1")]
+
+
+def test_observe_counts_the_ride_and_changes_nothing():
+    flow = channel_flow(RIDES + 'stage = "observe"\n')
+    handshake(flow)
+    reminder = frame(legacy("r1"))
+    assert flow.from_peer(reminder)[0].data is reminder
+    result = tool_result(2)
+    flow.from_host(tool_call(2))
+    assert flow.from_peer(result)[0].data is result
+    assert flow.recorder.staged[("mcp", "workspace", "attached", "observe")] == 1
+
+
+def test_a_reload_that_turns_the_key_on_watches_the_next_tool_call():
+    flow = channel_flow()
+    handshake(flow)
+    call = tool_call(2)
+    assert flow.passes(call, HOST)  # without the key a channel host's tool calls are not even parsed
+    flow.reconfigure(parse_rules_text('[defaults]\nhost_dialect = "claude-channel"\nchannel_also_tool_result = true\n')
+                     .defaults)
+    assert not flow.passes(call, HOST)
+    flow.from_host(call)
+    assert pushed(flow, "r1") == ["r1"]
+    assert carried(flow.from_peer(tool_result(2))) == [ride("r1")]
