@@ -1,36 +1,23 @@
 """The wire contract travels with the clone: docs/spec.md, tests/vectors and tests/schemas.
 
-Every `spec §N` cited anywhere in the repository names a section of docs/spec.md. Where a CI
-checkout has the shared contract beside the clone (../shared), the copies are checked against it:
-the same sections under the same numbers and titles, every shared vector and schema byte for byte.
-Without ../shared those comparisons skip, with nothing to compare with: the only tests that skip
-for the contract.
+Every `spec §N` cited anywhere in the repository names a section of docs/spec.md. The copies are
+checked against the shared contract by `python -m tests.contract_sync`, a CI step run where a
+checkout has it beside the clone; here only that check's own logic is tested, on a copy made to
+differ, so no test needs (or skips for) anything beside the clone.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
+from tests.contract_sync import SHARED_SPEC, problems, sections
+from tests.paths import ROOT, SHARED, SPEC
 
-from tests.paths import ROOT, SCHEMAS, SHARED, SPEC, VECTORS
-
-shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared contract at {SHARED} to compare the "
-                                                         "copies with (a CI checkout has it beside the clone)")
-
-SECTION = re.compile(r"^## (\d+)\. (.+)$", re.M)
 #: a citation: "spec §7", "spec §2, §7", "spec §3–§5", "spec §8.3"
 CITATION = re.compile(r"\bspec (§\d+(?:\.\d+)?(?:(?:, |–|-| and )§\d+(?:\.\d+)?)*)")
 #: where citations live: docs, READMEs, rules files, code and tests
 CITING = ("README.md", "docs/**/*.md", "rules/**/*.toml", "bridge/**/*.py", "tests/**/*.py", "tests/**/*.md",
           "tests/vectors/*.json", "bench/**/*.py", "bench/**/*.md")
-
-
-def sections(text: str) -> dict[int, tuple[str, str]]:
-    """Section number → (title, body) of a spec document."""
-    found = list(SECTION.finditer(text))
-    ends = [m.start() for m in found[1:]] + [len(text)]
-    return {int(m[1]): (m[2], text[m.end():end]) for m, end in zip(found, ends)}
 
 
 def citing_files() -> list[Path]:
@@ -65,45 +52,26 @@ def test_links_into_the_spec_land_on_a_section():
 
 def test_nothing_cites_the_shared_spec_as_if_it_were_here():
     """Upper-case SPEC citations pointed at a file a clone does not have; the shared SPEC.md is only
-    named by its place beside the clone (this file names it on purpose, and is left out)."""
+    named by its place beside the clone (this file and tests/contract_sync.py name it on purpose, and
+    are left out)."""
     stale = re.compile(r"\bSPEC §|\b[Tt]he SPEC\b|(?<!shared/)(?<!shared )(?<!shared `)\bSPEC\.md")
-    found = [f"{p.relative_to(ROOT)}: {m[0]!r}" for p in citing_files() if p != Path(__file__)
+    found = [f"{p.relative_to(ROOT)}: {m[0]!r}" for p in citing_files() if p not in (Path(__file__), ROOT / "tests" / "contract_sync.py")
              for m in stale.finditer(p.read_text())]
     assert not found
 
 
-@shared
-def test_the_spec_keeps_every_shared_section_under_its_number_and_title():
-    ours = {n: title for n, (title, _) in sections(SPEC.read_text()).items()}
-    theirs = {n: title for n, (title, _) in sections((SHARED / "SPEC.md").read_text()).items()}
-    assert ours == theirs
-
-
-@shared
-def test_the_sections_keep_every_numbered_item_of_the_shared_ones():
-    ours, theirs = sections(SPEC.read_text()), sections((SHARED / "SPEC.md").read_text())
-    for number, (_, body) in theirs.items():
-        items = re.findall(r"^(\d+)\. ", body, re.M)
-        assert re.findall(r"^(\d+)\. ", ours[number][1], re.M) == items, f"§{number}"
-
-
-def _files(directory: Path, pattern: str) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.glob(pattern)) if p.name != "README.md"}
-
-
-@shared
-def test_every_shared_vector_is_copied_unchanged():
-    theirs, ours = _files(SHARED / "vectors", "*.json"), _files(VECTORS, "*.json")
-    assert theirs
-    missing = sorted(theirs.keys() - ours.keys())
-    changed = sorted(name for name in theirs.keys() & ours.keys() if theirs[name] != ours[name])
-    assert not missing and not changed, f"copy ../shared/vectors/*.json again: missing {missing}, changed {changed}"
-
-
-@shared
-def test_the_schemas_are_the_shared_ones():
-    theirs, ours = _files(SHARED / "schemas", "*"), _files(SCHEMAS, "*")
-    assert theirs
-    assert sorted(ours) == sorted(theirs), "tests/schemas must hold exactly the files of ../shared/schemas"
-    changed = sorted(name for name in theirs if theirs[name] != ours[name])
-    assert not changed, f"copy ../shared/schemas again: {changed} differ"
+def test_the_sync_check_names_a_section_a_vector_and_a_schema_that_differ(tmp_path):
+    """`tests.contract_sync` against a shared contract made to differ from the copies: a renamed
+    section, a changed vector and a missing schema are each named; the copies themselves agree."""
+    shared = tmp_path / "shared"
+    (shared / "vectors").mkdir(parents=True)
+    (shared / "schemas").mkdir()
+    (shared / SHARED_SPEC).write_text(SPEC.read_text().replace("## 1. ", "## 1. Renamed ", 1))
+    (shared / "vectors" / "x.json").write_text("{}")
+    (shared / "schemas" / "not-copied.json").write_text("{}")
+    found = problems(shared)
+    assert any("section" in p for p in found)
+    assert any("vectors" in p and "x.json" in p for p in found)
+    assert any("schemas" in p and "not-copied.json" in p for p in found)
+    if SHARED.is_dir():  # a CI checkout: the real copies agree with the shared contract
+        assert problems(SHARED) == []
