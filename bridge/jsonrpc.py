@@ -133,6 +133,14 @@ def _id_spelling(msg_id: Any) -> bytes:
         return json.dumps(msg_id, separators=(",", ":")).encode()
 
 
+def wire_key(msg_id: Any) -> bytes | None:
+    """The ``key`` `ids_in` gives for a frame with this id (a request's id, to know its response
+    by the id alone), or None for an id it never gives (null, booleans, arrays, objects)."""
+    if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, float)):
+        return None
+    return _id_spelling(msg_id)
+
+
 def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
     """The exact answer for frames `classify` could not settle (batches, unusual key orders)."""
     if len(line) > SLOW_LIMIT:

@@ -18,7 +18,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
-GLOBAL = "global"
+from bridge.state.base import Exceeded
+from bridge.state.ops import GLOBAL, Charge, Op, Pay
 
 
 class Bucket:
@@ -43,22 +44,6 @@ class Limit:
     scope: str  # "server:fs", "session:abc", "tag:deploy", "global"
     rate: float  # tokens per minute
     burst: int
-
-
-@dataclass(frozen=True)
-class Exceeded:
-    """The most constrained bucket that refused: when to retry, and what it holds."""
-
-    scope: str
-    limit: int
-    remaining: int
-    retry_after_ms: int
-    rate: float
-
-    def data(self) -> dict[str, Any]:
-        """The JSON-RPC error `data` of a refused request (spec §7)."""
-        return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
-                "scope": self.scope}
 
 
 class _Keyed:
@@ -123,6 +108,17 @@ class BudgetState:
                 found.append((str(key), level(bucket)))
         return found
 
+    #: what the driver asks before it performs an op here: in-process, so at once (`perform_now`)
+    sync = True
+
+    def perform_now(self, op: Op) -> tuple[Exceeded | None, Exceeded | None]:
+        """A `Charge` on this process's buckets: the real ones, then (when they paid) the shadow ones."""
+        assert type(op) is Charge, op
+        refused = pay(self, op.route, op.real, op.max_keys, op.now) if op.real else None
+        if refused is not None or not op.shadow:
+            return refused, None
+        return None, pay(self, op.route, op.shadow, op.max_keys, op.now)
+
     def keys_held(self, route: str | None = None) -> int:
         """How many per-key buckets are held (for tests and the admin port)."""
         return sum(len(t.cache) for (r, _), t in self._keyed.items() if route in (None, r))
@@ -153,13 +149,19 @@ def take(state: BudgetState, route: str, charges: Iterable[tuple[str, str, Limit
     return None
 
 
+def pay(state: BudgetState, route: str, pays: Iterable[Pay], max_keys: int, now: float) -> Exceeded | None:
+    """`take` for the buckets a `Charge` names."""
+    return take(state, route, [(p.kind, p.key, Limit(p.scope, p.rate, p.burst)) for p in pays], max_keys, now)
+
+
 @dataclass
 class Held:
-    """A notification held by `coalesce` until its bucket has a token again."""
+    """A notification held by `coalesce` until its bucket has a token again: ``deliver`` is what
+    sends it then (a typed continuation: ``deliver.run(reminder, *deliver.args)``)."""
 
     key: str
     reminder: Any
-    deliver: Callable[[Any], Any]
+    deliver: Any
     context: Any = None
 
 

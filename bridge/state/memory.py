@@ -8,8 +8,9 @@ evicts the least recently used instead of growing without end.  A bucket evicted
 full when it comes back: the budget loosens for that key, memory does not grow.
 
 Decisions are the same as `bridge.policy.budget.take()` and as the Redis script: tests run one
-scenario against both.  The clock is injectable (seconds, monotonic).  The ``*_now`` methods are
-synchronous twins of the async API, for the hot path that must not await.
+scenario against both.  The clock is injectable (seconds, monotonic).  `perform_now` is the one
+entry the driver uses (an op of `bridge.state.ops`, at once: nothing here waits); the ``*_now``
+methods are what it runs, and what `FailoverState` serves from while Redis is away.
 """
 from __future__ import annotations
 
@@ -17,14 +18,13 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cachetools import TLRUCache, TTLCache
 
-from bridge.state.base import BucketCharge, exceeded, unique, wait_ms
+from bridge.state.base import BucketCharge, Exceeded, exceeded, unique, wait_ms
+from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
-if TYPE_CHECKING:
-    from bridge.policy.budget import Exceeded
 
 DEFAULT_MAX_KEYS = 100_000
 
@@ -74,6 +74,8 @@ class MemoryState:
     per distinct fill time (rate and burst)."""
 
     name = "memory"
+    #: in-process: the driver performs an op here at once (`perform_now`), in the same call
+    sync = True
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, max_keys: int = DEFAULT_MAX_KEYS):
         self.clock = clock
@@ -109,7 +111,7 @@ class MemoryState:
                     return bucket
         return None
 
-    def charge_now(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    def charge_now(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         now = self.clock()
         if now > self._now:
             self._now = now
@@ -202,9 +204,28 @@ class MemoryState:
             self._records[key] = entry
         return json.loads(entry.value)
 
-    # -- the async API (what FailoverState and the flows call) -----------------------------------------
+    # -- the one entry: an op, performed at once --------------------------------------------------------
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    def perform_now(self, op: Op) -> Any:
+        """What ``op`` gives (see `bridge.state.ops`)."""
+        kind = type(op)
+        if kind is Charge:
+            refused = self.charge_now(op.shared(op.real)) if op.real else None  # type: ignore[union-attr]
+            if refused is not None or not op.shadow:  # type: ignore[union-attr]
+                return refused, None
+            return None, self.charge_now(op.shared(op.shadow))  # type: ignore[union-attr]
+        if kind is QueuePush:
+            return self.queue_push_now(op.key, op.item_id, op.item, dedupe_key=op.dedupe_key,  # type: ignore[union-attr]
+                                       limit=op.limit, ttl_s=op.ttl_s)  # type: ignore[union-attr]
+        if kind is QueueTake:
+            return self.queue_take_now(op.key)
+        if kind is QueueCount:
+            return self.queue_len_now(op.key)
+        raise TypeError(f"not a state op: {op!r}")
+
+    # -- the async API (what tests run against both backends alike) -------------------------------------
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         return self.charge_now(charges)
 
     async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:

@@ -24,13 +24,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bridge.state.base import BucketCharge, exceeded, ttl_ms, unique
+from bridge.state.base import BucketCharge, Exceeded, exceeded, ttl_ms, unique
 from bridge.state.failures import MalformedAnswer
 
-if TYPE_CHECKING:
-    from bridge.policy.budget import Exceeded
 
 DEFAULT_PREFIX = "reminder-bridge:"
 DEFAULT_TIMEOUT_S = 0.25
@@ -209,7 +207,7 @@ class RedisState:
 
     # -- the API: every answer is checked for the shape the script or command gives ------------------
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         charges = unique(charges)
         if not charges:
             return None

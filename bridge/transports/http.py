@@ -30,7 +30,7 @@ from bridge.jsonrpc import classify, dumps, error_response
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send, receipts_of
 from bridge.pipeline.a2a import TaskBook
 from bridge.pipeline.factory import make_flow
-from bridge.pipeline.flow import Flow, Outcome
+from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
 from bridge.state import StateUnavailable
@@ -593,7 +593,7 @@ class HttpProxy:
         route.rpc_path = route.below(request.path)
         session, kept = await route.session_for(request)
         headers = session.headers = self._upstream_headers(route, request)  # the proxy's own requests reuse them
-        commands = await _settled(session.flow, body, HOST, request.headers)
+        commands = await _settled(session, body, HOST, request.headers)
         if len(commands) == 1 and type(commands[0]) is Forward:
             return await self.relay(route, request, body, session, kept=kept, holding=holding,
                                     headers=headers)  # the common case
@@ -782,7 +782,7 @@ class HttpProxy:
                             data: bytes) -> list[Command]:
         """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
         the answer names the task) go upstream on their own; the rest is for the host."""
-        commands = await _settled(session.flow, data, PEER)
+        commands = await _settled(session, data, PEER)
         if route.shared is not None:  # a handshake answer this frame settled is recorded before it goes on
             await route.record_before_answer(session)
         if len(commands) == 1 and type(commands[0]) is Forward:
@@ -1208,14 +1208,13 @@ def _cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> Outcome:
+def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
     return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
 
 
-async def _settled(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
-    """`_through`, awaited when the flow waits on shared state."""
-    outcome = _through(flow, data, origin, headers)
-    return outcome if type(outcome) is list else await outcome  # type: ignore[misc]
+async def _settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
+    """`_through`, with the shared state it asks for performed (awaited on Redis), in order."""
+    return await session.driver.fed(lambda: _through(session.flow, data, origin, headers))
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:

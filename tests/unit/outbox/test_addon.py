@@ -8,8 +8,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from bridge.pipeline.commands import Defer, Wakeup, receipts_of
-from bridge.pipeline.factory import make_flow
+from tests.flows import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
+from bridge.pipeline.waiting import at_once
 from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard
 from bridge.outbox.events import parse_event, to_reminder
@@ -46,7 +47,7 @@ def perform(commands, flow) -> list[tuple[str, dict]]:
     """What a transport does, without one: blocking work run at once, in order (a transport runs it
     on its background thread); what goes on a wire, decoded, and reported written."""
     out: list[tuple[str, dict]] = []
-    for command in commands:
+    for command in at_once(flow, commands):  # in-process state, performed at once
         if isinstance(command, Defer):
             out += perform(command.done(run_blocking(command)), flow)
         elif not isinstance(command, Wakeup):

@@ -14,7 +14,7 @@ from tests.unit.pipeline.test_policy import acp, decode, frame, inject, legacy_r
 class Broken(Policy):
     """A policy with a bug: every reminder it is asked about raises."""
 
-    def admit(self, *args, **kwargs):
+    def screen(self, *args, **kwargs):
         raise KeyError("a bug")
 
 
