@@ -201,7 +201,7 @@ class Conversation:
         pending: deque[tuple[str, bytes, str]] = deque([(HOST, dumps(msg), note)])
         while pending:
             origin, frame, why = pending.popleft()
-            sends = at_once(self.flow, self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame))
+            sends = at_once(self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame))
             natural = PEER if origin == HOST else HOST
             delivered = [(s.to, s.data) for s in writes(sends)]
             self._show(origin, frame, why, delivered, natural)

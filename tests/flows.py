@@ -20,7 +20,7 @@ def inline(flow: Any) -> Any:
     """``flow``, its entries giving what follows their in-process Performs."""
     for name in ENTRIES:
         entry = getattr(flow, name)
-        setattr(flow, name, lambda *args, _entry=entry, **kwargs: at_once(flow, _entry(*args, **kwargs)))
+        setattr(flow, name, lambda *args, _entry=entry, **kwargs: at_once(_entry(*args, **kwargs)))
     return flow
 
 

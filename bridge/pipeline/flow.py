@@ -172,7 +172,7 @@ class Flow:
         self._chain = [then]
         self._saved = (self._inbound, self._headers, self._frame, self._span, self._start_ns, self._attributes,
                        self._direction, self._carrying)
-        return [Perform(op, ticket, state)]
+        return [Perform(op, ticket, state, self)]
 
     def _perform_next(self, value: Any, op: Any, state: Any, then: Step) -> list[Command]:
         return list(value or []) + self.perform(op, state, then)

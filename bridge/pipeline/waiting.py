@@ -36,7 +36,7 @@ class Later(NamedTuple):
     size: int = 0
 
 
-def at_once(flow: Any, commands: list[Any]) -> list[Any]:
+def at_once(commands: list[Any]) -> list[Any]:
     """``commands`` with every `Perform` on in-process state performed at once and replaced by what
     the flow gave for its result (and what waited behind it): the driver's job, for callers with no
     event loop (the `translate` command, the demo, unit tests).  A Perform on shared state stays in
@@ -47,6 +47,7 @@ def at_once(flow: Any, commands: list[Any]) -> list[Any]:
         command = pending.pop(0)
         state = getattr(command, "state", None)
         if state is not None and getattr(state, "sync", False) and hasattr(command, "ticket"):
+            flow = command.flow
             pending[:0] = flow.performed(command.ticket, state.perform_now(command.op)) + flow.drain()
         else:
             out.append(command)

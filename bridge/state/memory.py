@@ -223,7 +223,10 @@ class MemoryState:
             return self.queue_len_now(op.key)
         raise TypeError(f"not a state op: {op!r}")
 
-    # -- the async API (what tests run against both backends alike) -------------------------------------
+    # -- the async API (the protocol's, and what tests run against both backends alike) ----------------
+
+    async def perform(self, op: Op) -> Any:
+        return self.perform_now(op)
 
     async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         return self.charge_now(charges)

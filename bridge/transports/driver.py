@@ -53,14 +53,14 @@ class FlowDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._at: float | None = None
         self._closed = False
-        #: set while no `Perform` of the flow is under way on shared state
-        self.idle = asyncio.Event()
-        self.idle.set()
+        #: set (and replaced) each time a `Perform` on shared state is done: what waits for a flow
+        #: to be free again looks then
+        self._done = asyncio.Event()
 
     def resolve(self, commands: list[Command]) -> list[Command]:
         """``commands`` with every in-process `Perform` done at once (`waiting.at_once`), and one on shared
         state started: what the flow gives for it is performed when it is done."""
-        out = resolved(self.flow, commands)
+        out = resolved(commands)
         if any(type(c) is Perform for c in out):
             kept = []
             for command in out:
@@ -72,27 +72,30 @@ class FlowDriver:
         return out
 
     def _start_perform(self, perform: Perform) -> None:
-        self.idle.clear()
         asyncio.ensure_future(self._performing(perform))
 
     async def _performing(self, perform: Perform) -> None:
         commands = await self._perform_async(perform)
         if not self._closed:
             self.perform(commands)
+            self._drain(perform.flow)
+
+    def _drain(self, flow: Any) -> None:
+        """What waited behind a Perform, performed once what followed it is (a request's answer
+        being settled is its own: what waited is not part of it)."""
+        if not flow.busy:
+            self.perform(flow.drain())
 
     async def _perform_async(self, perform: Perform) -> list[Command]:
-        """``perform`` on shared state, and what the flow gives for its result; what waited behind
-        it meanwhile is performed on its own (it is no part of the answer being settled)."""
+        """``perform`` on shared state, and what the flow gives for its result."""
         try:
             result = await perform.state.perform(perform.op)
         finally:
-            self.idle.set()
+            self._done.set()
+            self._done = asyncio.Event()
         if self._closed:
             return []
-        commands = self.flow.performed(perform.ticket, result)
-        if not self.flow.busy:
-            self.perform(self.flow.drain())
-        return commands
+        return perform.flow.performed(perform.ticket, result)
 
     def perform(self, commands: list[Command]) -> None:
         """Perform ``commands`` now (shared state: what follows a `Perform` when it is done)."""
@@ -130,21 +133,21 @@ class FlowDriver:
     def _later_done(self, future: asyncio.Future[Any], defer: Defer) -> None:
         future.add_done_callback(lambda done: None if self._closed else self.perform(defer.done(done.result())))
 
-    async def fed(self, feed: Callable[[], list[Command]]) -> list[Command]:
+    async def fed(self, flow: Any, feed: Callable[[], list[Command]]) -> list[Command]:
         """What ``feed()`` (one frame into the flow) gives, with every `Perform` done and replaced by
         what followed it: for transports that answer a request with what its frame gave.  Waits
         first for a `Perform` under way (the frame then meets the flow in order, and what it gives
         is its own)."""
-        while not self.idle.is_set():
-            await self.idle.wait()
+        while flow.busy:
+            await self._done.wait()
         return await self._performed(feed())
 
     async def _performed(self, commands: list[Command]) -> list[Command]:
         out: list[Command] = []
-        for command in resolved(self.flow, commands):
+        for command in resolved(commands):
             if type(command) is Perform:
-                self.idle.clear()
                 out += await self._performed(await self._perform_async(command))
+                self._drain(command.flow)
             else:
                 out.append(command)
         return out
@@ -161,7 +164,7 @@ class FlowDriver:
     async def _settle(self, commands: list[Command], deadline: float) -> list[Command]:
         out: list[Command] = []
         loop = asyncio.get_running_loop()
-        for command in resolved(self.flow, commands):
+        for command in resolved(commands):
             kind = type(command)
             if kind is Defer:
                 future = _start(command)  # type: ignore[arg-type]
@@ -172,8 +175,8 @@ class FlowDriver:
                         continue
                 out += await self._settle(command.done(await future), deadline)  # type: ignore[union-attr]
             elif kind is Perform:
-                self.idle.clear()
                 out += await self._settle(await self._perform_async(command), deadline)  # type: ignore[arg-type]
+                self._drain(command.flow)  # type: ignore[union-attr]
             elif kind is Wakeup:
                 self.schedule(command.at)  # type: ignore[union-attr]
             elif kind is Pause:

@@ -1214,7 +1214,7 @@ def _through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[
 
 async def _settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
     """`_through`, with the shared state it asks for performed (awaited on Redis), in order."""
-    return await session.driver.fed(lambda: _through(session.flow, data, origin, headers))
+    return await session.driver.fed(session.flow, lambda: _through(session.flow, data, origin, headers))
 
 
 def _upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:

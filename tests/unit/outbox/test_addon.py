@@ -47,7 +47,7 @@ def perform(commands, flow) -> list[tuple[str, dict]]:
     """What a transport does, without one: blocking work run at once, in order (a transport runs it
     on its background thread); what goes on a wire, decoded, and reported written."""
     out: list[tuple[str, dict]] = []
-    for command in at_once(flow, commands):  # in-process state, performed at once
+    for command in at_once(commands):  # in-process state, performed at once
         if isinstance(command, Defer):
             out += perform(command.done(run_blocking(command)), flow)
         elif not isinstance(command, Wakeup):

@@ -218,11 +218,11 @@ def test_a_reminder_from_an_add_on_is_one_channel_event_that_carries_its_receipt
     flow = channel_flow()
     handshake(flow)
     receipt = Receipt("outbox", 1)
-    out = at_once(flow, flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", tags=["tickets"]), "resources/read",
+    out = at_once(flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", tags=["tickets"]), "resources/read",
                                "outbox", receipt))
     assert [e["meta"] for e in events(out)] == [{"reminder_id": "o1", "tags": "tickets", "role_hint": "system"}]
     assert receipts_of(out) == (receipt,)  # the transport reports it once the event is written
-    quiet = at_once(flow, flow.deliver(Reminder(id="o2", body="x", mode="audit_only"), "resources/read", "outbox",
+    quiet = at_once(flow.deliver(Reminder(id="o2", body="x", mode="audit_only"), "resources/read", "outbox",
                                  Receipt("outbox", 2)))
     assert quiet == []  # never sent: done with at once (its owner is told; see the outbox's tests)
 
@@ -377,7 +377,7 @@ def test_a_reminder_from_the_outbox_rides_too_and_its_receipt_goes_with_the_even
     flow = channel_flow(RIDES)
     handshake(flow)
     receipt = Receipt("outbox", 1)
-    out = at_once(flow, flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", source="provider"), "resources/read",
+    out = at_once(flow.deliver(Reminder(id="o1", body="ticket 7 was reopened", source="provider"), "resources/read",
                                "outbox", receipt))
     assert [e["meta"]["reminder_id"] for e in events(out)] == ["o1"] and receipts_of(out) == (receipt,)
     call = tool_call(2)

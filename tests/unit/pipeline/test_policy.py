@@ -354,7 +354,7 @@ def test_a_reminder_riding_on_a_request_can_be_refused_without_refusing_the_requ
     then = Step(lambda outcome: judged.append(outcome) or [])
 
     def police(reminder, **kw):
-        assert at_once(f, f.police(send, reminder, "SendMessage", origin=HOST, then=then, **kw)) == []
+        assert at_once(f.police(send, reminder, "SendMessage", origin=HOST, then=then, **kw)) == []
         return judged.pop()
 
     kept, out = police(Reminder(body="one"), request=False)
