@@ -32,12 +32,12 @@ from bridge.pipeline.commands import (
 )
 from bridge.pipeline.expectations import Awaiting
 from bridge.pipeline.negotiation import Side, observes
+from bridge.pipeline.policing import Handled, Policing
 from bridge.pipeline.waiting import Backlog, Later, Step
-from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
+from bridge.policy import Held, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
-from bridge.state.base import StateUnavailable
 from bridge.state.scope import IDENTITY, REQUEST, Scope
 from bridge.telemetry import Recorder, trace_keys
 
@@ -49,7 +49,6 @@ OWN_ID_PREFIX = f"rb{secrets.token_hex(4)}n"
 _own_ids = itertools.count(1)
 _tickets = itertools.count(1)
 
-Handled = list[Command] | None  # None: forward the frame untouched
 #: What a message gets when handling its reminder failed inside the proxy (a bug): never the frame untouched
 INTERNAL_CODE = -32603
 INTERNAL_MESSAGE = "reminder could not be handled: internal error"
@@ -60,7 +59,7 @@ def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
     return error_response(msg_id, -32602, str(exc))
 
 
-class Flow:
+class Flow(Policing):
     """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
     message in; commands out, or None for "forward it untouched")."""
 
@@ -663,144 +662,6 @@ class Flow:
                             carrier = {}
                         carrier[key] = value
         return carrier
-
-    # -- the policy ----------------------------------------------------------------------------
-    def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str, then: Step,
-               deliver: Step | None = None, session: Any = None, pending: Any = None, source: str | None = None,
-               target: str | None = None, request: bool | None = None) -> Handled:
-        """The policy, once per decoded reminder, just before it is encoded for the other side;
-        ``then.run((reminder, out), *then.args)`` gives what follows (maybe after shared state
-        answered: the budget is charged by a `Perform`).
-
-        ``(reminder, [])``: go on with it (possibly cleaned: control characters stripped, `roleHint`
-        lowered); ``(None, out)``: refused, and ``out`` is what to send instead: a JSON-RPC error to
-        ``origin`` for a request, nothing for a notification (dropped, or held by `coalesce` until
-        ``deliver.run(reminder, *deliver.args)`` can send it).  ``session``: the `Scope` it belongs
-        to (default: the flow's own); ``pending``: how many reminders that session holds when this
-        one would be held too, or ``(op, state)`` counting them in shared state (asked only once the
-        trust limits passed).  ``request=False`` treats a reminder riding on a request (A2A
-        `metadata.harn.reminder` on `SendMessage`) like a notification: refusing it drops the
-        reminder, not the message.
-        """
-        self._carrying = True
-        session = self.scope if session is None else session
-        request = is_request(msg) if request is None else request
-        counted = pending if type(pending) is int else None
-        verdict = self.policy.screen(reminder, origin == PEER, counted)
-        case = _Policing(msg, method, origin, then, deliver, session, source, target, request)
-        if verdict.ok and pending is not None and counted is None and self.policy.enabled:
-            op, state = pending
-            return self.perform(op, state, Step(self._counted, (case, verdict)))
-        return self._charge(case, verdict)
-
-    def _counted(self, count: Any, case: _Policing, verdict: Verdict) -> Handled:
-        if isinstance(count, StateUnavailable):
-            verdict.unavailable = count
-            return self._judged(case, verdict)
-        self.policy.pending(verdict, count)
-        return self._charge(case, verdict)
-
-    def _charge(self, case: _Policing, verdict: Verdict) -> Handled:
-        if verdict.ok:
-            op = self.policy.charge_op(verdict.reminder, server=self.route, session=case.session, now=self.clock())
-            if op is not None:
-                return self.perform(op, self.policy.budget_state, Step(self._charged, (case, verdict)))
-        return self._judged(case, verdict)
-
-    def _charged(self, result: Any, case: _Policing, verdict: Verdict) -> Handled:
-        return self._judged(case, self.policy.judge(verdict, result, observes(self.stage)))
-
-    def _judged(self, case: _Policing, verdict: Verdict) -> Handled:
-        reminder = verdict.reminder
-        attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()} \
-            if verdict.changes else {}
-        if verdict.changes:
-            self.recorder.info("reminder_cleaned", protocol=self.protocol, method=case.method, id=reminder.id,
-                               **{k.lower(): v for k, v in verdict.changes.items()})
-        if verdict.shadowed is not None:
-            self.recorder.budget_rejected(self.protocol, verdict.shadowed.scope, shadow=True)
-            attributes["reminder.budget.shadow_limited"] = True
-            attributes["reminder.budget.scope"] = verdict.shadowed.scope
-        then = case.then
-        if verdict.ok:
-            self._attributes = attributes or None
-            return then.run((verdict.reminder, []), *then.args)
-        self._attributes = attributes
-        return then.run((None, self._refused(case, verdict)), *then.args)
-
-    def state_refused(self, msg: dict[str, Any], reminder: Reminder, method: str,
-                      exc: StateUnavailable) -> list[Command]:
-        """A reminder request whose queue lives in shared state that is away (`closed`): the
-        structured error with ``scope = "state"`` (spec §12), and the decision counted."""
-        self.record("refused", method, reminder, why=f"{STATE_MESSAGE} (on_unavailable = closed): {exc.cause}")
-        return [self.reply(HOST, msg, error_response(msg.get("id"), BUDGET_CODE, STATE_MESSAGE, exc.data()),
-                           STATE_RETRY_MS)]
-
-    def _refused(self, case: _Policing, verdict: Verdict) -> list[Command]:
-        msg, method, origin, _, deliver, session, source, target, request = case
-        reminder = verdict.reminder
-        if verdict.refusal is not None:
-            self.recorder.trust_refused(self.protocol, verdict.refusal.limit)
-            self._attributes = {**(self._attributes or {}), "reminder.trust.limit": verdict.refusal.limit}
-            self.record("refused", method, reminder, source=source, target=target, why=verdict.why, session=session)
-        elif verdict.unavailable is not None:  # shared state down, `closed`: requests refused, the rest per `over`
-            if not request and verdict.over == "coalesce" and deliver is not None:
-                return self._coalesce(msg, verdict, method, deliver, session, source, target)
-            self.record("refused" if request else "dropped", method, reminder, source=source, target=target,
-                        why=verdict.why, session=session)
-        else:
-            assert verdict.exceeded is not None
-            self.recorder.budget_rejected(self.protocol, verdict.exceeded.scope, shadow=False)
-            self._attributes = {**(self._attributes or {}), "reminder.budget.scope": verdict.exceeded.scope,
-                                "reminder.budget.retry_after_ms": verdict.exceeded.retry_after_ms}
-            if not request and verdict.over == "coalesce" and deliver is not None:
-                return self._coalesce(msg, verdict, method, deliver, session, source, target)
-            self.record("rate_limited", method, reminder, source=source, target=target, why=verdict.why,
-                        session=session)
-        if request:
-            code, message, data = verdict.error()
-            return [self.reply(origin, msg, error_response(msg["id"], code, message, data), verdict.retry_after_ms)]
-        return []
-
-    def _coalesce(self, msg: dict[str, Any], verdict: Verdict, method: str, deliver: Step, session: Any,
-                  source: str | None, target: str | None) -> list[Command]:
-        reminder = verdict.reminder
-        key = held_key(reminder)
-        limit = self.settings.trust.max_pending_per_session
-        if not self.held.holds(key) and len(self.held) >= limit:
-            self.recorder.trust_refused(self.protocol, "max_pending_per_session")
-            self.record("dropped", method, reminder, source=source, target=target, session=session,
-                        why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})")
-            return []
-        replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
-        assert verdict.retry_after_ms is not None
-        wake = self.clock() + verdict.retry_after_ms / 1000.0
-        if self.held.wake_at is None or wake < self.held.wake_at:
-            self.held.wake_at = wake
-        self.record("coalesced", method, reminder, source=source, target=target, session=session,
-                    why=f"{verdict.why}; held until tokens return" + (
-                        f", replacing {replaced.reminder.id}" if replaced is not None else ""))
-        return []
-
-
-def held_key(reminder: Reminder) -> str:
-    """What `coalesce` holds a reminder under: its dedupe key (the newest replaces older ones),
-    else its own id (nothing is merged that the sender did not mark as replaceable)."""
-    return f"k:{reminder.dedupe_key}" if reminder.dedupe_key is not None else f"i:{reminder.id}"
-
-
-class _Policing(NamedTuple):
-    """One reminder on its way through `Flow.police`: what the steps after the charge need."""
-
-    msg: dict[str, Any]
-    method: str
-    origin: str
-    then: Step
-    deliver: Step | None
-    session: Any
-    source: str | None
-    target: str | None
-    request: bool
 
 
 class _Untouched(NamedTuple):

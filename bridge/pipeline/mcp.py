@@ -13,7 +13,8 @@ from bridge.jsonrpc import id_key
 from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
-from bridge.pipeline.flow import Flow, Handled, held_key
+from bridge.pipeline.flow import Flow, Handled
+from bridge.pipeline.policing import held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE

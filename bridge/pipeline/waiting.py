@@ -12,6 +12,8 @@ import collections
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from bridge.pipeline.commands import Perform
+
 #: A flow's backlog asks its transport to stop reading beyond this many items or bytes (and to
 #: read again under half of both).
 BACKLOG_HIGH = 1024
@@ -41,14 +43,19 @@ def at_once(commands: list[Any]) -> list[Any]:
     the flow gave for its result (and what waited behind it): the driver's job, for callers with no
     event loop (the `translate` command, the demo, unit tests).  A Perform on shared state stays in
     the list: nothing here can wait for it."""
+    for command in commands:
+        if type(command) is Perform:
+            break
+    else:
+        return commands  # the common case: nothing to perform
     out: list[Any] = []
-    pending = list(commands)
+    pending = collections.deque(commands)
     while pending:
-        command = pending.pop(0)
-        state = getattr(command, "state", None)
-        if state is not None and getattr(state, "sync", False) and hasattr(command, "ticket"):
+        command = pending.popleft()
+        if type(command) is Perform and command.state.sync:
             flow = command.flow
-            pending[:0] = flow.performed(command.ticket, state.perform_now(command.op)) + flow.drain()
+            pending.extendleft(reversed(flow.performed(command.ticket, command.state.perform_now(command.op))
+                                        + flow.drain()))
         else:
             out.append(command)
     return out

@@ -150,8 +150,8 @@ def take(state: BudgetState, route: str, charges: Iterable[tuple[str, str, Limit
 
 
 def pay(state: BudgetState, route: str, pays: Iterable[Pay], max_keys: int, now: float) -> Exceeded | None:
-    """`take` for the buckets a `Charge` names."""
-    return take(state, route, [(p.kind, p.key, Limit(p.scope, p.rate, p.burst)) for p in pays], max_keys, now)
+    """`take` for the buckets a `Charge` names (a `Pay` has what a `Limit` has)."""
+    return take(state, route, [(p.kind, p.key, p) for p in pays], max_keys, now)  # type: ignore[misc]
 
 
 @dataclass
