@@ -22,25 +22,12 @@ from typing import Any
 
 from cachetools import TLRUCache, TTLCache
 
-from bridge.state.base import BucketCharge, Exceeded, exceeded, unique, wait_ms
+from bridge.state.base import BucketCharge, Exceeded, exceeded, unique
+from bridge.state.buckets import Bucket, take_tokens
 from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
 
 DEFAULT_MAX_KEYS = 100_000
-
-
-class _Bucket:
-    __slots__ = ("tokens", "at")
-
-    def __init__(self, tokens: float, at: float):
-        self.tokens = tokens
-        self.at = at
-
-    def level(self, now: float, per_second: float, burst: int) -> float:
-        """Tokens at ``now``, never above ``burst``.  Pure: only a successful charge writes, exactly
-        as the Lua script does, so both backends do the same float arithmetic and decide alike."""
-        tokens = self.tokens + (now - self.at) * per_second if now > self.at else self.tokens
-        return float(burst) if tokens > burst else tokens
 
 
 class _Queue:
@@ -98,7 +85,7 @@ class MemoryState:
             table = self._buckets[fill_s] = TTLCache(maxsize=self.max_keys, ttl=fill_s, timer=self._bucket_time)
         return table
 
-    def _bucket(self, charge: BucketCharge) -> _Bucket | None:
+    def _bucket(self, charge: BucketCharge) -> Bucket | None:
         table = self._table(charge.fill_s)
         try:
             return table[charge.key]
@@ -116,24 +103,12 @@ class MemoryState:
         if now > self._now:
             self._now = now
         charges = unique(charges)
-        looked: list[tuple[BucketCharge, _Bucket | None, float]] = []
-        worst: tuple[int, BucketCharge, float] | None = None
-        for charge in charges:
-            bucket = self._bucket(charge)
-            level = float(charge.burst) if bucket is None else bucket.level(now, charge.per_second, charge.burst)
-            looked.append((charge, bucket, level))
-            if level < 1.0:
-                wait = wait_ms(level, charge.per_second)
-                if worst is None or wait > worst[0]:
-                    worst = (wait, charge, level)
-        if worst is not None:
-            return exceeded(worst[1], worst[2], worst[0])
-        for charge, bucket, level in looked:
-            if bucket is None:
-                bucket = _Bucket(level, now)
-            bucket.tokens = level - 1.0
-            if now > bucket.at:
-                bucket.at = now
+        made: list[Bucket] = []
+        refused = take_tokens([(self._bucket(c), c.per_second, c.burst) for c in charges], now, made)
+        if refused is not None:
+            index, level, wait = refused
+            return exceeded(charges[index], level, wait)
+        for charge, bucket in zip(charges, made):
             self._table(charge.fill_s)[charge.key] = bucket  # (re)insert: restarts its time-to-live
         return None
 

@@ -53,7 +53,8 @@ local function level_of(key, per_s, burst)
 end
 """
 
-# KEYS: the buckets.  ARGV: now, then rate per minute and burst per bucket.
+# KEYS: the buckets.  ARGV: now, then rate per minute and burst per bucket.  The arithmetic of
+# `bridge.state.buckets.take_tokens`, line by line (the in-process backends charge with that).
 # Returns 0 when every bucket paid a token, else {index of the worst bucket, its level, retry_after_ms}.
 CHARGE = _NOW + """
 local n = #KEYS
