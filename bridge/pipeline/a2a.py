@@ -265,7 +265,7 @@ class A2AFlow(Flow):
             if task_id:
                 sends = [self._inject_call(task_id, r) for r in after.reminders]
         frames = self._event(msg)
-        if self._waits(Step(self._after_event, (sends,))):
+        if self._waits(self._after_event, (sends,)):
             return frames
         return self._after_event(frames, sends)
 

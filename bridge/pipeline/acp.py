@@ -211,7 +211,7 @@ class AcpFlow(Flow):
                 self._inbound, self._span, self._attributes = waited.msg, None, None
                 self._direction = "toward_peer"
                 handled = self._admit_inject(waited.msg, waited.source, waited.reminder)
-                if self._waits(Step(self._early_handled, (early, i, answer, direction))):
+                if self._waits(self._early_handled, (early, i, answer, direction)):
                     return out + list(handled or [])
                 out = out + ([Send(PEER, waited.frame)] if handled is None else handled)
         finally:

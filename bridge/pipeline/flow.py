@@ -176,11 +176,13 @@ class Flow(Policing):
     def _perform_next(self, value: Any, op: Any, state: Any, then: Step) -> list[Command]:
         return list(value or []) + self.perform(op, state, then)
 
-    def _waits(self, step: Step) -> bool:
-        """Whether the work just done asked for shared state: if so, ``step`` follows it."""
+    def _waits(self, run: Callable[..., Any], args: tuple[Any, ...] = (),
+               failed: Callable[..., Any] | None = None) -> bool:
+        """Whether the work just done asked for shared state: if so, ``Step(run, args, failed)``
+        follows it (made only then: this is asked once per frame)."""
         if self._ticket is None:
             return False
-        self._chain.append(step)
+        self._chain.append(Step(run, args, failed))
         return True
 
     def performed(self, ticket: int, result: Any) -> list[Command]:
@@ -253,7 +255,7 @@ class Flow(Policing):
             return self._frame_failed(exc, frame, origin, dest, started, single)
         finally:
             self._headers = self._frame = None
-        if self._waits(Step(self._decoded, (frame, origin, dest, started, single), self._frame_failed)):
+        if self._waits(self._decoded, (frame, origin, dest, started, single), self._frame_failed):
             return out  # type: ignore[return-value]
         return self._decoded(out, frame, origin, dest, started, single)
 
@@ -292,7 +294,7 @@ class Flow(Policing):
             return self._dispatch_failed(exc, msg, origin, calls)
         finally:
             self._inbound = None
-        if self._waits(Step(self._dispatched, (msg, origin, calls), self._dispatch_failed)):
+        if self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
             return out
         return self._dispatched(out, msg, origin, calls)
 
@@ -349,7 +351,7 @@ class Flow(Policing):
                     dest: str) -> list[Command]:
         while len(results) < len(batch):
             result = self._dispatch(batch[len(results)], origin)
-            if self._waits(Step(self._batch_member, (results, batch, frame, origin, dest))):
+            if self._waits(self._batch_member, (results, batch, frame, origin, dest)):
                 return result  # type: ignore[return-value]
             results.append(result)
         if all(r is None for r in results):
@@ -389,7 +391,7 @@ class Flow(Policing):
         out: list[Command] = []
         if len(self.held) and (self.held.wake_at is None or now >= self.held.wake_at):
             out = self._release_from(now, list(self.held), 0, set(), [])
-            if self._waits(Step(self._woken, (now,))):
+            if self._waits(self._woken, (now,)):
                 return out
         return self._woken(out, now)
 
@@ -424,7 +426,7 @@ class Flow(Policing):
         if self._ticket is not None:
             return self._later(Later(self._after_deferred, (done, result)))
         out = done(result)
-        if self._waits(Step(self._deferred_done)):
+        if self._waits(self._deferred_done):
             return list(out)
         return self._deferred_done(out)
 
@@ -468,7 +470,7 @@ class Flow(Policing):
                 delivered = item.deliver.run(item.reminder, *item.deliver.args)
             finally:
                 self._inbound = None
-            if self._waits(Step(self._release_next, (released, j))):
+            if self._waits(self._release_next, (released, j)):
                 return out + list(delivered)
             out += delivered or []
         return out
