@@ -210,7 +210,7 @@ class Flow(Policing):
                     continue
                 if self._ticket is not None:  # waits again: the rest follows that
                     self._chain += chain[i + 1:]
-                    return list(value)
+                    return _placed(value, self._saved[2])
         finally:
             if self._ticket is None:
                 self._inbound = self._headers = self._frame = None
@@ -256,7 +256,7 @@ class Flow(Policing):
         finally:
             self._headers = self._frame = None
         if self._waits(self._decoded, (frame, origin, dest, started, single), self._frame_failed):
-            return out  # type: ignore[return-value]
+            return _placed(out, frame)  # type: ignore[arg-type]
         return self._decoded(out, frame, origin, dest, started, single)
 
     def _decoded(self, handled: Handled, frame: bytes, origin: str, dest: str, started: float,
@@ -664,6 +664,14 @@ class Flow(Policing):
                             carrier = {}
                         carrier[key] = value
         return carrier
+
+
+def _placed(out: list[Any], frame: bytes | None) -> list[Command]:
+    """What a flow gives before it waits: the frame being handled, where a handler said to pass it
+    on untouched, is its bytes (a batch member has none: the batch's own step places it)."""
+    if frame is None:
+        return list(out)
+    return [Forward(c.to, frame) if type(c) is _Untouched else c for c in out]
 
 
 class _Untouched(NamedTuple):

@@ -193,3 +193,17 @@ async def test_failover_performs_an_op_or_says_why_not(mode):
         assert state.stats()["degraded"] and state.cause == "connection"
     finally:
         await state.close()
+
+
+def test_acp_an_inject_that_waited_for_the_agent_is_charged_after_the_initialize_answer_goes_on():
+    """The early inject's charge comes after the initialize answer, which goes on at once, untouched."""
+    f = flow("acp")
+    f.host.learn("standard")
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"clientCapabilities": {}}})
+    f.from_host(init)
+    assert f.from_host(inject(3)) == []  # waits for the agent's answer (its dialect decides)
+    answer = frame({"jsonrpc": "2.0", "id": 0, "result": {"agentCapabilities": {"reminders": {"inject": True}}}})
+    forward, perform = f.from_peer(answer)
+    assert forward == Forward(HOST, answer) and forward.data is answer and type(perform) is Perform
+    [send] = f.performed(perform.ticket, (None, None))
+    assert send == Send(PEER, inject(3))  # standard to standard: as it came
