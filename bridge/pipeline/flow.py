@@ -220,14 +220,16 @@ class Flow(Policing):
 
     def drain(self) -> list[Command]:
         """What waited while the flow waited on shared state, handled in order, until it waits again
-        (then `Pause(False)` once the backlog fell under half its bound)."""
-        out: list[Command] = []
+        (`Pause(False)` first once the backlog fell under half its bound)."""
         backlog = self.backlog
+        if not backlog.items and not backlog.full:
+            return []
+        out: list[Command] = []
         while backlog.items and self._ticket is None:
             item = backlog.take()
             out += item.run(*item.args)
         if backlog.eased():
-            out.append(Pause(False))
+            out.insert(0, Pause(False))
         return out
 
     def _later(self, item: Later) -> list[Command]:

@@ -43,22 +43,19 @@ def at_once(commands: list[Any]) -> list[Any]:
     the flow gave for its result (and what waited behind it): the driver's job, for callers with no
     event loop (the `translate` command, the demo, unit tests).  A Perform on shared state stays in
     the list: nothing here can wait for it."""
-    for command in commands:
-        if type(command) is Perform:
-            break
-    else:
-        return commands  # the common case: nothing to perform
     out: list[Any] = []
-    pending = collections.deque(commands)
-    while pending:
-        command = pending.popleft()
-        if type(command) is Perform and command.state.sync:
-            flow = command.flow
-            pending.extendleft(reversed(flow.performed(command.ticket, command.state.perform_now(command.op))
-                                        + flow.drain()))
+    while True:
+        for i, command in enumerate(commands):
+            if type(command) is Perform and command.state.sync:
+                break
         else:
-            out.append(command)
-    return out
+            return out + commands if out else commands
+        out += commands[:i]
+        flow = command.flow
+        follows = flow.performed(command.ticket, command.state.perform_now(command.op))
+        if flow.backlog.items or flow.backlog.full:
+            follows += flow.drain()
+        commands = follows + commands[i + 1:]
 
 
 class Backlog:
