@@ -47,23 +47,12 @@ class Awaiting:
             self._wire.pop(wire, None)
         return self._what.pop(key)
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        return self._what.get(key, default)
-
     def answered_in(self, data: bytes) -> bool:
         """Whether ``data`` (a frame, or a block of lines) holds a response to an expected request."""
         if self._opaque:
             return True
         wire = self._wire
         return any(kind == "response" and key in wire for kind, key, _ in ids_in(data))
-
-    def clear(self) -> None:
-        self._what.clear()
-        self._wire.clear()
-        self._opaque = 0
-
-    def __contains__(self, key: Any) -> bool:
-        return key in self._what
 
     def __len__(self) -> int:
         return len(self._what)

@@ -88,6 +88,3 @@ class Backlog:
             self.full = False
             return True
         return False
-
-    def __len__(self) -> int:
-        return len(self.items)

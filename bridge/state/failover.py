@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from bridge.state.base import BucketCharge, Exceeded, StateUnavailable
-from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
+from bridge.state.ops import Op, QueueCount, QueueTake
 from bridge.state.failures import CAUSES, cause, describe
 from bridge.state.memory import MemoryState
 from bridge.state.redis_backend import PROBE_ROUND_TRIPS, RedisState
@@ -219,21 +219,17 @@ class FailoverState:
         (`closed`, and Redis away): a result, never an exception, for the flow that asked."""
         kind = type(op)
         try:
-            if kind is Charge:
-                refused = await self.charge(op.shared(op.real)) if op.real else None  # type: ignore[union-attr]
-                if refused is not None or not op.shadow:  # type: ignore[union-attr]
-                    return refused, None
-                return None, await self.charge(op.shared(op.shadow))  # type: ignore[union-attr]
-            if kind is QueuePush:
-                return await self.queue_push(op.key, op.item_id, op.item,  # type: ignore[union-attr]
-                                             dedupe_key=op.dedupe_key, limit=op.limit, ttl_s=op.ttl_s)  # type: ignore[union-attr]
             if kind is QueueTake:
-                return await self.queue_take(op.key)
+                return await self.queue_take(op.key)  # type: ignore[union-attr]
             if kind is QueueCount:
-                return await self.queue_len(op.key)
+                return await self.queue_len(op.key)  # type: ignore[union-attr]
+            ok, result = await self._primary("perform", op)
+            if ok:
+                return result
+            self._down()
         except StateUnavailable as exc:
             return exc
-        raise TypeError(f"not a state op: {op!r}")
+        return self.fallback.perform_now(op)
 
     async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         ok, result = await self._primary("charge", charges)
