@@ -216,7 +216,7 @@ class Flow(Policing):
                 self._inbound = self._headers = self._frame = None
         if error is not None:
             raise error
-        return list(value or [])
+        return value if type(value) is list else list(value or [])
 
     def drain(self) -> list[Command]:
         """What waited while the flow waited on shared state, handled in order, until it waits again
@@ -671,8 +671,8 @@ class Flow(Policing):
 def _placed(out: list[Any], frame: bytes | None) -> list[Command]:
     """What a flow gives before it waits: the frame being handled, where a handler said to pass it
     on untouched, is its bytes (a batch member has none: the batch's own step places it)."""
-    if frame is None:
-        return list(out)
+    if frame is None or (len(out) == 1 and type(out[0]) is Perform):  # the usual: the Perform alone
+        return out
     return [Forward(c.to, frame) if type(c) is _Untouched else c for c in out]
 
 
