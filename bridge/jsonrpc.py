@@ -136,7 +136,12 @@ def _id_spelling(msg_id: Any) -> bytes:
 def wire_key(msg_id: Any) -> bytes | None:
     """The ``key`` `ids_in` gives for a frame with this id (a request's id, to know its response
     by the id alone), or None for an id it never gives (null, booleans, arrays, objects)."""
-    if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, float)):
+    kind = type(msg_id)
+    if kind is int:
+        return b"%d" % msg_id  # what the encoder writes, without it
+    if kind is str and '"' not in msg_id and "\\" not in msg_id and msg_id.isprintable():
+        return b'"' + msg_id.encode() + b'"'  # nothing in it is escaped
+    if kind is bool or not isinstance(msg_id, (str, int, float)):
         return None
     return _id_spelling(msg_id)
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bridge.jsonrpc import SLOW_LIMIT, classify, ids_in
+from bridge.jsonrpc import SLOW_LIMIT, classify, ids_in, wire_key
 
 
 def request(msg_id, **extra) -> bytes:
@@ -122,3 +122,9 @@ def test_a_frame_too_large_to_decode_is_not_decoded():
 ])
 def test_a_request_whose_id_sits_between_nested_params_and_another_key_is_seen(frame):
     assert keys(frame) == [("request", b"5")]
+
+
+@pytest.mark.parametrize("msg_id", [7, -5, 10**30, 1.5, "abc", 'a"b', "a\\b", "é", "\u2028", "tab\there", "x\ud800"])
+def test_wire_key_is_the_key_ids_in_gives_for_the_response(msg_id):
+    response = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": {}}).encode()
+    assert [key for kind, key, _ in ids_in(response) if kind == "response"] == [wire_key(msg_id)]
