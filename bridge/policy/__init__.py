@@ -210,7 +210,8 @@ class Policy:
         own: tuple[Pay, ...] = ()
         if self._limit is not None:
             kind, keys = self._keys(reminder, server, session)
-            own = tuple(Pay(kind, key, f"{kind}:{shown}", self._limit.rate, self._limit.burst) for key, shown in keys)
+            rate, burst = self._limit.rate, self._limit.burst
+            own = tuple([Pay(kind, key, f"{kind}:{shown}", rate, burst) for key, shown in keys])
             self._remember(keys)
         ceiling = (Pay(GLOBAL, GLOBAL, GLOBAL, self._global.rate, self._global.burst),) if self._global else ()
         max_keys = self.budget.max_keys if self.budget is not None else 1

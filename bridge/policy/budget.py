@@ -11,7 +11,7 @@ of distinct keys (sessions, tags) can never hold more than ``max_keys`` buckets.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,20 +116,19 @@ def take(state: BudgetState, route: str, charges: Iterable[tuple[str, str, Limit
     Returns None when every bucket had a token (all are charged), else the most constrained
     refusal (the longest wait) and charges nothing.
     """
-    charges = list(charges)
-    found = [(state.bucket(route, kind, key, limit, max_keys, now), limit.rate / 60.0, limit.burst)
-             for kind, key, limit in charges]
-    refused = take_tokens(found, now, [])
+    return pay(state, route, [Pay(kind, key, limit.scope, limit.rate, limit.burst) for kind, key, limit in charges],
+               max_keys, now)
+
+
+def pay(state: BudgetState, route: str, pays: Sequence[Pay], max_keys: int, now: float) -> Exceeded | None:
+    """`take` for the buckets a `Charge` names (a `Pay` has what `BudgetState.bucket` reads of a `Limit`)."""
+    refused = take_tokens([(state.bucket(route, p.kind, p.key, p, max_keys, now), p.rate / 60.0, p.burst)  # type: ignore[arg-type]
+                           for p in pays], now, [])
     if refused is None:
         return None
     index, level, wait = refused
-    limit = charges[index][2]
+    limit = pays[index]
     return Exceeded(limit.scope, limit.burst, int(level), max(wait, 1), limit.rate)
-
-
-def pay(state: BudgetState, route: str, pays: Iterable[Pay], max_keys: int, now: float) -> Exceeded | None:
-    """`take` for the buckets a `Charge` names (a `Pay` has what a `Limit` has)."""
-    return take(state, route, [(p.kind, p.key, p) for p in pays], max_keys, now)  # type: ignore[misc]
 
 
 @dataclass
