@@ -81,8 +81,8 @@ class FlowDriver:
             self._drain(perform.flow)
 
     def _drain(self, flow: Any) -> None:
-        """What waited behind a Perform, performed once what followed it is (a request's answer
-        being settled is its own: what waited is not part of it)."""
+        """What waited behind a Perform, handled and performed (a request's answer being settled is
+        its own: what waited is not part of it)."""
         if not flow.busy:
             self.perform(flow.drain())
 
@@ -146,8 +146,9 @@ class FlowDriver:
         out: list[Command] = []
         for command in resolved(commands):
             if type(command) is Perform:
-                out += await self._performed(await self._perform_async(command))
-                self._drain(command.flow)
+                follows = await self._perform_async(command)
+                self._drain(command.flow)  # at once: what waited meets the flow before anything newer
+                out += await self._performed(follows)
             else:
                 out.append(command)
         return out
@@ -175,8 +176,9 @@ class FlowDriver:
                         continue
                 out += await self._settle(command.done(await future), deadline)  # type: ignore[union-attr]
             elif kind is Perform:
-                out += await self._settle(await self._perform_async(command), deadline)  # type: ignore[arg-type]
+                follows = await self._perform_async(command)  # type: ignore[arg-type]
                 self._drain(command.flow)  # type: ignore[union-attr]
+                out += await self._settle(follows, deadline)
             elif kind is Wakeup:
                 self.schedule(command.at)  # type: ignore[union-attr]
             elif kind is Pause:
