@@ -23,28 +23,26 @@ from pydantic import (
     AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
 )
 
+from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
 from bridge.state.settings import StateSettings
 from bridge.urls import redact
-from bridge.outbox.declaration import check_resource, read_manifest
+from bridge.declaration import check_resource, read_manifest
 
 __all__ = [
     "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
-    "HOST_ADAPTERS", "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
+    "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
-    "check_hostport", "check_url", "describe_key", "host_dialect_problem", "load_rules", "locate_keys", "parse_rules_text",
+    "check_hostport", "check_url", "describe_key", "load_rules", "locate_keys", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
-#: A host side may also speak a host adapter (spec §11): a codec toward a host with a push path of
-#: its own, for one protocol only, and never picked by `auto`.
-HostDialect = Literal["auto", "standard", "legacy", "none", "claude-channel"]
-HOST_DIALECTS: tuple[str, ...] = typing.get_args(HostDialect)
-#: host adapter → (the protocol it belongs to, what it is)
-HOST_ADAPTERS: dict[str, tuple[str, str]] = {"claude-channel": ("mcp", "Claude Code channels")}
+#: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
+HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
+HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
 #: The name of a route that was given none (no rules file, or a file without routes).
 UNNAMED_ROUTE = "default"
 
@@ -442,17 +440,6 @@ class Rules(_Model):
         except KeyError:
             known = ", ".join(sorted(self.routes)) or "none"
             raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
-
-
-def host_dialect_problem(dialect: str | None, protocol: str | None) -> str | None:
-    """Why ``dialect`` cannot be the host dialect of a ``protocol`` route (a host adapter of another
-    protocol), or None. An unknown protocol (a stdio route left to detect it) is no problem."""
-    if dialect not in HOST_ADAPTERS or protocol is None:
-        return None
-    owner, what = HOST_ADAPTERS[dialect]
-    if protocol == owner:
-        return None
-    return f'"{dialect}" is a host dialect for {owner.upper()} only ({what}), not for {protocol}'
 
 
 def check_envelope(template: str) -> None:

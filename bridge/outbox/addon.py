@@ -41,10 +41,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bridge.declaration import read_manifest, read_uri
 from bridge.dialects.mcp import CODECS, HOST_CODECS
 from bridge.jsonrpc import error_response
 from bridge.model import Reminder, uuid7
-from bridge.outbox.declaration import read_manifest, read_uri
 from bridge.outbox.events import Malformed, answer_from_read, gap_reminder, parse_answer, parse_event, to_reminder
 from bridge.outbox.poller import Cadence, Poller
 from bridge.outbox.served import BadRead, Behind, Incoming, Item, ServedOutbox, no_owner

@@ -2,7 +2,7 @@
 named hooks, in the manner of mitmproxy's addons. The flow calls the hooks; an add-on uses only
 the flow's public API (`call`, `send`, `reply`, `record`, `deliver`, its state table) and answers
 with the same commands a flow does. No flow imports an add-on and no add-on imports a flow's
-private names; `bridge/pipeline/factory.py` puts them together from the route's rules.
+private names; `bridge/assembly.py` puts them together from the route's rules.
 
 Hooks, in the order a frame meets them:
 

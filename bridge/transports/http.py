@@ -29,7 +29,7 @@ from aiohttp import web
 from bridge.jsonrpc import classify, dumps, error_response
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send, receipts_of
 from bridge.pipeline.a2a import TaskBook
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import Flow, Outcome
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
