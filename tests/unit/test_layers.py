@@ -84,7 +84,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: own. A new one must be placed here, so the test covers all of `bridge/`.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("bridge", "bridge.model", "bridge.jsonrpc", "bridge.display", "bridge.environ", "bridge.urls", "bridge.metrics",
-     "bridge.loop", "bridge.probe", "bridge.prefilter", "bridge.declaration", "bridge.examples", "bridge.throttle"),
+     "bridge.loop", "bridge.probe", "bridge.prefilter", "bridge.declaration", "bridge.examples", "bridge.throttle",
+     "bridge.problems"),
     ("bridge.dialects", "bridge.lifecycle", "bridge.logs", "bridge.state"),
     ("bridge.rules", "bridge.telemetry"),
     ("bridge.envelope", "bridge.policy"),
