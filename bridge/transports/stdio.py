@@ -389,8 +389,11 @@ class StdioProxy:
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
         await self._open_host_input(loop)
+        # Python-level handlers, swapped in one step for `child.start`'s: the loop's own
+        # (`add_signal_handler`) arm a wakeup fd before they replace the handler, so a SIGTERM in
+        # between ran both and reached the child twice (killing it during its own SIGTERM exit)
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._forward_signal, sig)
+            signal.signal(sig, lambda signum, _: loop.call_soon_threadsafe(self._forward_signal, signum))
         try:
             try:
                 await self._finished
@@ -412,8 +415,8 @@ class StdioProxy:
         finally:
             if self._drain_timer is not None:
                 self._drain_timer.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         self.child.close()
         self._note("child_exited", level="info", code=code)
         return code if code >= 0 else 128 - code
