@@ -3,6 +3,7 @@
 restarts, and the policy on reminders made from events."""
 from __future__ import annotations
 
+from bridge.outbox.pull import Asked, OutboxPull
 from bridge.state.scope import Scope
 from tests.unit.outbox.link import MODERN, PULL, UNLISTENING, Link, event, only_poll, query, reminders, to_reminder_wire
 
@@ -189,3 +190,23 @@ def test_requests_of_one_identity_poll_once_per_floor_and_share_what_is_held(tmp
     [(_, result)] = third.peer({"jsonrpc": "2.0", "id": 3, "result": {"content": []}})
     assert "domain.active" in result["result"]["content"][0]["text"]  # mail-1, in its next request's tool result
     assert third.pull.store.undelivered(third.pull.source) == []
+
+
+def test_own_requests_are_kept_as_data_and_answered_by_a_bound_method(tmp_path):
+    link = Link(tmp_path, PULL)
+    link.legacy_handshake()
+    poll = only_poll(link.tick())
+    handler = link.flow.calls[poll["id"]]
+    assert handler.__self__ is link.pull and handler.__func__ is OutboxPull._answered  # no closure in the flow
+    assert link.pull.asked == {poll["id"]: Asked("acme://n", None)}  # what it asked, as data
+    link.answer(poll, [], cursor="4")
+    assert link.pull.asked == {} and poll["id"] not in link.flow.calls
+
+
+def test_the_era_is_the_flows(tmp_path):
+    """The pull half keeps no era of its own: whether its requests carry the 2026-07-28 envelope
+    is what the MCP flow settled, asked at each request."""
+    link = Link(tmp_path, PULL)
+    link.modern_handshake()
+    assert link.flow.modern and not hasattr(link.pull, "era")
+    assert "_meta" in only_poll(link.tick())["params"]

@@ -2,6 +2,8 @@
 read like an outbox, bounded, pruned, beside the pushes a listening host still gets."""
 from __future__ import annotations
 
+import sqlite3
+
 from tests.unit.outbox.link import HARN_CAPS, SERVE, Link, push, read, reminders
 
 
@@ -64,3 +66,39 @@ def test_a_listening_host_still_gets_pushes_while_the_outbox_records(tmp_path):
     [got] = reminders(push(link, "r1"))
     assert got["id"] == "r1"
     assert [e["eventId"] for e in read(link, f"bridge://reminders?cursor={boot}")["events"]] == ["r1"]
+
+
+def test_what_the_proxy_answers_takes_the_flows_era(tmp_path):
+    """A 2026-07-28 result carries `resultType`, `ttlMs` and `cacheScope`: the serve half asks the
+    MCP flow which era the connection is in (`flow.modern`), never decides it itself."""
+    for handshake, modern in (("legacy_handshake", False), ("modern_handshake", True)):
+        link = Link(tmp_path, SERVE, host_caps={})
+        getattr(link, handshake)(HARN_CAPS)
+        assert link.flow.modern is modern
+        [(_, answer)] = link.host({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+                                   "params": {"uri": "bridge://reminders"}})
+        assert ("resultType" in answer["result"]) is modern
+        link.host({"jsonrpc": "2.0", "id": 10, "method": "resources/list"})
+        [(_, listed)] = link.peer({"jsonrpc": "2.0", "id": 10, "error": {"code": -32601, "message": "no"}})
+        assert ("cacheScope" in listed["result"]) is modern
+
+
+def test_a_reminder_the_store_cannot_take_is_kept_and_written_at_the_retry(tmp_path):
+    link = Link(tmp_path, SERVE, host_caps={})
+    link.legacy_handshake(HARN_CAPS)
+    boot = read(link, "bridge://reminders")["cursor"]
+    store = link.serve.store
+    append, failing = store.append_served, [True]
+
+    def flaky(*args):
+        if failing[0]:
+            raise sqlite3.OperationalError("database is locked")
+        return append(*args)
+
+    store.append_served = flaky
+    assert push(link, "r1") == [] and push(link, "r2") == []  # kept, in order, behind the failed one
+    assert read(link, f"bridge://reminders?cursor={boot}")["events"] == []
+    failing[0] = False
+    assert link.serve.retry_at is not None
+    link.tick(link.serve.retry_at - link.now)
+    assert [e["eventId"] for e in read(link, f"bridge://reminders?cursor={boot}")["events"]] == ["r1", "r2"]
