@@ -414,7 +414,8 @@ class OutboxPull(StoreAddOn):
                 continue
             claimed.add(rowid)
             if self.served is not None and self.flow.target() not in HOST_CODECS:
-                out.append(self._serve_instead(self.served, rowid, reminder, method))  # a host that does not listen reads it there
+                # a host that does not listen reads it there
+                out.append(self._serve_instead(self.served, rowid, reminder, method))
                 continue
             self.handed.add(rowid)
             out += await self.flow.deliver(reminder, method, "outbox", Receipt(self.name, rowid))
