@@ -1,7 +1,7 @@
 """HTTP forwarding rules of `serve`: which headers cross the proxy, which origins may call it, and
 how an upstream URL is joined, authenticated and shown without its secrets.
 
-Pure functions over header mappings and URL strings; `http.py` applies them.
+Pure functions over header mappings and URL strings; the `http` package applies them.
 """
 from __future__ import annotations
 
