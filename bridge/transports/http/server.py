@@ -64,7 +64,6 @@ class HttpProxy(OwnCalls):
             for route in self.routes:
                 route.sessions.expire()
 
-
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a
         reload moved one). In place: whoever holds the list sees the new order."""
