@@ -136,11 +136,13 @@ async def test_a_session_flood_evicts_only_the_evicted_state_and_counts_it(upstr
 
 async def test_session_expiry_slides_with_use_and_is_counted(upstream):
     admin = free_port()
-    bridge = serve(upstream, "--session-idle", "1.5", "--admin", f"127.0.0.1:{admin}")
+    # idle 3 s, used every 0.5 s: a gap of 2.5 s more than the pace, so a slow answer on a loaded
+    # machine cannot make the session look idle
+    bridge = serve(upstream, "--session-idle", "3", "--admin", f"127.0.0.1:{admin}")
     try:
         _, headers, _ = await post(bridge.port, initialize(1, {"reminders": {}}))
         session = {"Mcp-Session-Id": headers["Mcp-Session-Id"]}
-        for i in range(6):  # 3 s of use, every 0.5 s: longer than the idle time, but never idle that long
+        for i in range(8):  # 4 s of use, every 0.5 s: longer than the idle time, but never idle that long
             _, _, raw = await post(bridge.port, body(10 + i, "remind", count=1), session)
             assert messages(raw)[0]["method"] == "notifications/reminder", i  # the negotiated dialect is still known
             await asyncio.sleep(0.5)  # the pace of use is the stimulus (no synchronisation): under the idle time
@@ -154,7 +156,7 @@ async def test_session_expiry_slides_with_use_and_is_counted(upstream):
             return await sessions() == 0
 
         assert await sessions() == 1
-        await eventually(gone, timeout=10)  # left idle past the limit: the session is gone
+        await eventually(gone, timeout=30)  # left idle past the limit: the session is gone
         _, _, raw = await post(bridge.port, body(20, "remind", count=1), session)
         found = messages(raw)
         assert found[-1]["id"] == 20 and "notifications/reminder" not in [m.get("method") for m in found]

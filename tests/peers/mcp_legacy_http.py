@@ -48,7 +48,7 @@ def make_test_app(event_delay: float) -> web.Application:
             for i in range(300):
                 await response.write(b"event: message\ndata: " + json.dumps(
                     {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}).encode() + b"\n\n")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the pace of a long answer (behaviour, not synchronisation)
         except (ConnectionResetError, asyncio.CancelledError):
             stats["slow_cancelled"] += 1
             raise
@@ -59,7 +59,7 @@ def make_test_app(event_delay: float) -> web.Application:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(b"event: endpoint\ndata: /messages?session_id=abc123\n\n")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the stream stays open a moment after its event (behaviour)
         return response
 
     releases: asyncio.Queue[None] = asyncio.Queue()
