@@ -556,6 +556,38 @@ def test_sigterm_ends_the_proxy_within_the_drain_grace_while_the_host_is_not_rea
         stop(proc, pid)
 
 
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` installed (its SigCgt mask in /proc)."""
+    return bool(int(status_field(pid, "SigCgt"), 16) >> (sig - 1) & 1)
+
+
+def status_field(pid: int, field: str) -> str:
+    with open(f"/proc/{pid}/status") as status:
+        return next(line.split()[1] for line in status if line.startswith(field + ":"))
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+def test_sigterm_while_the_proxy_is_still_starting_ends_it_by_the_drain_grace(tmp_path):
+    """A SIGTERM while the proxy is still importing (its child, started first, already runs) is
+    forwarded to the child; a child that ignores it must not keep the proxy for ever: the drain
+    grace still ends both.  (Found by the test above, which under load signalled a proxy still
+    starting and waited a minute for nothing.)  The child ignores SIGTERM from birth: the proxy is
+    started with SIGTERM ignored, which the child inherits and the proxy's own handler replaces."""
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(PROXY + ["--"] + STUBBORN, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    pid = None
+    try:
+        pid = child_of(proc.pid)
+        wait_for(lambda: catches(proc.pid, signal.SIGTERM), "the proxy's start-up handler for SIGTERM")
+        proc.send_signal(signal.SIGTERM)  # the proxy is still importing its pipeline (or, on a fast day, just done)
+        assert ended_within(proc, DRAIN_GRACE + SLACK, "SIGTERM") == 128 + signal.SIGKILL
+        wait_for(lambda: not running(pid), "the child to be gone", timeout=5)
+        assert log_events(tmp_path / "stderr", "drain_grace_expired")
+    finally:
+        stop(proc, pid)
+
+
 @pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
 @pytest.mark.parametrize("flags, code", [([], 128 + signal.SIGTERM), (["--ignore-term"], 128 + signal.SIGKILL)],
                          ids=["obeys-sigterm", "ignores-sigterm"])

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -494,15 +495,16 @@ def proc_sample(pid: int) -> tuple[float, int]:
     return cpu, rss
 
 
-async def drive(url: str, session: str, count: int, batch: int = 100) -> int:
+async def drive(url: str, session: str, count: int, batch: int = 100, each: Callable[[], None] = lambda: None) -> int:
     """``count`` reminders through the proxy, ``batch`` per request, each request once the last is
-    answered; returns how many came back rewritten.  A count, not a time: a loaded machine makes it
-    slower, never different (how fast is the bench's)."""
+    answered (then ``each()``); returns how many came back rewritten.  A count, not a time: a loaded
+    machine makes it slower, never different (how fast is the bench's)."""
     sent = 0
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
         for i in range(1, count // batch + 1):
             answer = await remind(url, session, batch, msg_id=i, http=http)
             sent += sum(1 for m in answer if m.get("method") == "notifications/reminder")
+            each()
     return sent
 
 
@@ -526,18 +528,10 @@ async def test_a_watcher_that_never_reads_costs_the_proxy_nothing_and_its_losses
         stuck.connect(("127.0.0.1", bridge.admin))
         stuck.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
         await eventually(lambda: watcher_listed(bridge, since))
-        rss: list[int] = []
-
-        async def sample_rss() -> None:
-            while True:
-                rss.append(proc_sample(pid)[1])
-                await asyncio.sleep(0.25)  # the sampling rate, not synchronisation
-
-        sampler = asyncio.ensure_future(sample_rss())
+        rss: list[int] = []  # sampled after every answered batch: 40 samples, however fast
         cpu2, _ = proc_sample(pid)
-        sent_watched = await drive(bridge.url, session, 4000)
+        sent_watched = await drive(bridge.url, session, 4000, each=lambda: rss.append(proc_sample(pid)[1]))
         cpu3, _ = proc_sample(pid)
-        sampler.cancel()
         feed = (await status(bridge))["feed"]
 
         # a second watcher that does read still gets every new decision, at once
