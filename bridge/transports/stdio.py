@@ -389,8 +389,14 @@ class StdioProxy:
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
         await self._open_host_input(loop)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._forward_signal, sig)
+        # blocked while the handlers change hands: a signal arriving between the loop's wakeup fd and
+        # its handler would reach both start's handler and the loop's, and the child twice
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._forward_signal, sig)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if signal.SIGTERM in noted_while_starting():  # already forwarded to the child while we started
             self._start_drain_grace()
         try:
