@@ -28,6 +28,5 @@ def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Re
     recorder = recorder or Recorder()
     addons: tuple[Any, ...] = ()
     if protocol == "mcp" and outbox and (settings.outbox is not None or settings.serve_outbox is not None):
-        found = outbox_for(settings, recorder)
-        addons = (found,) if found is not None else ()
+        addons = outbox_for(settings, recorder)
     return PROTOCOLS[protocol](settings, recorder, addons=addons, **kwargs)

@@ -9,7 +9,10 @@ SEP-3415).  This package bridges them, in both directions, as pure code:
 - `poller`: the cadence state machine of one poll stream (clock injected);
 - `store`: the durable SQLite store (dedupe, cursors, the served outbox);
 - `served`: answering reads of the proxy's own outbox resource;
-- `addon`: `OutboxAddOn`, the flow add-on that polls, stores, delivers and serves.
+- `base`: what both halves of the add-on share (the store's lane, housekeeping, the back-off);
+- `pull`: `OutboxPull`, the add-on half that polls, stores and delivers;
+- `serving`: `OutboxServe`, the add-on half that records and serves;
+- `addon`: `outbox_for`, the halves a route needs, over one store.
 
 Which outbox URIs are acceptable lives below both this package and the rules, in `bridge.declaration`,
 so that `bridge.rules` imports no part of the outbox.
