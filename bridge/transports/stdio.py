@@ -22,7 +22,7 @@ from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
 from bridge.pipeline.commands import HOST, PEER, Call, Defer, Forward, Receipt, Send, Wakeup, receipts_of
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
 from bridge.rules import RouteSettings
