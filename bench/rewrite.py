@@ -88,7 +88,7 @@ def a2a_frames(count: int) -> list[bytes]:
 def _flow(protocol: str, tracing):
     """The flow, and what feeds it one frame as a transport does: in-process state (the budget)
     performed at once, in the same call (`waiting.at_once`, the driver's job)."""
-    from bridge.pipeline.factory import make_flow
+    from bridge.assembly import make_flow
     from bridge.pipeline.waiting import at_once
     from bridge.telemetry import Recorder
 

@@ -41,6 +41,7 @@ from bridge.console.timeline import SAMPLE_S
 from bridge.metrics import merged
 from bridge.telemetry import Recorder, collectors, recorders
 from bridge.throttle import Throttle
+from bridge.urls import is_loopback
 
 TOKEN_ENV = "REMINDER_BRIDGE_ADMIN_TOKEN"
 
@@ -102,13 +103,10 @@ def split_hostport(value: str) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def exposed(host: str, token: str) -> bool:
+    """Whether an admin port listening on ``host`` is open to other machines with no token to keep
+    them out (the `admin_exposed` warning)."""
+    return not token and not is_loopback(host)
 
 
 #: The app's live feed (for tests and embedders): `runner.app[FEED]`.
@@ -167,10 +165,10 @@ def _same(given: str, token: str) -> bool:
 
 
 def _local_name(host_header: str) -> bool:
-    """A `Host` a DNS-rebinding page cannot send: an IP literal or localhost."""
+    """A `Host` a DNS-rebinding page cannot send: an IP literal or a loopback name (`is_loopback`)."""
     host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
     host = host.strip("[]").lower()
-    if host in ("localhost", "") or host.endswith(".localhost"):
+    if host == "" or is_loopback(host):
         return True
     try:
         ipaddress.ip_address(host)
@@ -439,7 +437,7 @@ async def start_admin(listen: str, recorder: Recorder, ready: Callable[[], bool]
         raise AdminError(f"cannot serve the admin port on {host}:{port}: {exc.strerror or exc}"
                          f"{' (another process listens there)' if exc.errno == errno.EADDRINUSE else ''}") from None
     bound = runner.addresses[0] if runner.addresses else (host, port)
-    if not token and not is_loopback(host):
+    if exposed(host, token):
         recorder.warning("admin_exposed", listen=f"{host}:{bound[1]}",
                          why="the admin port is not on loopback and has no bearer token ([admin] token)")
     recorder.info("admin_listening", listen=f"{host}:{bound[1]}", port=bound[1])

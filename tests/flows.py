@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.pipeline.factory import make_flow as _make_flow
+from bridge.assembly import make_flow as _make_flow
 from bridge.pipeline.waiting import at_once
 
 #: the entries a transport feeds; each gives commands that may hold a Perform

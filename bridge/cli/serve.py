@@ -15,14 +15,16 @@ from bridge.cli import options
 from bridge.cli.listening import announce
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
+from bridge.dialects.hosts import host_dialect_problem
 from bridge.logs import configure as configure_logging
-from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, host_dialect_problem
+from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings
 
 if TYPE_CHECKING:  # imported when `serve` runs: every other command starts without them
     from bridge.cli import workers
     from bridge.policy.reload import RulesFile
     from bridge.telemetry import Tracing
-    from bridge.transports.http import HttpProxy, HttpRoute
+    from bridge.transports.http.routes import HttpRoute
+    from bridge.transports.http.server import HttpProxy
 
 #: `--flag` → the `[limits]` key it overrides.
 LIMIT_FLAGS = {
@@ -124,7 +126,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
     """The routes to serve; ``shared``: the state backend every route's policy and flows use
     (None: this process's memory)."""
     from bridge.policy import Policy
-    from bridge.transports.http import HttpRoute
+    from bridge.transports.http.routes import HttpRoute
 
     dialects = {"host_dialect": args.host_dialect, "peer_dialect": args.peer_dialect}
     log_level = getattr(args, "log_level", "warning")
@@ -195,7 +197,7 @@ def _cmd_serve(args: Any) -> int:
             sys.stderr.write(f"reminder-bridge serve: {problem}\n")
             return 2
         return workers.supervise(args.argv, args.workers, host, port)
-    from bridge.transports.http import HttpProxy
+    from bridge.transports.http.server import HttpProxy
 
     proxy = HttpProxy(routes, args.upstream_timeout, limits)
     admin, token = args.admin, os.environ.get("REMINDER_BRIDGE_ADMIN_TOKEN", "")

@@ -14,7 +14,7 @@ a server's outbox (landscape.md §3.3):
   host that dedupes on them never sees one twice.
 
 Cursors are `<store id>.<sequence>`: opaque to hosts, stable across proxy restarts.  Every call
-names the outbox ``key`` it is about (its scope's: `OutboxAddOn.served_key`), and a read sees that
+names the outbox ``key`` it is about (its scope's: `ServedOutbox.key`), and a read sees that
 outbox alone, whatever sequence a cursor names.
 """
 from __future__ import annotations
@@ -31,11 +31,14 @@ from bridge.jsonrpc import error_response
 from bridge.model import Reminder
 from bridge.outbox.events import to_event
 from bridge.outbox.store import Store
+from bridge.state.scope import Scope
 
 DEFAULT_MAX_EVENTS = 100
 MAX_EVENTS = 1000
 #: The error a read gets on a request that is nobody's beyond its answer (no session, no identity).
 NO_OWNER = -32600
+#: What a 2026-07-28 result the proxy makes itself carries beside its payload.
+MODERN_RESULT = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
 
 
 class BadRead(ValueError):
@@ -125,6 +128,10 @@ class ServedOutbox:
         self.retention_ms = retention_s * 1000
         self.store = store
 
+    def key(self, scope: Scope) -> str:
+        """The outbox of ``scope``: what both halves of the outbox write into and read."""
+        return scope.key(f"outbox:{self.resource}")
+
     def owns(self, uri: Any) -> bool:
         return isinstance(uri, str) and (uri == self.resource or uri.startswith(self.resource + "?"))
 
@@ -152,7 +159,7 @@ class ServedOutbox:
         if isinstance(error, dict) and error.get("code") == -32601:
             result: dict[str, Any] = {"resources": [listing]}
             if modern:
-                result.update(resultType="complete", ttlMs=0, cacheScope="private")
+                result.update(MODERN_RESULT)
             return {"jsonrpc": "2.0", "id": response.get("id"), "result": result}
         result = response.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("resources"), list) or result.get("nextCursor"):

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
+from bridge.pipeline.addons import AddOns
 from bridge.pipeline.commands import (
     HOST, PEER, Call, Command, Defer, Forward, Pause, Perform, Receipt, Reply, Send, Wakeup,
 )
@@ -96,9 +97,8 @@ class Flow(Policing):
         self.calls: dict[str, Step] = {}
         self._call_marker = OWN_ID_PREFIX.encode()
         self._asked: float | None = None  # the earliest wakeup the transport holds for us
-        self.addons = tuple(addons)
-        for addon in self.addons:
-            addon.attach(self)
+        self.addons = AddOns(addons)
+        self.addons.attach(self)
         # the message being handled, for trace context; only set on the decoded path
         self._inbound: dict[str, Any] | None = None
         self._headers: Mapping[str, str] | None = None
@@ -399,13 +399,12 @@ class Flow(Policing):
 
     def _woken(self, value: Handled, now: float) -> list[Command]:
         out = list(value or [])
-        for addon in self.addons:
-            out += addon.wake(now)
+        out += self.addons.wake(now)
         return self._with_wakeup(out)
 
     def next_wakeup(self) -> float | None:
         times = [t for t in [self.held.wake_at if len(self.held) else None,
-                             *(addon.next_wake() for addon in self.addons)] if t is not None]
+                             self.addons.next_wake()] if t is not None]
         return min(times) if times else None
 
     def _with_wakeup(self, out: list[Command]) -> list[Command]:
@@ -487,8 +486,7 @@ class Flow(Policing):
                 self._inbound = None
         self.held = Coalescer()
         self.calls.clear()
-        for addon in self.addons:
-            addon.close()
+        self.addons.close()
 
     # -- what the transport tells the flow ------------------------------------------------------
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
@@ -503,18 +501,12 @@ class Flow(Policing):
     def _receipts_done(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """What the owners of ``receipts`` do once they are done with: written, or decided by the flow
         without a write (a reminder refused or dropped)."""
-        out: list[Command] = []
-        for addon in self.addons:
-            if receipts:
-                out += addon.on_written(receipts)
-        return out
+        return self.addons.on_written(receipts)
 
     def unwritten(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
         """The `Send`s that carried ``receipts`` were dropped before they were written (their
         session ended, its queue overflowed): their owners keep what they deliver for later."""
-        if receipts:
-            for addon in self.addons:
-                addon.on_unwritten(receipts)
+        self.addons.on_unwritten(receipts)
 
     def bind(self, scope: Scope) -> None:
         """What this flow's state belongs to, learned after the flow was made: a 2025-11-25 session's
@@ -532,8 +524,7 @@ class Flow(Policing):
             self.assume_host("none")
         else:
             self.restore(record)
-        for addon in self.addons:
-            addon.resumed()
+        self.addons.resumed()
         return self._with_wakeup([])
 
     # -- reload --------------------------------------------------------------------------------

@@ -1,17 +1,16 @@
 """HTTP forwarding rules of `serve`: which headers cross the proxy, which origins may call it, and
 how an upstream URL is joined, authenticated and shown without its secrets.
 
-Pure functions over header mappings and URL strings; `http.py` applies them.
+Pure functions over header mappings and URL strings; the `http` package applies them.
 """
 from __future__ import annotations
 
 import base64
-import ipaddress
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from bridge.rules import LOOPBACK_ORIGINS
-from bridge.urls import SECRET, redact
+from bridge.urls import SECRET, is_loopback, redact
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -72,18 +71,6 @@ def with_own(headers: Mapping[str, str], own: Mapping[str, str], former: Mapping
 
 
 # -- origins -------------------------------------------------------------------------------------
-def is_loopback_host(host: str | None) -> bool:
-    if not host:
-        return False
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
     """Requests without `Origin` (every non-browser client) always pass; a browser's origin must be
     listed, `*` allowing all and `loopback` every localhost origin (MCP asks local servers to
@@ -97,7 +84,7 @@ def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
         if entry == LOOPBACK_ORIGINS:
             try:
                 parts = urlsplit(origin)
-                if parts.scheme in ("http", "https") and is_loopback_host(parts.hostname):
+                if parts.scheme in ("http", "https") and is_loopback(parts.hostname):
                     return True
             except ValueError:
                 continue

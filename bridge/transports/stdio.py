@@ -21,13 +21,13 @@ from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
 from bridge.pipeline.commands import HOST, PEER, Call, Defer, Pause, Receipt, Send, Wakeup, receipts_of
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
-from bridge.transports.child import ChildTransport, attach
+from bridge.transports.child import ChildTransport, attach, noted_while_starting
 from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
@@ -384,8 +384,14 @@ class StdioProxy:
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
         await self._open_host_input(loop)
+        # Python-level handlers, swapped in one step for `child.start`'s: the loop's own
+        # (`add_signal_handler`) arm a wakeup fd before they replace the handler, so a SIGTERM in
+        # between ran both and reached the child twice (killing it during its own SIGTERM exit);
+        # blocking the signals would not do, a process-directed signal goes to any other thread
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._forward_signal, sig)
+            signal.signal(sig, lambda signum, _: loop.call_soon_threadsafe(self._forward_signal, signum))
+        if signal.SIGTERM in noted_while_starting():  # already forwarded to the child while we started
+            self._start_drain_grace()
         try:
             try:
                 await self._finished
@@ -407,8 +413,8 @@ class StdioProxy:
         finally:
             if self._drain_timer is not None:
                 self._drain_timer.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         self.child.close()
         self._note("child_exited", level="info", code=code)
         return code if code >= 0 else 128 - code
@@ -574,7 +580,11 @@ class StdioProxy:
         """SIGINT and SIGTERM go on to the child, whose exit ends the proxy.  SIGTERM also starts
         the drain grace: past it, the proxy ends whatever is blocked."""
         self._signal_child(sig)
-        if sig == signal.SIGTERM and self._drain_timer is None and self._finished is not None:
+        if sig == signal.SIGTERM:
+            self._start_drain_grace()
+
+    def _start_drain_grace(self) -> None:
+        if self._drain_timer is None and self._finished is not None:
             self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_GRACE, self._drain_expired)
 
     # -- backpressure --------------------------------------------------------------------------

@@ -22,8 +22,9 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra: pip install -e '.[test]'")
 
-from bridge.admin import is_loopback, split_hostport  # noqa: E402
+from bridge.admin import split_hostport  # noqa: E402
 from bridge.state import StateSettings  # noqa: E402
+from bridge.urls import is_loopback  # noqa: E402
 from tests.paths import ROOT
 from tests.peers.processes import Running, peer
 

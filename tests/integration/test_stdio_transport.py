@@ -85,18 +85,23 @@ def test_child_that_cannot_start_gives_one_clear_line():
         "reminder-bridge: cannot start '/nonexistent/server': No such file or directory"]
 
 
-def test_sigterm_is_forwarded_to_the_child():
+def test_sigterm_is_forwarded_to_the_child_once():
+    """One SIGTERM reaches the child once, its exit code mirrored. The signal lands just after the
+    child's first line is relayed, while the proxy swaps its start-up handler for the running one:
+    there, a second copy used to kill the child during its own SIGTERM exit (143), in about one
+    start in three, so the start is repeated."""
     script = ("import signal, sys, time\n"
               "signal.signal(signal.SIGTERM, lambda *a: (print('child got SIGTERM', flush=True), sys.exit(3)))\n"
               "print('ready', flush=True)\n"
               "time.sleep(30)\n")
-    proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout.readline() == b"ready\n"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=15)
-    assert out == b"child got SIGTERM\n"
-    assert proc.returncode == 3
+    for _ in range(8):
+        proc = subprocess.Popen(PROXY + ["--", sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert out == b"child got SIGTERM\n"
+        assert proc.returncode == 3
 
 
 def test_host_closing_stdin_shuts_down_cleanly_after_replies():

@@ -16,7 +16,7 @@ import pytest
 
 from bridge.pipeline import waiting
 from bridge.pipeline.commands import HOST, PEER, Call, Forward, Pause, Perform, Reply, Send
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.state import FailoverState, MemoryState, RedisState, StateUnavailable

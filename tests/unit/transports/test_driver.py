@@ -9,7 +9,7 @@ import io
 import json
 
 from bridge.pipeline.commands import HOST, PEER, Forward, Perform, Send
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.state import MemoryState

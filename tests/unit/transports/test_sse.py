@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bridge.pipeline.commands import Send
 from bridge.pipeline.mcp import McpFlow
-from bridge.transports.http import _mirror_mcp_headers
+from bridge.transports.http.relay import mirror_mcp_headers
 from bridge.transports.sse import events, parse_event
 
 
@@ -40,10 +40,10 @@ def test_mirrored_mcp_headers_follow_a_rewritten_body():
     mirrored headers true without parsing the body again."""
     rewritten = Send("peer", b"{}", method="resources/read", name="file:///a")
     headers = {"Mcp-Method": "tools/call", "Mcp-Name": "old", "Accept": "application/json"}
-    _mirror_mcp_headers(headers, rewritten)
+    mirror_mcp_headers(headers, rewritten)
     assert headers == {"Mcp-Method": "resources/read", "Mcp-Name": "file:///a", "Accept": "application/json"}
     untouched = {"Accept": "application/json"}
-    _mirror_mcp_headers(untouched, rewritten)
+    mirror_mcp_headers(untouched, rewritten)
     assert untouched == {"Accept": "application/json"}  # a 2025-11-25 request has no mirrored headers
     assert McpFlow().send("peer", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                    "params": {"name": "echo"}}) == Send(
