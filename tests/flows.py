@@ -3,7 +3,7 @@
 `make_flow` is the route factory's, except that what the flow asks of in-process state
 (`Perform` on memory: a budget charge, an A2A task queue) is performed at once, as a driver would
 (`bridge.pipeline.waiting.at_once`), so a test sees the commands that reach a wire.  The
-playbook tests (tests/unit/pipeline/test_playbooks.py) use the plain factory to see each Perform.
+playbook tests (tests/unit/pipeline/test_pipeline_playbooks.py) use the plain factory to see each Perform.
 """
 from __future__ import annotations
 
