@@ -133,6 +133,19 @@ def _id_spelling(msg_id: Any) -> bytes:
         return json.dumps(msg_id, separators=(",", ":")).encode()
 
 
+def wire_key(msg_id: Any) -> bytes | None:
+    """The ``key`` `ids_in` gives for a frame with this id (a request's id, to know its response
+    by the id alone), or None for an id it never gives (null, booleans, arrays, objects)."""
+    kind = type(msg_id)
+    if kind is int:
+        return b"%d" % msg_id  # what the encoder writes, without it
+    if kind is str and '"' not in msg_id and "\\" not in msg_id and msg_id.isprintable():
+        return b'"' + msg_id.encode() + b'"'  # nothing in it is escaped
+    if kind is bool or not isinstance(msg_id, (str, int, float)):
+        return None
+    return _id_spelling(msg_id)
+
+
 def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
     """The exact answer for frames `classify` could not settle (batches, unusual key orders)."""
     if len(line) > SLOW_LIMIT:

@@ -86,7 +86,28 @@ class Defer(NamedTuple):
     replies: bool = False
 
 
-Command = Forward | Send | Reply | Call | Wakeup | Defer
+class Perform(NamedTuple):
+    """Shared-state work (an op of `bridge.state.ops`: charge a budget, push, take or count a
+    queue): perform ``op`` on ``state`` (at once, in the same call, when ``state.sync``; else
+    asynchronously) and hand its result to ``flow.performed(ticket, result)``, then perform what
+    ``flow.drain()`` gives.  Until then the flow queues its own later frames (`Pause`), and handles
+    them in order once it goes on.  ``flow`` is the one that waits: one driver may serve several
+    (an A2A route's requests share their task book's)."""
+
+    op: Any
+    ticket: int
+    state: Any
+    flow: Any
+
+
+class Pause(NamedTuple):
+    """What a flow queued while it waits on shared state passed its bound (``on``: stop reading
+    both sides), or fell back under half of it (not ``on``: read again)."""
+
+    on: bool
+
+
+Command = Forward | Send | Reply | Call | Wakeup | Defer | Perform | Pause
 WRITES = (Forward, Send, Reply, Call)
 
 

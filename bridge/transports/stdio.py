@@ -9,7 +9,6 @@ unbuffered and untouched.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import json
 import os
@@ -21,7 +20,7 @@ import subprocess
 from typing import Any
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Call, Defer, Forward, Receipt, Send, Wakeup, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Call, Defer, Pause, Receipt, Send, Wakeup, receipts_of
 from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.policy import Policy
@@ -47,8 +46,6 @@ DRAIN_GRACE = 3.0
 STOP_GRACE = 2.0
 #: ... and how long after that SIGTERM it gets SIGKILL.
 KILL_GRACE = 2.0
-#: Frames waiting behind one that waits on shared state: above this many, both sides stop being read.
-BACKLOG_HIGH = 1024
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
@@ -354,9 +351,7 @@ class StdioProxy:
         self._unflushed: list[Receipt] = []
         self._flush_check: asyncio.TimerHandle | None = None
         self.inflight = InFlight()
-        #: while a frame waits on shared state (Redis), every later frame waits behind it, in order:
-        #: (frame, from the host, ends with a newline, what the flow gave if it already did)
-        self._backlog: collections.deque[tuple[bytes, bool, bool, Any]] | None = None
+        #: the flow's backlog behind shared state (Redis) is long (`Pause`): neither side is read
         self._backlog_full = False
         self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
         self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
@@ -617,7 +612,7 @@ class StdioProxy:
             stdout.resume_reading()
 
     def _hold_sources(self, held: bool) -> None:
-        """Stop (or restart) reading both sides while the backlog behind shared state is long."""
+        """Stop (or restart) reading both sides while the flow's backlog behind shared state is long."""
         self._backlog_full = held
         child_out = self.child.get_pipe_transport(1) if self.child is not None else None
         if held:
@@ -640,7 +635,7 @@ class StdioProxy:
                 self._write(block, to_host=True)
                 return
             flow = self._start_flow(block.split(b"\n", 1)[0])
-        if self._backlog is None and flow.passes(block, origin):
+        if flow.passes(block, origin):  # (never while the flow waits on shared state: what comes waits in line)
             self._write(block, to_host=not from_host)
             return
         to_host: list[bytes] = []
@@ -653,22 +648,14 @@ class StdioProxy:
         if newline:
             lines.pop()
         end = b"\n" if newline else b""
-        for i, frame in enumerate(lines):
-            last = i == len(lines) - 1
-            if self._backlog is not None:
-                self._backlog.append((frame, from_host, newline or not last, None))
-                continue
-            outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
-            if type(outcome) is not list:  # it waits on shared state: this and what follows go in line
-                self._backlog = collections.deque([(frame, from_host, newline or not last, outcome)])
-                asyncio.ensure_future(self._drain_backlog(flow))
-                continue
+        assert self.driver is not None
+        for frame in lines:
+            # in-process state is performed here, at once; shared state later, in order (the driver)
+            outcome = self.driver.resolve(flow.from_host(frame) if from_host else flow.from_peer(frame))
             self._sort(outcome, to_host, to_peer, later, answers)
             delivered += receipts_of(outcome)
         self._emit(to_host, to_peer, later, answers, end)
         self._delivered(delivered)
-        if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
-            self._hold_sources(True)
 
     def _emit(self, to_host: list[bytes], to_peer: list[bytes], later: list[Any], answers: list[bytes],
               end: bytes) -> None:
@@ -686,7 +673,7 @@ class StdioProxy:
         """Commands by where they go; ``answers``: the host-bound bytes that may answer a host request."""
         for command in commands:
             kind = type(command)
-            if kind is Wakeup or kind is Defer:
+            if kind is Wakeup or kind is Defer or kind is Pause:
                 later.append(command)
             elif command.to == HOST:
                 to_host.append(command.data)
@@ -695,32 +682,6 @@ class StdioProxy:
                     answers.append(command.data)
             else:  # Forward, Send, Reply, Call: bytes for the child
                 to_peer.append(command.data)
-
-    async def _drain_backlog(self, flow: Flow) -> None:
-        """Frames that arrived behind one waiting on shared state, handled and written in order."""
-        backlog = self._backlog
-        assert backlog is not None
-        while backlog:
-            frame, from_host, newline, outcome = backlog.popleft()
-            if outcome is None:
-                outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
-            if type(outcome) is not list:
-                try:
-                    outcome = await outcome
-                except asyncio.CancelledError:
-                    outcome = [Forward(PEER if from_host else HOST, frame)]
-            to_host: list[bytes] = []
-            to_peer: list[bytes] = []
-            later: list[Any] = []
-            answers: list[bytes] = []
-            self._sort(outcome, to_host, to_peer, later, answers)
-            self._emit(to_host, to_peer, later, answers, b"\n" if newline else b"")
-            self._delivered(receipts_of(outcome))
-            if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
-                self._hold_sources(False)
-        self._backlog = None
-        if self._backlog_full:
-            self._hold_sources(False)
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)
@@ -732,7 +693,7 @@ class StdioProxy:
             self._write(command.data + b"\n", to_host=command.to == HOST)
             self._delivered(receipts_of([command]))
 
-        self.driver = FlowDriver(flow, write, write)
+        self.driver = FlowDriver(flow, write, write, self._hold_sources)
         return flow
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
