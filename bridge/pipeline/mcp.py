@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.dialects.claude_channel import ClaudeChannel, patch_initialize_result, server_label
-from bridge.dialects.mcp import CODECS, HOST_CODECS, McpLegacy, McpStandard
+from bridge.dialects.mcp import (
+    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LOG_LEVEL_KEY, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
+    McpStandard,
+)
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
@@ -19,9 +22,6 @@ from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
 
-MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
-LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
 
 
@@ -129,11 +129,11 @@ class McpFlow(Flow):
             self._learn_host(params.get("capabilities"), params.get("clientInfo"), LEGACY_ERA)
             self.expect_response(msg, "handshake")
         elif method == "server/discover":
-            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), MODERN_ERA)
             self.expect_response(msg, "handshake")
-        elif MODERN_KEY in meta and not (self.modern and self.state.handshake_seen):
+        elif PROTOCOL_KEY in meta and not (self.modern and self.state.handshake_seen):
             # 2026-07-28 without a discover probe: every request carries the envelope
-            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), MODERN_ERA)
         if LOG_LEVEL_KEY in meta and "id" in msg:
             self.state.opted_in.add(id_key(msg["id"]))
             self.expect_response(msg, "call")
@@ -241,7 +241,7 @@ class McpFlow(Flow):
         the server's own `serverInfo.name` (2026-07-28: in the result's `_meta`)."""
         if self.route != UNNAMED_ROUTE:
             return self.route
-        info = result.get("serverInfo", get_path(result, "_meta", "io.modelcontextprotocol/serverInfo"))
+        info = result.get("serverInfo", get_path(result, "_meta", SERVER_INFO_KEY))
         name = info.get("name") if isinstance(info, dict) else None
         return name if server_label(name) is not None else self.route
 
