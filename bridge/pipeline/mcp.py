@@ -5,7 +5,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.dialects.claude_channel import ClaudeChannel, patch_initialize_result, server_label
+from bridge.dialects.hosts import HostAdapter, adapter_of
 from bridge.dialects.mcp import (
     CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LOG_LEVEL_KEY, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
     McpStandard,
@@ -108,7 +108,7 @@ class McpFlow(Flow):
     def on_reconfigure(self, old: Any) -> None:
         self._watch_host()
         answered = self.state.peer_declared is not None  # the server's handshake result went to the host
-        if self.host.dialect == ClaudeChannel.dialect and answered and not self.state.channel_offered:
+        if _adapter(self.host.dialect) is not None and answered and not self.state.channel_offered:
             self.recorder.warning("channel_not_offered", why="the host's handshake is over and did not offer it the "
                                   "claude/channel capability: Claude Code listens for channel events only once it "
                                   "reconnects")
@@ -212,8 +212,9 @@ class McpFlow(Flow):
                                 client=info.get("name") if isinstance(info, dict) else None)
         self.peer.learn(spoken)
         target = self.host.dialect
-        if target == ClaudeChannel.dialect:
-            return self._offer_channel(msg)
+        adapter = _adapter(target)
+        if adapter is not None:
+            return self._offer_channel(msg, adapter)
         cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c is not None), None)
         if target not in CODECS or cap is None or declared.get(target) == cap:
             return None
@@ -224,26 +225,26 @@ class McpFlow(Flow):
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
 
-    def _offer_channel(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _offer_channel(self, msg: dict[str, Any], adapter: HostAdapter) -> dict[str, Any]:
         """Toward a Claude Code channel host (spec §11): the `claude/channel` capability and the
         paragraph that tells the model what the events are. The reminder capabilities go: this host
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
-        result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),
-                                         self.settings.channel_instructions, self.settings.channel_also_tool_result)
+        result = adapter.codec.offer(msg["result"], self._channel_name(msg["result"], adapter),
+                                     self.settings.channel_instructions, self.settings.channel_also_tool_result)
         for codec in CODECS.values():
             codec.write_capability(result["capabilities"], None)
         self.state.channel_offered = True
-        self.record("rewritten", "initialize", source=self.peer.dialect, target=ClaudeChannel.dialect, why=None)
+        self.record("rewritten", "initialize", source=self.peer.dialect, target=adapter.name, why=None)
         return {**msg, "result": result}
 
-    def _channel_name(self, result: dict[str, Any]) -> str:
+    def _channel_name(self, result: dict[str, Any], adapter: HostAdapter) -> str:
         """The name the host knows the server by, as far as the proxy can tell: the route's, else
         the server's own `serverInfo.name` (2026-07-28: in the result's `_meta`)."""
         if self.route != UNNAMED_ROUTE:
             return self.route
         info = result.get("serverInfo", get_path(result, "_meta", SERVER_INFO_KEY))
         name = info.get("name") if isinstance(info, dict) else None
-        return name if server_label(name) is not None else self.route
+        return name if adapter.codec.label(name) is not None else self.route
 
     def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
@@ -313,7 +314,7 @@ class McpFlow(Flow):
         """The reminder in the host's own dialect; one sent as a channel event is counted `channel`
         (and, with `channel_also_tool_result`, rides the next tool result too)."""
         target = self.target()
-        channel = target == ClaudeChannel.dialect
+        channel = _adapter(target) is not None
         self.record("channel" if channel else "rewritten", method, reminder, source=source, target=target)
         out = [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
         if channel and self.settings.channel_also_tool_result:
@@ -332,9 +333,10 @@ class McpFlow(Flow):
     def _unseen(self, reminder: Reminder, method: str | None, source: str | None) -> bool:
         """An `audit_only` reminder toward a channel host: dropped and counted before it costs budget,
         since every channel event reaches the model and audit_only ones never may."""
-        if reminder.mode != "audit_only" or self.target() != ClaudeChannel.dialect:
+        adapter = _adapter(self.target())
+        if reminder.mode != "audit_only" or adapter is None:
             return False
-        self.record("dropped", method, reminder, source=source, target=ClaudeChannel.dialect,
+        self.record("dropped", method, reminder, source=source, target=adapter.name,
                     why="audit_only reminders are never shown to the model")
         return True
 
@@ -392,7 +394,7 @@ class McpFlow(Flow):
     def _awaits_tool_results(self) -> bool:
         """Tool results to watch: those that may carry reminders (channel events riding them too),
         and the next one while reminders queued for it wait (the rules changed since: a reload)."""
-        rides = self.settings.channel_also_tool_result and self.host.dialect == ClaudeChannel.dialect
+        rides = self.settings.channel_also_tool_result and _adapter(self.host.dialect) is not None
         return rides or self._tool_results_carry_reminders() or bool(self.state.tool_results or self.state.rides)
 
     def _tool_results_carry_reminders(self) -> bool:
@@ -451,6 +453,11 @@ class McpFlow(Flow):
             self.record("dropped", "tools/call", reminder, target="none", why=why)
         self.state.tool_results.clear()
         self.state.rides = ToolResultRides()  # sent as channel events already: nothing is lost here
+
+
+def _adapter(dialect: str | None) -> HostAdapter | None:
+    """The host adapter (spec §11: a push path of the host's own, a channel) a dialect names, from the registry."""
+    return adapter_of(dialect, "mcp")
 
 
 def _is_handshake_result(msg: dict[str, Any]) -> bool:
