@@ -13,6 +13,7 @@ from bridge.envelope import render
 from bridge.lifecycle import Deduped, Expired, SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
+from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
@@ -26,6 +27,9 @@ HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"
 #: The most bytes of injects one connection holds while they wait for the agent's `initialize`
 #: answer (they are also at most `trust.max_pending_per_session` in number).
 WAITING_BYTES = 1024 * 1024
+#: The client is told what the agent's own dialect declared (or what the proxy holds for it), added
+#: beside the agent's own declarations.
+CAPABILITIES = CapabilityRule(CODECS, borrow=False, exclusive=False, replaces=False)
 
 
 @dataclass
@@ -313,20 +317,19 @@ class AcpFlow(Flow):
         caps = get_path(msg, "result", "agentCapabilities")
         if not isinstance(caps, dict):
             return None
-        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+        declared = CAPABILITIES.read(caps)
         info = get_path(msg, "result", "agentInfo")
-        self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
-                                protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
-        self.peer.learn(next((n for n, c in declared.items() if c is not None), "none"))
+        self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
+                                client=info.get("name") if isinstance(info, dict) else None)
+        self.peer.learn(declared.spoken)
         client = self.host.dialect
         agent = self.peer.dialect
-        cap = declared.get(agent)
-        if cap is None and agent == "none" and self.settings.fallback.acp_agent_none == "hold":
-            cap = dict(HELD_CAPABILITY)
-        if client not in CODECS or cap is None or declared.get(client) is not None:
+        held = agent == "none" and self.settings.fallback.acp_agent_none == "hold"
+        cap = CAPABILITIES.told(declared, peer=agent, host=client, held=dict(HELD_CAPABILITY) if held else None)
+        if cap is None:
             return None
         out = copy.deepcopy(msg)
-        CODECS[client].write_capability(out["result"]["agentCapabilities"], cap)
+        CAPABILITIES.write(out["result"]["agentCapabilities"], client, cap)
         self.record("rewritten", "initialize", source=agent, target=client)
         return [self.send(HOST, out, answers=True)]
 

@@ -15,6 +15,7 @@ from bridge.envelope import render
 from bridge.jsonrpc import id_key
 from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
+from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled
 from bridge.pipeline.policing import held_key
@@ -23,6 +24,8 @@ from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
 
 LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
+#: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
+CAPABILITIES = CapabilityRule(CODECS, borrow=True, exclusive=True, replaces=True)
 
 
 @dataclass
@@ -204,24 +207,21 @@ class McpFlow(Flow):
         caps = get_path(msg, "result", "capabilities")
         if not isinstance(caps, dict):
             return None
-        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-        self.state.peer_declared = any(cap is not None for cap in declared.values())
-        spoken = next((n for n, c in declared.items() if c is not None), "none")
+        declared = CAPABILITIES.read(caps)
+        self.state.peer_declared = declared.any
         info = get_path(msg, "result", "serverInfo")
-        self.recorder.handshake("peer", spoken, protocol=self.protocol,
+        self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
                                 client=info.get("name") if isinstance(info, dict) else None)
-        self.peer.learn(spoken)
+        self.peer.learn(declared.spoken)
         target = self.host.dialect
         adapter = _adapter(target)
         if adapter is not None:
             return self._offer_channel(msg, adapter)
-        cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c is not None), None)
-        if target not in CODECS or cap is None or declared.get(target) == cap:
+        cap = CAPABILITIES.told(declared, peer=self.peer.dialect, host=target)
+        if cap is None:
             return None
         out = copy.deepcopy(msg)
-        out_caps = out["result"]["capabilities"]
-        for name, codec in CODECS.items():
-            codec.write_capability(out_caps, cap if name == target else None)
+        CAPABILITIES.write(out["result"]["capabilities"], target, cap)
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
 
@@ -231,8 +231,7 @@ class McpFlow(Flow):
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
         result = adapter.codec.offer(msg["result"], self._channel_name(msg["result"], adapter),
                                      self.settings.channel_instructions, self.settings.channel_also_tool_result)
-        for codec in CODECS.values():
-            codec.write_capability(result["capabilities"], None)
+        CAPABILITIES.withdraw(result["capabilities"])
         self.state.channel_offered = True
         self.record("rewritten", "initialize", source=self.peer.dialect, target=adapter.name, why=None)
         return {**msg, "result": result}
