@@ -13,6 +13,7 @@ from bridge.envelope import render
 from bridge.lifecycle import Deduped, Expired, SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
+from bridge.pending import PendingQueue
 from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
@@ -65,8 +66,8 @@ class AcpFlow(Flow):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.sessions: dict[Any, SessionReminders] = {}
-        self.early: list[_Early] = []
-        self.early_bytes = 0
+        self.early: PendingQueue[_Early] = PendingQueue(max_bytes=WAITING_BYTES)  # by arrival number
+        self._arrivals = 0
         self.initializing = False  # the client's `initialize` went to the agent, unanswered yet
         self.host_markers = (b"emind", b"initialize")
         self.peer_markers = (b"emind",)
@@ -176,17 +177,17 @@ class AcpFlow(Flow):
         """Keep an inject until the agent's `initialize` answer tells its dialect; one that would pass
         the bound (in number or in bytes) is refused now, and the connection goes on."""
         frame = self.frame_bytes()
-        limit = self.settings.trust.max_pending_per_session
-        size = self.early_bytes + len(frame)
-        if len(self.early) >= limit:
+        limit = self.early.limit = self.settings.trust.max_pending_per_session
+        self._arrivals += 1
+        full = self.early.room(self._arrivals, len(frame))
+        if full == "count":
             refusal = ("max_pending_per_session", limit, f"{len(self.early)} injects already wait for it "
                                                           f"(max_pending_per_session = {limit})")
-        elif size > WAITING_BYTES:
-            refusal = ("waiting_bytes", WAITING_BYTES,
-                       f"the injects waiting for it would hold {size} bytes (at most {WAITING_BYTES})")
+        elif full == "bytes":
+            refusal = ("waiting_bytes", WAITING_BYTES, f"the injects waiting for it would hold "
+                                                      f"{self.early.bytes + len(frame)} bytes (at most {WAITING_BYTES})")
         else:
-            self.early.append(_Early(msg, source, reminder, frame))
-            self.early_bytes += len(frame)
+            self.early.put(self._arrivals, _Early(msg, source, reminder, frame), size=len(frame))
             self.record("queued", msg["method"], reminder, source=source, session=session_of(msg.get("params")),
                         why="waiting for the agent's initialize answer (its dialect decides the translation)")
             return []
@@ -204,7 +205,7 @@ class AcpFlow(Flow):
     def _after_initialize(self, out: list[Command]) -> list[Command]:
         """The agent answered `initialize` (``out``: what its answer gives): the injects that waited
         for it, in arrival order, each handled as any other (one that needs no rewrite leaves as it came)."""
-        early, self.early, self.early_bytes = self.early, [], 0
+        early = self.early.take()
         return self._early_from(out, early, 0, self._inbound, self._direction)
 
     def _early_from(self, out: list[Command], early: list[_Early], i: int, answer: Any, direction: Any) -> list[Command]:
@@ -232,7 +233,7 @@ class AcpFlow(Flow):
         if session is None:
             return 0
         key = reminder.dedupe_key
-        return sum(1 for h in session.pending if key is None or h.reminder.dedupe_key != key)
+        return sum(1 for kept in session.pending if key is None or kept.reminder.dedupe_key != key)
 
     def pending_counts(self) -> dict[str, int]:
         held = sum(len(s) for s in self.sessions.values()) if self.peer.dialect == "none" else 0
@@ -246,7 +247,7 @@ class AcpFlow(Flow):
                 self.record("dropped", waited.msg["method"], waited.reminder, source=waited.source, why=why)
             finally:
                 self._inbound = None
-        self.early, self.early_bytes = [], 0
+        self.early.take()
         super().close(why)
 
     def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Handled:

@@ -361,7 +361,7 @@ class McpFlow(Flow):
                          source: str, receipts: tuple[Receipt, ...]) -> list[Command]:
         admitted, refusal = outcome
         if admitted is None:  # the policy said why
-            coalesced = self.held.holds(held_key(reminder))
+            coalesced = held_key(reminder) in self.held
             return refusal + ([] if coalesced else self._receipts_done(receipts))  # held: reported once released
         return self._push_or_fall_back(admitted, method, source, receipts)
 
