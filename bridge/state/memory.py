@@ -116,7 +116,8 @@ class MemoryState:
         entry = self._queues.get(key)
         queue: PendingQueue[tuple[str, str]] = entry.value if entry is not None else PendingQueue()
         queue.limit = limit
-        put = queue.put(item_id, (item_id, item), dedupe=dedupe_key or None, size=len(item))
+        size = len(item.encode("utf-8", "surrogatepass"))  # bytes, as Redis counts them
+        put = queue.put(item_id, (item_id, item), dedupe=dedupe_key or None, size=size)
         replaced = [put.deduped[0]] if put.deduped is not None else []
         evicted = [gone_id for gone_id, _ in put.evicted]
         if queue:
