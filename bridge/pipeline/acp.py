@@ -184,8 +184,9 @@ class AcpFlow(Flow):
             refusal = ("max_pending_per_session", limit, f"{len(self.early)} injects already wait for it "
                                                           f"(max_pending_per_session = {limit})")
         elif full == "bytes":
-            refusal = ("waiting_bytes", WAITING_BYTES, f"the injects waiting for it would hold "
-                                                      f"{self.early.bytes + len(frame)} bytes (at most {WAITING_BYTES})")
+            size = self.early.bytes + len(frame)
+            refusal = ("waiting_bytes", WAITING_BYTES,
+                       f"the injects waiting for it would hold {size} bytes (at most {WAITING_BYTES})")
         else:
             self.early.put(self._arrivals, _Early(msg, source, reminder, frame), size=len(frame))
             self.record("queued", msg["method"], reminder, source=source, session=session_of(msg.get("params")),

@@ -29,8 +29,8 @@ from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
 from bridge.state.ops import Charge, Pay
 from bridge.state.scope import Scope
 
-__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalesced", "Coalescer", "Exceeded", "Policy",
-           "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
+__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalesced", "Coalescer", "Exceeded",
+           "Policy", "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
 
 #: A request over budget (spec §7).
 BUDGET_CODE = -32000
