@@ -121,10 +121,10 @@ def _plain(token: bytes) -> bytes:
     digits and escape-free strings are already canonical (and `1` is not `"1"`)."""
     if token.isdigit() or (token[:1] == b'"' and b"\\" not in token):
         return token
-    return _id_spelling(json.loads(token))
+    return id_spelling(json.loads(token))
 
 
-def _id_spelling(msg_id: Any) -> bytes:
+def id_spelling(msg_id: Any) -> bytes:
     """``msg_id`` as compact JSON; a string with a lone surrogate (valid JSON, which UTF-8 cannot
     carry) escaped, the same way for a request and its response."""
     try:
@@ -143,7 +143,7 @@ def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
         return
     for item in msg if isinstance(msg, list) else [msg]:
         if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) and not isinstance(item["id"], bool):
-            token = _id_spelling(item["id"])
+            token = id_spelling(item["id"])
             if "method" in item:
                 yield "request", token, token
             elif "result" in item or "error" in item:

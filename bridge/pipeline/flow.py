@@ -24,7 +24,8 @@ from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.addons import AddOns
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Receipt, Reply, Send, Wakeup
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Learned, Receipt, Reply, Send, Wakeup
+from bridge.pipeline.inflight import Unanswered, oversize_reply
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.at_once import run_now
 from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
@@ -91,6 +92,8 @@ class Flow:
         #: the proxy's own requests in flight: own id → the handler of the answer
         self.calls: dict[str, Callable[[dict[str, Any]], Handled]] = {}
         self._call_marker = OWN_ID_PREFIX.encode()
+        #: the host's requests the peer has not answered yet (`upstream_gone` answers them)
+        self.unanswered = Unanswered(self._call_marker)
         self._asked: float | None = None  # the earliest wakeup the transport holds for us
         self.addons = AddOns(addons)
         self.addons.attach(self)
@@ -135,10 +138,27 @@ class Flow:
             return not could_concern(data, self.peer_markers)
         return not could_concern(data, self.host_markers)
 
+    def passes_on(self, block: bytes, origin: str) -> bool:
+        """`passes`, for a transport that relays a block of whole lines untouched when it passes:
+        what such a block asks or answers is noted, as if its frames had been fed one by one."""
+        if self.passes(block, origin):
+            self._note(block, origin)
+            return True
+        return False
+
+    def _note(self, data: bytes, origin: str) -> Any:
+        """Track the host's requests in ``data`` (from ``origin``) until answered; the id key of
+        the request a peer frame answers, if it is one response to a tracked request."""
+        if origin == HOST:
+            self.unanswered.asked(data)
+            return None
+        return self.unanswered.answered(data)
+
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> Outcome:
+        answers = self._note(frame, origin)
         waits = self._tail is not None
         if not waits and self.passes(frame, origin):
-            return [Forward(dest, frame)]
+            return [Forward(dest, frame, answers)]
         return self._run(self._handle_async(frame, origin, dest, headers, waits))
 
     async def _handle_async(self, frame: bytes, origin: str, dest: str,
@@ -364,6 +384,33 @@ class Flow:
         self.addons.close()
 
     # -- what the transport tells the flow ------------------------------------------------------
+    def upstream_gone(self, error: dict[str, Any], frame: bytes | None = None) -> list[Command]:
+        """The peer went away (a child exited, an upstream failed or broke off its answer): ``error``
+        (a JSON-RPC error object) for each host request still unanswered, ``frame``: of those it
+        carried, in the order they were sent, each id as the host wrote it."""
+        return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
+
+    def oversize(self, head: bytes, origin: str, limit: int) -> list[Command]:
+        """A frame from ``origin`` over the transport's ``limit``, of which only ``head`` (its first
+        bytes) was kept: a host request gets an error, a peer response becomes one (the host stops
+        waiting); anything else is gone unanswered."""
+        found = oversize_reply(head, limit, origin == HOST)
+        if found is None:
+            return []
+        msg_id, data = found
+        self.unanswered.forget(msg_id)
+        return [Reply(HOST, data, msg_id)]
+
+    def learned(self) -> Learned | None:
+        """What this flow learned of the peer (its handshake, the A2A card), for flows of its route
+        that will not see it; None before it learned anything."""
+        dialect = self.peer.learned
+        return None if dialect is None else Learned(dialect, self.peer_declared())
+
+    def peer_declared(self) -> bool | None:
+        """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
+        return None
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
@@ -454,9 +501,12 @@ class Flow:
         method = msg.get("method")
         params = msg.get("params")
         name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
-        return Send(to, dumps(msg), answers, method, name if isinstance(name, str) else None, receipts)
+        return Send(to, dumps(msg), id_key(msg.get("id")) if answers else None, method,
+                    name if isinstance(name, str) else None, receipts)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
+        if to == HOST:  # the proxy answered the host's request itself: nothing waits for the peer's
+            self.unanswered.forget(request.get("id"))
         return Reply(to, dumps(msg), request.get("id"), retry_after_ms)
 
     def call(self, to: str, method: str, params: Any, on_answer: Callable[[dict[str, Any]], Handled]) -> Call:

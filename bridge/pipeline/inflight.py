@@ -1,0 +1,134 @@
+"""The host's requests the peer has not answered yet, so that an upstream that goes away leaves
+none of them waiting (spec §8.3): the flow notes them as it sees frames (`Flow.unanswered`), and
+answers each with an error once the transport says the upstream is gone (`Flow.upstream_gone`).
+
+Ids are read off the bytes, never decoded (`bridge.jsonrpc.ids_in`): a host frame costs one
+regex match, and a peer frame is looked at only while something is in flight. Only a
+cancellation (`notifications/cancelled`: MCP servers answer no cancelled request) is decoded.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+from bridge.jsonrpc import SLOW_LIMIT, dumps, error_response, id_spelling, ids_in
+
+
+def token_key(token: bytes) -> Any:
+    """The `jsonrpc.id_key` of an id as written (a token from `ids_in`), decoding only what
+    is not plain digits or an escape-free string."""
+    if token.isdigit():
+        return ("int", int(token))
+    try:
+        if token[:1] == b'"' and b"\\" not in token:
+            return ("str", token[1:-1].decode())
+        value = json.loads(token)
+    except ValueError:  # not UTF-8: no request of the host's is matched by it
+        return None
+    return (type(value).__name__, value)
+
+
+class Unanswered:
+    """Ids of the host's requests no response has come back for, in the order they were sent."""
+
+    LIMIT = 10_000  # a peer that never answers cannot grow this without bound: the oldest half goes
+
+    __slots__ = ("ids", "own")
+
+    def __init__(self, own: bytes = b"") -> None:
+        #: canonical id (`ids_in`'s key) → the id exactly as the host wrote it
+        self.ids: dict[bytes, bytes] = {}
+        #: the quoted prefix of the proxy's own ids: their answers go to the flow, never to the host
+        self.own = b'"' + own if own else b"\x00"
+
+    def asked(self, block: bytes) -> None:
+        """Frames from the host (one, or a block of lines): remember the requests in them, and
+        forget the ones the host cancels."""
+        ids = self.ids
+        for kind, key, token in ids_in(block):
+            if kind == "request" and key != b"null" and not key.startswith(self.own):
+                ids[key] = token
+                if len(ids) > self.LIMIT:
+                    for old in list(itertools.islice(ids, self.LIMIT // 2)):
+                        del ids[old]
+        if ids and b"s/cancelled" in block:  # after the requests: a cancel follows what it cancels
+            self._cancelled(block)
+
+    def answered(self, block: bytes) -> Any:
+        """Frames toward the host: forget the requests they answer. Returns the id key of the
+        request answered when ``block`` is one response to a request noted here, else None."""
+        ids = self.ids
+        if not ids:
+            return None
+        found: Any = None
+        for kind, key, token in ids_in(block):
+            if kind == "response" and ids.pop(key, None) is not None:
+                found = token_key(token) if found is None else False
+        return found or None
+
+    def forget(self, msg_id: Any) -> None:
+        """The proxy answered the request ``msg_id`` itself (a `Reply`): nothing waits for it."""
+        if isinstance(msg_id, (str, int, float)) and not isinstance(msg_id, bool) and self.ids:
+            self.ids.pop(id_spelling(msg_id), None)
+
+    def _cancelled(self, block: bytes) -> None:
+        for line in block.split(b"\n"):
+            if b"notifications/cancelled" in line and len(line) <= SLOW_LIMIT:
+                try:
+                    self.ids.pop(id_spelling(json.loads(line)["params"]["requestId"]), None)
+                except (ValueError, RecursionError, LookupError, TypeError):
+                    pass
+
+    def errors(self, error: dict[str, Any], block: bytes | None = None) -> list[tuple[bytes, bytes]]:
+        """(id as written, response) for every request still waiting, in the order they were sent,
+        then forget them; ``block``: only those the host sent in it. ``error`` is the JSON-RPC
+        error object each gets; its id goes back exactly as the host wrote it."""
+        if block is None:
+            waiting = list(self.ids.items())
+            self.ids.clear()
+        else:
+            keys = dict.fromkeys(key for kind, key, _ in ids_in(block) if kind == "request")
+            waiting = [(key, token) for key in keys if (token := self.ids.pop(key, None)) is not None]
+        body = dumps(error)
+        return [(token, b'{"jsonrpc":"2.0","id":' + token + b',"error":' + body + b"}") for _, token in waiting]
+
+
+def requests_in(block: bytes) -> list[bytes]:
+    """The ids (as written) of the requests in ``block``: for a transport that answers a frame no
+    flow saw (a request relayed without one)."""
+    return [token for kind, _, token in ids_in(block) if kind == "request" and token != b"null"]
+
+
+_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def oversize_reply(head: bytes, limit: int, from_host: bool) -> tuple[Any, bytes] | None:
+    """(id, JSON-RPC error) for an oversize message whose id can be read from its first bytes: a
+    request from the host is answered; a response from the peer becomes an error so the host stops
+    waiting. None when neither applies."""
+    is_request = b'"method"' in head
+    if is_request != from_host:
+        return None
+    match = _ID.search(head)
+    if match is None:
+        return None
+    msg_id = json.loads(match.group(1))
+    what = "message" if from_host else "response from the server or agent"
+    return msg_id, dumps(error_response(msg_id, -32600,
+                                        f"{what} larger than the proxy's line limit of {limit} bytes",
+                                        {"limit": limit}))
+
+
+def detect_protocol(frame: bytes) -> str:
+    """MCP or ACP, from the host's first message: ACP's `initialize` carries an integer version."""
+    try:
+        msg = json.loads(frame)
+    except (ValueError, RecursionError):
+        return "mcp"
+    params = msg.get("params") if isinstance(msg, dict) else None
+    if isinstance(params, dict) and msg.get("method") == "initialize":
+        if isinstance(params.get("protocolVersion"), int) or "clientCapabilities" in params:
+            return "acp"
+    return "mcp"
