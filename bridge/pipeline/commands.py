@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from bridge.jsonrpc import id_key
 
@@ -113,6 +113,16 @@ class Learned(NamedTuple):
 
     dialect: str
     declared: bool | None = None
+
+
+@runtime_checkable
+class CardFlow(Protocol):
+    """A flow whose peer publishes a card (A2A's agent card): the card as the caller should see it
+    (``url_for`` maps an upstream URL to the proxy's), None when nothing in it changes. The flow
+    learns the peer's dialect from it (`Flow.learned`)."""
+
+    def rewrite_card(self, card: dict[str, Any],
+                     url_for: Callable[[str], str] | None = None) -> dict[str, Any] | None: ...
 
 
 Command = Forward | Send | Reply | Call | Wakeup | Defer

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bridge.pipeline.commands import Call, Command, Defer, Wakeup
+from bridge.pipeline.commands import Call, Command, Defer, Wakeup, Write
 from bridge.pipeline.flow import Outcome
 
 #: One thread for blocking work that names no lane of its own: in order, never on the event loop.
@@ -43,7 +43,7 @@ def _start(defer: Defer) -> asyncio.Future[Any]:
 class FlowDriver:
     """Performs one flow's commands on a running event loop."""
 
-    def __init__(self, flow: Any, write: Callable[[Command], None], call: Callable[[Call], None]):
+    def __init__(self, flow: Any, write: Callable[[Write], None], call: Callable[[Call], None]):
         self.flow = flow
         self.write = write
         self.call = call
@@ -66,27 +66,26 @@ class FlowDriver:
 
     def _perform_now(self, commands: list[Command]) -> None:
         for command in commands:
-            kind = type(command)
-            if kind is Wakeup:
-                self.schedule(command.at)  # type: ignore[union-attr]
-            elif kind is Defer:
-                self._defer(command)  # type: ignore[arg-type]
-            elif kind is Call:
-                self.call(command)  # type: ignore[arg-type]
-            else:
+            if isinstance(command, Call):
+                self.call(command)
+            elif isinstance(command, Write):
                 self.write(command)
+            elif isinstance(command, Wakeup):
+                self.schedule(command.at)
+            elif isinstance(command, Defer):
+                self._defer(command)
 
     async def _perform_in_order(self, later: collections.deque[Outcome]) -> None:
         while later:
             commands = later[0]
-            if type(commands) is not list:
+            if not isinstance(commands, list):
                 try:
-                    commands = await commands  # type: ignore[misc]
+                    commands = await commands
                 except asyncio.CancelledError:
                     commands = []
             later.popleft()
             if not self._closed:
-                self._perform_now(commands)  # type: ignore[arg-type]
+                self._perform_now(commands)
         self._later = None
 
     def schedule(self, at: float) -> None:
@@ -119,22 +118,21 @@ class FlowDriver:
         return await self._settle(commands, loop.time() + STORE_WAIT_S)
 
     async def _settle(self, commands: Outcome, deadline: float) -> list[Command]:
-        if type(commands) is not list:
-            commands = await commands  # type: ignore[misc]
+        if not isinstance(commands, list):
+            commands = await commands
         out: list[Command] = []
         loop = asyncio.get_running_loop()
         for command in commands:
-            kind = type(command)
-            if kind is Defer:
-                future = _start(command)  # type: ignore[arg-type]
-                if not command.replies:  # type: ignore[union-attr]
+            if isinstance(command, Defer):
+                future = _start(command)
+                if not command.replies:
                     done, _ = await asyncio.wait([future], timeout=max(0.0, deadline - loop.time()))
                     if not done:
-                        self._later_done(future, command)  # type: ignore[arg-type]
+                        self._later_done(future, command)
                         continue
-                out += await self._settle(command.done(await future), deadline)  # type: ignore[union-attr]
-            elif kind is Wakeup:
-                self.schedule(command.at)  # type: ignore[union-attr]
+                out += await self._settle(command.done(await future), deadline)
+            elif isinstance(command, Wakeup):
+                self.schedule(command.at)
             else:
                 out.append(command)
         return out

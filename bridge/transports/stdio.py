@@ -275,8 +275,11 @@ class StdioProxy:
         #: (frame, from the host, ends with a newline, what the flow gave if it already did)
         self._backlog: collections.deque[tuple[bytes, bool, bool, Any]] | None = None
         self._backlog_full = False
-        self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
-        self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
+        #: each side's line cutter, or `_Discard` once what it says can reach nobody
+        self.host_framer: Framer | type[_Discard] = Framer(max_line, lambda b: self._route(b, True),
+                                                           lambda h: self._oversize(h, True))
+        self.child_framer: Framer | type[_Discard] = Framer(max_line, lambda b: self._route(b, False),
+                                                            lambda h: self._oversize(h, False))
         self.child: ChildTransport | None = None
         self._child_stdin: asyncio.WriteTransport | None = None
         self._host_reader: asyncio.ReadTransport | None = None
@@ -375,7 +378,7 @@ class StdioProxy:
         if self._host_gone or self._finished is None or self._finished.done():
             return  # our own close at the end, or already handled
         self._host_gone = True
-        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        self.child_framer = self.host_framer = _Discard
         self.resume_child()
         if self._host_reader is not None:
             self._host_reader.close()
@@ -441,7 +444,7 @@ class StdioProxy:
         alive = child is not None and child.get_returncode() is None
         pending = self._host_writer.get_write_buffer_size() if self._host_writer is not None else 0
         self._host_gone = True
-        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        self.child_framer = self.host_framer = _Discard
         if self._host_reader is not None:
             self._host_reader.close()
         _abort(self._child_stdin)
