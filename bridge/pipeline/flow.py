@@ -384,13 +384,13 @@ class Flow:
         self.addons.close()
 
     # -- what the transport tells the flow ------------------------------------------------------
-    def upstream_gone(self, error: dict[str, Any], frame: bytes | None = None) -> list[Command]:
+    def upstream_gone(self, error: dict[str, Any], frame: bytes | None = None) -> list[Reply]:
         """The peer went away (a child exited, an upstream failed or broke off its answer): ``error``
         (a JSON-RPC error object) for each host request still unanswered, ``frame``: of those it
         carried, in the order they were sent, each id as the host wrote it."""
         return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
 
-    def oversize(self, head: bytes, origin: str, limit: int) -> list[Command]:
+    def oversize(self, head: bytes, origin: str, limit: int) -> list[Reply]:
         """A frame from ``origin`` over the transport's ``limit``, of which only ``head`` (its first
         bytes) was kept: a host request gets an error, a peer response becomes one (the host stops
         waiting); anything else is gone unanswered."""

@@ -36,9 +36,9 @@ async def relay_json_stream(proxy: OwnCalls, route: HttpRoute, request: web.Requ
         if len(pending) > limit:
             route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
                                url=redact(str(upstream.url)))
-            for answer in unanswered(route, session, body, TooLarge(
+            for error in unanswered(route, session, body, TooLarge(
                     f"the upstream's answer is over max_response_bytes = {limit}")):
-                await response.write(answer)
+                await response.write(error)
             await response.write_eof()
             return response
         while not whole and (end := pending.find(b"\n", scanned)) >= 0:
