@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from bridge.jsonrpc import SLOW_LIMIT, dumps, error_response, id_spelling, ids_in
+from bridge.jsonrpc import SLOW_LIMIT, dumps, error_response, id_spelling, ids_in, one_id
 
 
 def token_key(token: bytes) -> Any:
@@ -46,15 +46,23 @@ class Unanswered:
     def asked(self, block: bytes) -> None:
         """Frames from the host (one, or a block of lines): remember the requests in them, and
         forget the ones the host cancels."""
-        ids = self.ids
+        one = one_id(block)
+        if one is not None:  # one message written the usual way: no cancellation (it has an id)
+            if one[0] == "request" and not one[1].startswith(self.own):
+                self._add(one[1], one[1])
+            return
         for kind, key, token in ids_in(block):
             if kind == "request" and key != b"null" and not key.startswith(self.own):
-                ids[key] = token
-                if len(ids) > self.LIMIT:
-                    for old in list(itertools.islice(ids, self.LIMIT // 2)):
-                        del ids[old]
-        if ids and b"s/cancelled" in block:  # after the requests: a cancel follows what it cancels
+                self._add(key, token)
+        if self.ids and b"s/cancelled" in block:  # after the requests: a cancel follows what it cancels
             self._cancelled(block)
+
+    def _add(self, key: bytes, token: bytes) -> None:
+        ids = self.ids
+        ids[key] = token
+        if len(ids) > self.LIMIT:
+            for old in list(itertools.islice(ids, self.LIMIT // 2)):
+                del ids[old]
 
     def answered(self, block: bytes) -> Any:
         """Frames toward the host: forget the requests they answer. Returns the id key of the
@@ -62,6 +70,9 @@ class Unanswered:
         ids = self.ids
         if not ids:
             return None
+        one = one_id(block)
+        if one is not None:
+            return token_key(one[1]) if one[0] == "response" and ids.pop(one[1], None) is not None else None
         found: Any = None
         for kind, key, token in ids_in(block):
             if kind == "response" and ids.pop(key, None) is not None:
