@@ -390,6 +390,12 @@ class Flow:
         carried, in the order they were sent, each id as the host wrote it."""
         return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
 
+    def exchange_ended(self, frame: bytes) -> None:
+        """The transport's exchange for the host's ``frame`` is over (HTTP: its response ended):
+        its requests wait no longer, answered or not, so a flow whose answers go elsewhere (a raw
+        relay, a 202) keeps nothing of them."""
+        self.unanswered.drop(frame)
+
     def oversize(self, head: bytes, origin: str, limit: int) -> list[Reply]:
         """A frame from ``origin`` over the transport's ``limit``, of which only ``head`` (its first
         bytes) was kept: a host request gets an error, a peer response becomes one (the host stops

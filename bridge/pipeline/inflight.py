@@ -79,6 +79,13 @@ class Unanswered:
                 found = token_key(token) if found is None else False
         return found or None
 
+    def drop(self, block: bytes) -> None:
+        """Wait no longer for the requests in ``block``, answered or not."""
+        if self.ids:
+            for kind, key, _ in ids_in(block):
+                if kind == "request":
+                    self.ids.pop(key, None)
+
     def forget(self, msg_id: Any) -> None:
         """The proxy answered the request ``msg_id`` itself (a `Reply`): nothing waits for it."""
         if isinstance(msg_id, (str, int, float)) and not isinstance(msg_id, bool) and self.ids:

@@ -126,6 +126,7 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
         finally:
             route.live.discard(session)
             if session is not None:
+                session.flow.exchange_ended(body)
                 route.learn(session.flow)
                 route.remember(session)
                 if not adopted:

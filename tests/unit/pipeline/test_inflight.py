@@ -130,3 +130,11 @@ def test_oversize_reply_reads_the_id_of_a_head_and_nothing_else():
 ])
 def test_the_protocol_is_read_from_the_hosts_first_frame(first, protocol):
     assert detect_protocol(first) == protocol
+
+
+def test_an_exchange_that_ended_leaves_nothing_of_its_requests_behind():
+    """HTTP: a request whose answer went by another way (a raw relay, a 202) takes no room for ever."""
+    flow = mcp()
+    play(flow, (HOST, request(1)), (HOST, request(2)))
+    flow.exchange_ended(request(1))
+    assert [r.request_id for r in flow.upstream_gone(GONE)] == [2]
