@@ -86,7 +86,7 @@ def a2a_frames(count: int) -> list[bytes]:
 
 
 def _flow(protocol: str, tracing):
-    from bridge.pipeline.factory import make_flow
+    from bridge.assembly import make_flow
     from bridge.telemetry import Recorder
 
     recorder = Recorder(route="bench", tracing=tracing)

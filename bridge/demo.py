@@ -1,7 +1,7 @@
 """`reminder-bridge demo`: a standard host talks to the bundled legacy peers through the proxy, and
 Claude Code, with channels, to the legacy MCP server.
 
-Everything runs in-process and uses the proxy's real pipelines (`bridge.pipeline.factory.make_flow`): a
+Everything runs in-process and uses the proxy's real pipelines (`bridge.assembly.make_flow`): a
 scripted host sends JSON-RPC frames into `Flow.from_host`, what the flow sends to the peer is
 handed to the example peer's `handle`, and the peer's replies go back through
 `Flow.from_peer`.  No sockets, no subprocesses, stdlib-only peers.
@@ -32,7 +32,7 @@ from bridge.examples.acp_harn_agent import HarnLikeAgent
 from bridge.examples.mcp_legacy_server import LegacyMcpServer
 from bridge.jsonrpc import dumps
 from bridge.pipeline.commands import HOST, PEER, writes
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder

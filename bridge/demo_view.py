@@ -17,7 +17,7 @@ from typing import Any
 
 from bridge.dialects.shapes import A2A, HARN
 from bridge.model import ORIGINAL_KEY
-from bridge.rules import dotted
+from bridge.problems import dotted
 
 ELLIPSIS = "…"
 #: the shortest room a shortened string is given: a quote, a character, `…`, a quote

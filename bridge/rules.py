@@ -1,50 +1,45 @@
 """Rules files (spec §7): the TOML schema, loading, and problems that name file, line and key.
 
-tomllib parses; pydantic validates; a small locator maps every dotted key back to its line
-so that `reminder-bridge check` can say `FILE:LINE: KEY: MESSAGE` for every problem at once.
+tomllib parses; pydantic validates; tomllib again, one statement at a time, maps every dotted key
+back to its line so that `reminder-bridge check` can say `FILE:LINE: KEY: MESSAGE` for every problem at once.
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import json
 import os
 import re
 import string
 import tomllib
-import types
 import typing
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from collections.abc import Mapping
-from typing import Annotated, Any, Iterable, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
 )
 
+from bridge.declaration import check_resource, read_manifest
+from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
+from bridge.problems import RuleProblem, RulesError, dotted, line_of, locate_keys, explain, show
 from bridge.state.settings import StateSettings
 from bridge.urls import redact
-from bridge.outbox.declaration import check_resource, read_manifest
 
 __all__ = [
     "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
-    "HOST_ADAPTERS", "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
+    "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
-    "check_hostport", "check_url", "describe_key", "host_dialect_problem", "load_rules", "locate_keys", "parse_rules_text",
+    "check_hostport", "check_url", "load_rules", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
-#: A host side may also speak a host adapter (spec §11): a codec toward a host with a push path of
-#: its own, for one protocol only, and never picked by `auto`.
-HostDialect = Literal["auto", "standard", "legacy", "none", "claude-channel"]
-HOST_DIALECTS: tuple[str, ...] = typing.get_args(HostDialect)
-#: host adapter → (the protocol it belongs to, what it is)
-HOST_ADAPTERS: dict[str, tuple[str, str]] = {"claude-channel": ("mcp", "Claude Code channels")}
+#: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
+HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
+HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
 #: The name of a route that was given none (no rules file, or a file without routes).
 UNNAMED_ROUTE = "default"
 
@@ -131,9 +126,9 @@ def check_identity(value: str) -> str:
     """`header:<name>`, lower-cased: whose outbox a request with no MCP session reads (docs/outbox.md)."""
     kind, _, name = value.partition(":")
     if kind != "header" or not _HEADER_NAME.fullmatch(name):
-        raise ValueError(f'must be "header:<name>", naming a request header such as authorization (got {_show(value)})')
+        raise ValueError(f'must be "header:<name>", naming a request header such as authorization (got {show(value)})')
     if name.lower() in _NOT_IDENTITIES:
-        raise ValueError(f"{_show(name)} names no one an outbox can belong to (it is per hop, per message, or the "
+        raise ValueError(f"{show(name)} names no one an outbox can belong to (it is per hop, per message, or the "
                          "session such a request has not); name a header the upstream authenticates, such as "
                          "authorization")
     return f"header:{name.lower()}"
@@ -228,7 +223,7 @@ def _origin(v: str) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f'must be "*", "loopback" or an origin such as "https://app.example:8443" (got {_show(v)})')
+        raise ValueError(f'must be "*", "loopback" or an origin such as "https://app.example:8443" (got {show(v)})')
     return v.lower()
 
 
@@ -278,7 +273,7 @@ class RouteSettings(_Model):
     @classmethod
     def _path(cls, v: str) -> str:
         if not v.startswith("/"):
-            raise ValueError(f'must start with "/" (got {_show(v)})')
+            raise ValueError(f'must start with "/" (got {show(v)})')
         return v
 
     @field_validator("upstream")
@@ -291,7 +286,7 @@ class RouteSettings(_Model):
     def _cwd(cls, v: str, info: ValidationInfo) -> str:
         path = _rules_path(v, info)
         if not Path(path).is_dir():
-            raise ValueError(f"{_show(path)} is not a directory")
+            raise ValueError(f"{show(path)} is not a directory")
         return path
 
     @field_validator("envelope")
@@ -444,17 +439,6 @@ class Rules(_Model):
             raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
 
 
-def host_dialect_problem(dialect: str | None, protocol: str | None) -> str | None:
-    """Why ``dialect`` cannot be the host dialect of a ``protocol`` route (a host adapter of another
-    protocol), or None. An unknown protocol (a stdio route left to detect it) is no problem."""
-    if dialect not in HOST_ADAPTERS or protocol is None:
-        return None
-    owner, what = HOST_ADAPTERS[dialect]
-    if protocol == owner:
-        return None
-    return f'"{dialect}" is a host dialect for {owner.upper()} only ({what}), not for {protocol}'
-
-
 def check_envelope(template: str) -> None:
     """Raise ValueError unless `template` uses only the known placeholders and contains {body}."""
     _check_template(template, ENVELOPE_PLACEHOLDERS, required="body")
@@ -498,38 +482,15 @@ def check_url(v: str, schemes: tuple[str, ...]) -> str:
         return v
     bare = "://" not in v and re.fullmatch(r"[\w.\-\[\]]+:\d+(/.*)?", v)  # HOST:PORT[/PATH]
     hint = f'; did you mean "{schemes[0]}://{redact(v)}"?' if bare else ""
-    raise ValueError(f"must be {_WORDS.get(schemes, ' or '.join(schemes) + ' URL')} (got {_show(redact(v))}){hint}")
+    raise ValueError(f"must be {_WORDS.get(schemes, ' or '.join(schemes) + ' URL')} (got {show(redact(v))}){hint}")
 
 
 def check_hostport(v: str) -> str:
     """``v`` if it is HOST:PORT with a port 0-65535 (an IPv6 host in brackets)."""
     host, _, port = v.rpartition(":")
     if not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f'must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got {_show(v)})')
+        raise ValueError(f'must be HOST:PORT with a port 0-65535, e.g. "127.0.0.1:9464" (got {show(v)})')
     return v
-
-
-# ---------------------------------------------------------------- problems
-
-
-@dataclasses.dataclass(frozen=True)
-class RuleProblem:
-    file: str
-    line: int | None
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
-
-
-class RulesError(Exception):
-    """Every problem found in a rules file, not just the first."""
-
-    def __init__(self, problems: list[RuleProblem]):
-        self.problems = problems
-        super().__init__("\n".join(map(str, problems)))
 
 
 # ---------------------------------------------------------------- loading
@@ -575,7 +536,7 @@ def parse_rules_text(text: str, file: str = "<string>", environ: Mapping[str, st
     problems: list[RuleProblem] = []
 
     def problem(path: tuple, message: str) -> None:
-        problems.append(RuleProblem(file, _line_of(lines, path), dotted(path), message))
+        problems.append(RuleProblem(file, line_of(lines, path), dotted(path), message))
 
     defaults = raw.get("defaults", {})
     routes = raw.get("routes", {})
@@ -598,7 +559,7 @@ def parse_rules_text(text: str, file: str = "<string>", environ: Mapping[str, st
                 rest = loc[2:]
                 if not _has(routes.get(loc[1]), rest) and ("defaults", *rest) in reported:
                     continue  # inherited from [defaults], which reports it as defaults.…
-            problem(loc, _message(err))
+            problem(loc, explain(err, Rules))
     else:
         if not problems:
             return rules
@@ -626,261 +587,3 @@ def _has(data: Any, path: tuple) -> bool:
     return True
 
 
-# ---------------------------------------------------------------- messages
-
-
-def dotted(path: Iterable) -> str:
-    """('routes', 'fs.v2', 'command', 0) → 'routes."fs.v2".command[0]' (TOML key syntax)."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            seg = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else json.dumps(part)
-            out += f".{seg}" if out else seg
-    return out
-
-
-def _show(v: Any) -> str:
-    """A value as it would be written in TOML."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "[" + ", ".join(map(_show, v)) + "]"
-    return str(v)
-
-
-def _resolve(loc: tuple) -> tuple[type[BaseModel] | None, Any, list]:
-    """Walk the schema along `loc`: (model holding the last key, the key's type, its constraints)."""
-    tp: Any = Rules
-    model, meta = None, []
-    for part in loc:
-        tp, _ = _unwrap(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            model, field = tp, tp.model_fields.get(part)
-            if field is None:
-                return model, None, []
-            tp, meta = field.annotation, list(field.metadata)
-        elif typing.get_origin(tp) in (dict, list):
-            tp, meta = typing.get_args(tp)[-1], []
-        else:
-            return model, None, []
-    tp, more = _unwrap(tp)
-    return model, tp, meta + more
-
-
-def _unwrap(tp: Any) -> tuple[Any, list]:
-    """Strip `X | None` and Annotated[X, ...]; return X and the Annotated constraints."""
-    meta: list = []
-    while True:
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp, meta
-            tp = args[0]
-        elif typing.get_origin(tp) is Annotated:
-            tp, *extra = typing.get_args(tp)
-            for m in extra:
-                meta.extend(getattr(m, "metadata", [m]))
-        else:
-            return tp, meta
-
-
-def describe_key(model: type[BaseModel], key: str) -> str:
-    """What ``model``'s ``key`` accepts, in the words `check` uses ("an integer >= 0")."""
-    field = model.model_fields[key]
-    tp, meta = _unwrap(field.annotation)
-    return _describe(tp, meta + list(field.metadata)) or "a valid value"
-
-
-def _describe(tp: Any, meta: list) -> str | None:
-    """What a key accepts, in words: 'an integer >= 1', 'one of a, b', 'a table'…"""
-    if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(map(str, typing.get_args(tp)))
-    bounds = {b: getattr(m, b) for m in meta for b in ("ge", "gt", "le", "min_length")
-              if getattr(m, b, None) is not None}
-    if tp is bool:
-        return "true or false"
-    if tp in (int, float):
-        what = "an integer" if tp is int else "a number"
-        if "ge" in bounds and "le" in bounds:
-            return f"{what} from {bounds['ge']:g} to {bounds['le']:g}"
-        if "gt" in bounds:
-            return f"{what} > {bounds['gt']:g}"
-        if "ge" in bounds:
-            return f"{what} >= {bounds['ge']:g}"
-        return what
-    if tp is str:
-        return "a string"
-    if typing.get_origin(tp) is list:
-        return "a non-empty list of strings" if bounds.get("min_length") else "a list of strings"
-    if typing.get_origin(tp) is dict or (isinstance(tp, type) and issubclass(tp, BaseModel)):
-        return "a table"
-    return None
-
-
-_FALLBACK_TYPES = {"string_type": "a string", "int_type": "an integer", "bool_type": "true or false",
-                   "float_type": "a number", "dict_type": "a table", "model_type": "a table", "list_type": "a list"}
-
-
-def _message(err: dict) -> str:
-    """Turn one pydantic error into plain words: what is wrong, what is allowed, what was given."""
-    kind, loc = err["type"], tuple(err["loc"])
-    model, tp, meta = _resolve(loc)
-    if kind == "extra_forbidden":
-        allowed = sorted(model.model_fields) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f'; did you mean "{close[0]}"?' if close else ""
-        return f"unknown key{hint} (allowed: {', '.join(allowed)})"
-    if kind == "value_error":
-        return str(err["ctx"]["error"])
-    what = _describe(tp, meta) or _FALLBACK_TYPES.get(kind)
-    if kind == "missing":
-        return f"required key is missing; must be {what}" if what else "required key is missing"
-    if what:
-        return f"must be {what} (got {_show(err['input'])})"
-    return f"{err['msg']} (got {_show(err['input'])})"
-
-
-# ---------------------------------------------------------------- line locator
-
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-_WS = " \t"
-
-
-def locate_keys(text: str) -> dict[tuple, int]:
-    """Map each key path defined in TOML `text` to its 1-based line.
-
-    Understands [table] and [[array]] headers, `key = value`, dotted and quoted keys, and skips
-    over multi-line strings, arrays and inline tables. Every prefix of a path is recorded at
-    its first appearance, so a missing key can point at the table that should hold it.
-    It assumes the text already parsed, and stops quietly at anything it does not understand.
-    """
-    found: dict[tuple, int] = {}
-    pos, n, table = 0, len(text), ()
-
-    def line() -> int:
-        return text.count("\n", 0, pos) + 1
-
-    def record(path: tuple) -> None:
-        for i in range(1, len(path) + 1):
-            found.setdefault(path[:i], line())
-
-    def skip(chars: str) -> None:
-        nonlocal pos
-        while pos < n and text[pos] in chars:
-            pos += 1
-
-    def key() -> tuple:
-        nonlocal pos
-        parts = []
-        while True:
-            skip(_WS)
-            if text.startswith('"', pos):
-                end = _string_end(text, pos, '"')
-                parts.append(json.loads(text[pos:end]) if "\\" in text[pos:end] else text[pos + 1:end - 1])
-                pos = end
-            elif text.startswith("'", pos):
-                end = text.index("'", pos + 1) + 1
-                parts.append(text[pos + 1:end - 1])
-                pos = end
-            else:
-                m = _BARE.match(text, pos)
-                if not m:
-                    raise ValueError("key expected")
-                parts.append(m.group())
-                pos = m.end()
-            skip(_WS)
-            if not text.startswith(".", pos):
-                return tuple(parts)
-            pos += 1
-
-    try:
-        while pos < n:
-            skip(_WS + "\r\n")
-            if pos >= n:
-                break
-            if text[pos] == "#":
-                pos = _eol(text, pos)
-            elif text[pos] == "[":
-                pos += 2 if text.startswith("[[", pos) else 1
-                table = key()
-                record(table)
-                pos = _eol(text, pos)
-            else:
-                k = table + key()
-                if not text.startswith("=", pos):
-                    break
-                record(k)
-                pos = _value_end(text, pos + 1)
-                pos = _eol(text, pos)
-    except (ValueError, IndexError):
-        pass
-    return found
-
-
-def _eol(text: str, pos: int) -> int:
-    end = text.find("\n", pos)
-    return len(text) if end < 0 else end + 1
-
-
-def _string_end(text: str, pos: int, quote: str) -> int:
-    """Index just past the basic/literal (multi-line) string starting at pos."""
-    if text.startswith(quote * 3, pos):
-        i = pos + 3
-        while True:
-            if quote == '"' and text[i] == "\\":
-                i += 2
-            elif text.startswith(quote * 3, i):
-                i += 3
-                while i < len(text) and text[i] == quote:  # up to two quotes may end the content
-                    i += 1
-                return i
-            else:
-                i += 1
-    if quote == "'":
-        return text.index("'", pos + 1) + 1
-    i = pos + 1
-    while text[i] != '"':
-        i += 2 if text[i] == "\\" else 1
-    return i + 1
-
-
-def _value_end(text: str, pos: int) -> int:
-    """Index just past the value starting at or after pos (strings, arrays, inline tables)."""
-    while text[pos] in _WS:
-        pos += 1
-    depth = 0
-    while pos < len(text):
-        c = text[pos]
-        if c in "\"'":
-            pos = _string_end(text, pos, c)
-        elif c in "[{":
-            depth, pos = depth + 1, pos + 1
-        elif c in "]}":
-            depth, pos = depth - 1, pos + 1
-        elif c == "#":
-            if not depth:
-                return pos
-            pos = _eol(text, pos)
-        elif c == "\n" and not depth:
-            return pos
-        else:
-            pos += 1
-        if depth == 0 and c in "\"']}":
-            return pos
-    return pos
-
-
-def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:
-    """The line of `path`, else of its longest defined prefix (e.g. the table of a missing key)."""
-    path = tuple(p for p in path if not isinstance(p, int))
-    while path:
-        if path in lines:
-            return lines[path]
-        path = path[:-1]
-    return None

@@ -16,7 +16,8 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bridge.environ import parse_assignment, parse_header
-from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url, describe_key
+from bridge.problems import describe_key
+from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url
 
 T = TypeVar("T")
 

@@ -15,8 +15,9 @@ from bridge.cli import options
 from bridge.cli.listening import announce
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
+from bridge.dialects.hosts import host_dialect_problem
 from bridge.logs import configure as configure_logging
-from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings, host_dialect_problem
+from bridge.rules import HOST_DIALECTS, UNNAMED_ROUTE, Limits, Rules, RouteSettings
 
 if TYPE_CHECKING:  # imported when `serve` runs: every other command starts without them
     from bridge.cli import workers

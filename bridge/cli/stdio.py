@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
+from bridge.dialects.hosts import host_dialect_problem, protocol_of
 from bridge.logs import configure as configure_logging
 from bridge.rules import (
-    HOST_ADAPTERS, HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, host_dialect_problem, load_rules,
+    HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, load_rules,
 )
 from bridge.transports import child
 
@@ -88,7 +89,7 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         return 2
     dialect = args.host_dialect or settings.host_dialect
     # a host adapter belongs to one protocol: it settles a protocol left to detection
-    protocol = args.protocol or settings.protocol or HOST_ADAPTERS.get(dialect, (None,))[0]
+    protocol = args.protocol or settings.protocol or protocol_of(dialect)
     problem = host_dialect_problem(dialect, protocol)
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")

@@ -6,10 +6,11 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
 from bridge.jsonrpc import dumps
 from bridge.logs import configure as configure_logging
 from bridge.pipeline.commands import HOST, Send, writes
-from bridge.rules import HOST_ADAPTERS, RouteSettings, host_dialect_problem
+from bridge.rules import RouteSettings
 
 if TYPE_CHECKING:  # the pipeline is imported when a message is translated, not for every command line
     from bridge.telemetry import Recorder
@@ -35,7 +36,7 @@ def add_translate_parser(sub: Any, protocols: tuple[str, ...], dialects: tuple[s
 def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
               recorder: Recorder | None = None) -> list[Any]:
     """What the proxy writes for one message: every command that puts bytes on a wire, in order."""
-    from bridge.pipeline.factory import make_flow
+    from bridge.assembly import make_flow
     from bridge.policy import Policy
     from bridge.telemetry import Recorder
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.dialects.claude_channel import ClaudeChannel
+from bridge.dialects.hosts import codecs_toward_host
 from bridge.dialects.paths import get_path as _get, params_meta, pop_path, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
@@ -142,4 +142,4 @@ class McpLegacy:
 CODECS = {"standard": McpStandard, "legacy": McpLegacy}
 #: What the proxy can write toward a host: those, and the host adapters (spec §11), which no
 #: server speaks to the proxy and `auto` never picks.
-HOST_CODECS = {**CODECS, ClaudeChannel.dialect: ClaudeChannel}
+HOST_CODECS = {**CODECS, **codecs_toward_host("mcp")}

@@ -5,7 +5,6 @@ core) and pull *outboxes*, where a server exposes its events as one MCP resource
 polls (NimbleBrain's "notifications outbox", the poll shape of MCP's draft Events extension,
 SEP-3415).  This package bridges them, in both directions, as pure code:
 
-- `declaration`: which outbox URIs are acceptable, and reading one from a NimbleBrain manifest;
 - `events`: poll answers and `EventOccurrence`s in, reminders out (and reminders → events);
 - `poller`: the cadence state machine of one poll stream (clock injected);
 - `store`: the durable SQLite store (dedupe, cursors, the served outbox);
@@ -15,5 +14,6 @@ SEP-3415).  This package bridges them, in both directions, as pure code:
 - `serving`: `OutboxServe`, the add-on half that records and serves;
 - `addon`: `outbox_for`, the halves a route needs, over one store.
 
-Nothing is imported eagerly here, so `bridge.rules` can use `declaration` without a cycle.
+Which outbox URIs are acceptable lives below both this package and the rules, in `bridge.declaration`,
+so that `bridge.rules` imports no part of the outbox.
 """

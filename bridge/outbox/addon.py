@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from bridge.outbox.declaration import read_manifest
+from bridge.declaration import read_manifest
 from bridge.outbox.pull import OutboxPull
 from bridge.outbox.served import ServedOutbox
 from bridge.outbox.serving import OutboxServe

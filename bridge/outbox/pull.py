@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from bridge.dialects.mcp import CODECS, HOST_CODECS
 from bridge.model import Reminder, uuid7
 from bridge.outbox.base import HANDSHAKES, StoreAddOn, run_quietly
-from bridge.outbox.declaration import read_uri
+from bridge.declaration import read_uri
 from bridge.outbox.events import Malformed, answer_from_read, gap_reminder, parse_answer, parse_event, to_reminder
 from bridge.outbox.poller import Cadence, Poller
 from bridge.outbox.served import ServedOutbox

@@ -7,7 +7,6 @@
 - `negotiation`: each side's dialect and the stage rules, one place each;
 - `mcp`, `acp`, `a2a`: the protocol flows;
 - `addons`: the hooks add-ons (the outbox) attach to;
-- `factory`: `make_flow`, a route's flow with its add-ons.
 
 docs/architecture.md shows how a frame flows through them.
 """

@@ -3,7 +3,7 @@ here, through named hooks, in the manner of mitmproxy's addons. The flow holds i
 `AddOns` and calls each hook point on it once: the dispatcher is the one place that knows in
 which order add-ons are asked and how their answers combine. An add-on sees the flow only as a
 `FlowApi` (an MCP add-on as an `McpFlowApi`): no flow imports an add-on and no add-on imports a
-flow; `bridge/pipeline/factory.py` puts them together from the route's rules.
+flow; `bridge/assembly.py` puts them together from the route's rules.
 
 Hooks, in the order a frame meets them (every argument typed, every answer data or commands):
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from bridge.state.base import Exceeded  # the refusal every state backend also gives
+
 GLOBAL = "global"
 
 
@@ -43,22 +45,6 @@ class Limit:
     scope: str  # "server:fs", "session:abc", "tag:deploy", "global"
     rate: float  # tokens per minute
     burst: int
-
-
-@dataclass(frozen=True)
-class Exceeded:
-    """The most constrained bucket that refused: when to retry, and what it holds."""
-
-    scope: str
-    limit: int
-    remaining: int
-    retry_after_ms: int
-    rate: float
-
-    def data(self) -> dict[str, Any]:
-        """The JSON-RPC error `data` of a refused request (spec §7)."""
-        return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
-                "scope": self.scope}
 
 
 class _Keyed:

@@ -13,10 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-if TYPE_CHECKING:  # imported lazily at run time: bridge.policy will import bridge.state (no cycle)
-    from bridge.policy.budget import Exceeded
+from typing import Any, Protocol, runtime_checkable
 
 #: `data.scope` of the JSON-RPC error a reminder request gets when the state backend is down (`closed`).
 STATE_SCOPE = "state"
@@ -83,17 +80,26 @@ def unique(charges: Sequence[BucketCharge]) -> list[BucketCharge]:
     return out
 
 
-_EXCEEDED: Any = None
+@dataclass(frozen=True)
+class Exceeded:
+    """The most constrained bucket that refused: when to retry, and what it holds. Here, below the
+    policy, because every backend gives the refusal `bridge.policy.budget.take` gives."""
+
+    scope: str
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    rate: float
+
+    def data(self) -> dict[str, Any]:
+        """The JSON-RPC error `data` of a refused request (spec §7)."""
+        return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
+                "scope": self.scope}
 
 
-def exceeded(charge: BucketCharge, level: float, retry_after_ms: int) -> "Exceeded":
+def exceeded(charge: BucketCharge, level: float, retry_after_ms: int) -> Exceeded:
     """The refusal `bridge.policy.budget.take` would give (same class, so `Verdict.error()` works)."""
-    global _EXCEEDED
-    if _EXCEEDED is None:
-        from bridge.policy.budget import Exceeded as _cls
-
-        _EXCEEDED = _cls
-    return _EXCEEDED(charge.scope or charge.key, charge.burst, int(level), max(int(retry_after_ms), 1),
+    return Exceeded(charge.scope or charge.key, charge.burst, int(level), max(int(retry_after_ms), 1),
                      charge.rate_per_min)
 
 

@@ -40,7 +40,7 @@ from bridge.state.redis_backend import PROBE_ROUND_TRIPS, RedisState
 from bridge.urls import redact
 
 if TYPE_CHECKING:
-    from bridge.policy.budget import Exceeded
+    from bridge.state.base import Exceeded
 
 OnUnavailable = Literal["open", "closed"]
 #: /readyz checks a healthy Redis again (the probe) at most this often; while degraded the

@@ -24,7 +24,7 @@ from cachetools import TLRUCache, TTLCache
 from bridge.state.base import BucketCharge, exceeded, unique, wait_ms
 
 if TYPE_CHECKING:
-    from bridge.policy.budget import Exceeded
+    from bridge.state.base import Exceeded
 
 DEFAULT_MAX_KEYS = 100_000
 

@@ -30,7 +30,7 @@ from bridge.state.base import BucketCharge, exceeded, ttl_ms, unique
 from bridge.state.failures import MalformedAnswer
 
 if TYPE_CHECKING:
-    from bridge.policy.budget import Exceeded
+    from bridge.state.base import Exceeded
 
 DEFAULT_PREFIX = "reminder-bridge:"
 DEFAULT_TIMEOUT_S = 0.25

@@ -24,9 +24,24 @@ def start(command: list[str], env: dict[str, str] | None = None, cwd: str | None
     while it is still starting stops its server too, and the proxy ends as the child does."""
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0,
                             env=env, cwd=cwd)
+
+    def forward(signum: int, _: Any) -> None:
+        _noted.add(signum)
+        proc.send_signal(signum)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, _: proc.send_signal(signum))
+        signal.signal(sig, forward)
     return proc
+
+
+#: The signals forwarded while the proxy was still starting (signals are per process, as this is).
+_noted: set[int] = set()
+
+
+def noted_while_starting() -> frozenset[int]:
+    """What `start`'s handlers forwarded before `StdioProxy.run` took over: a SIGTERM among them
+    still starts the drain grace, or a child that ignores it would keep the proxy for ever."""
+    return frozenset(_noted)
 
 
 def cannot_start(command: list[str], exc: OSError) -> tuple[str, int]:

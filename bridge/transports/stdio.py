@@ -17,15 +17,15 @@ import stat
 import subprocess
 from typing import Any
 
+from bridge.assembly import make_flow
 from bridge.pipeline.commands import HOST, PEER, Command, Defer, Forward, Receipt, Wakeup, Write, receipts_of
-from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import detect_protocol, oversize_reply
 from bridge.policy import Policy
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
-from bridge.transports.child import ChildTransport, attach
+from bridge.transports.child import ChildTransport, attach, noted_while_starting
 from bridge.transports.driver import FlowDriver
 
 CHUNK = 256 * 1024
@@ -311,9 +311,12 @@ class StdioProxy:
         await self._open_host_input(loop)
         # Python-level handlers, swapped in one step for `child.start`'s: the loop's own
         # (`add_signal_handler`) arm a wakeup fd before they replace the handler, so a SIGTERM in
-        # between ran both and reached the child twice (killing it during its own SIGTERM exit)
+        # between ran both and reached the child twice (killing it during its own SIGTERM exit);
+        # blocking the signals would not do, a process-directed signal goes to any other thread
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _: loop.call_soon_threadsafe(self._forward_signal, signum))
+        if signal.SIGTERM in noted_while_starting():  # already forwarded to the child while we started
+            self._start_drain_grace()
         try:
             try:
                 await self._finished
@@ -503,7 +506,11 @@ class StdioProxy:
         """SIGINT and SIGTERM go on to the child, whose exit ends the proxy.  SIGTERM also starts
         the drain grace: past it, the proxy ends whatever is blocked."""
         self._signal_child(sig)
-        if sig == signal.SIGTERM and self._drain_timer is None and self._finished is not None:
+        if sig == signal.SIGTERM:
+            self._start_drain_grace()
+
+    def _start_drain_grace(self) -> None:
+        if self._drain_timer is None and self._finished is not None:
             self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_GRACE, self._drain_expired)
 
     # -- backpressure --------------------------------------------------------------------------

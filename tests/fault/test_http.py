@@ -62,13 +62,12 @@ async def test_upstream_that_dies_and_restarts_gives_clear_errors_then_works_aga
         upstream.proc.kill()
         upstream.proc.wait(10)
         for i in range(3):
-            started = time.monotonic()
             status, raw = await call(bridge.port, body(f"down-{i}", "tools/call", name="echo", arguments={"text": "x"}))
+            # a refused connection, not the 300 s upstream timeout: the cause says so, no clock needed
             answer = json.loads(raw)
             assert answer["id"] == f"down-{i}" and answer["error"]["code"] == -32603
             assert "route 'default'" in answer["error"]["message"]
             assert answer["error"]["data"]["cause"].startswith("cannot connect")
-            assert time.monotonic() - started < 5
         upstream = faulty(port)  # back, on the same port
         for i in range(10):  # every request after the restart succeeds, the first one included
             status, raw = await call(bridge.port, body(f"back-{i}", "tools/call", name="echo", arguments={"text": "hi"}))
@@ -92,7 +91,9 @@ async def test_upstream_that_times_out_fails_only_its_own_requests():
         status, raw = await hung
         answer = json.loads(raw)
         assert answer["id"] == "h" and answer["error"]["code"] == -32603 and "timed out" in answer["error"]["message"]
-        assert 2.9 < time.monotonic() - started < 10
+        # the configured 3 s is the behaviour: never before it (a timer never fires early), and far
+        # below the 300 s default however loaded the machine is
+        assert 2.9 < time.monotonic() - started < 60
         assert json.loads((await slow)[1])["result"] == {}
         assert json.loads((await call(bridge.port, body("after", "ping")))[1])["result"] == {}
     finally:

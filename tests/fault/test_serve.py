@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import aiohttp
 import pytest
@@ -137,11 +136,13 @@ async def test_a_session_flood_evicts_only_the_evicted_state_and_counts_it(upstr
 
 async def test_session_expiry_slides_with_use_and_is_counted(upstream):
     admin = free_port()
-    bridge = serve(upstream, "--session-idle", "1.5", "--admin", f"127.0.0.1:{admin}")
+    # idle 3 s, used every 0.5 s: a gap of 2.5 s more than the pace, so a slow answer on a loaded
+    # machine cannot make the session look idle
+    bridge = serve(upstream, "--session-idle", "3", "--admin", f"127.0.0.1:{admin}")
     try:
         _, headers, _ = await post(bridge.port, initialize(1, {"reminders": {}}))
         session = {"Mcp-Session-Id": headers["Mcp-Session-Id"]}
-        for i in range(6):  # 3 s of use, every 0.5 s: longer than the idle time, but never idle that long
+        for i in range(8):  # 4 s of use, every 0.5 s: longer than the idle time, but never idle that long
             _, _, raw = await post(bridge.port, body(10 + i, "remind", count=1), session)
             assert messages(raw)[0]["method"] == "notifications/reminder", i  # the negotiated dialect is still known
             await asyncio.sleep(0.5)  # the pace of use is the stimulus (no synchronisation): under the idle time
@@ -155,7 +156,7 @@ async def test_session_expiry_slides_with_use_and_is_counted(upstream):
             return await sessions() == 0
 
         assert await sessions() == 1
-        await eventually(gone, timeout=10)  # left idle past the limit: the session is gone
+        await eventually(gone, timeout=30)  # left idle past the limit: the session is gone
         _, _, raw = await post(bridge.port, body(20, "remind", count=1), session)
         found = messages(raw)
         assert found[-1]["id"] == 20 and "notifications/reminder" not in [m.get("method") for m in found]
@@ -198,19 +199,17 @@ async def test_two_a2a_callers_with_the_same_request_id_never_share_reminders(up
 
 
 # -- 2. SSE: linear, bounded ---------------------------------------------------------------------------
-async def test_a_huge_sse_event_relays_in_about_the_time_of_the_same_bytes_as_json(upstream):
+async def test_a_huge_sse_event_relays_whole_like_the_same_bytes_as_json(upstream):
+    """A 32 MiB event relays whole, as the same bytes as JSON do.  How fast is the bench's
+    (bench/http_relay.py); that splitting stays linear is tests/unit/transports/test_sse.py's, on
+    CPU time, so a loaded machine cannot fail this one."""
     size = 32 * 1024 * 1024
     bridge = serve(upstream)
     try:
-        started = time.perf_counter()
         status, _, raw = await post(bridge.port, body(1, "bigjson", size=size), MODERN, timeout=120)
-        as_json = time.perf_counter() - started
         assert status == 200 and len(raw) > size
-        started = time.perf_counter()
         status, _, raw = await post(bridge.port, body(2, "bigevent", size=size), MODERN, timeout=120)
-        as_sse = time.perf_counter() - started
         assert status == 200 and len(raw) > size and messages(raw)[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"done": True}}
-        assert as_sse < 4 * as_json + 1.0, f"SSE {as_sse:.2f} s against JSON {as_json:.2f} s for the same bytes"
     finally:
         bridge.stop()
 
@@ -307,26 +306,32 @@ async def test_allowed_origins_can_be_named(upstream):
 async def test_clients_that_trickle_headers_are_cut_off(upstream):
     bridge = serve(upstream, "--header-timeout", "1")
     try:
-        async def trickle() -> float:
+        async def trickle() -> int:
+            """How many header lines went out before the proxy cut the connection (40: never cut)."""
             reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
-            started = time.monotonic()
             writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+            sent = 0
             try:
                 for i in range(40):
                     await asyncio.sleep(0.2)  # the stimulus: a header line every 0.2 s
                     writer.write(f"X-Slow-{i}: y\r\n".encode())
                     await writer.drain()
+                    sent = i + 1
                     if reader.at_eof():
                         break
                 await asyncio.wait_for(reader.read(), 5)
-            except (ConnectionError, asyncio.TimeoutError):
+            except ConnectionError:
                 pass
+            except asyncio.TimeoutError:
+                sent = 40
             finally:
                 writer.close()
-            return time.monotonic() - started
+            return sent
 
-        held = await asyncio.gather(*(trickle() for _ in range(30)))
-        assert max(held) < 4.0, held  # all cut off after about a second, not left open
+        sent = await asyncio.gather(*(trickle() for _ in range(30)))
+        # cut off by the 1 s header timeout, not left open: 8 s of trickling (40 lines) is a margin
+        # no load reaches, and no clock of the test's is read
+        assert max(sent) < 40, sent
         assert (await post(bridge.port, body(1, "ping")))[0] == 200
     finally:
         bridge.stop()

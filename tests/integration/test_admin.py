@@ -12,7 +12,7 @@ import urllib.request
 import aiohttp
 
 from bridge.admin import prometheus_text, registry_of, start_admin
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder

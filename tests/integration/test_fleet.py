@@ -189,9 +189,10 @@ async def test_closed_mode_refuses_reminder_requests_with_scope_state_and_never_
         refused = (await rpc(one.port, "InjectTaskReminder", inject))[0]
         assert refused["error"]["code"] == -32000 and refused["error"]["data"] == {"scope": "state"}
         assert refused["error"]["message"] == "reminder state unavailable"
-        started = time.monotonic()
         answer = (await rpc(two.port, "SendMessage", {"message": message("carry on", task_id)}))[0]
-        assert "result" in answer and time.monotonic() - started < 3  # ordinary traffic is never blocked
+        # ordinary traffic is never blocked: answered, not refused (a killed Redis refuses at once, so
+        # a clock would tell nothing here, and load could break it)
+        assert "result" in answer
         redis_server.start()
 
         async def injected() -> bool:

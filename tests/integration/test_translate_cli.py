@@ -1,6 +1,6 @@
 """The command line as a user runs it: `reminder-bridge translate` end to end in its own process
-(stdin → stdout, and a drop logged on stderr), `python -m bridge`, and, in-process through the
-same functions the commands call, byte-identical passthrough and `check`.
+(stdin → stdout, a drop logged on stderr, a refusal's exit code), `python -m bridge`, and,
+in-process through the same functions the commands call, byte-identical passthrough and `check`.
 
 Every conversion vector runs in-process (tests/unit/test_vectors.py): a fresh interpreter per
 vector adds nothing the one end-to-end run here does not show.
@@ -82,10 +82,12 @@ def test_invalid_notification_is_dropped_and_logged():
     assert "secret" not in err  # bodies are never logged
 
 
-def test_translate_refuses_a_host_adapter_toward_the_peer(capsys):
-    assert main(["translate", "--protocol", "mcp", "--toward", "peer", "--source", "legacy",
-                 "--target", "claude-channel"]) == 2
-    assert "only translates --toward host" in capsys.readouterr().err
+def test_translate_refuses_a_host_adapter_toward_the_peer():
+    """The error path in its own process: exit code 2, the reason on stderr, nothing on stdout."""
+    proc = run(["translate", "--protocol", "mcp", "--toward", "peer", "--source", "legacy",
+                "--target", "claude-channel"], INVALID)
+    assert (proc.returncode, proc.stdout) == (2, b"")
+    assert "only translates --toward host" in proc.stderr.decode()
 
 
 def test_check_shipped_default_rules(capsys):

@@ -69,7 +69,7 @@ class EchoExecutor(AgentExecutor):
             HOLD.clear()
             await HOLD.wait()
         else:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the agent's work takes a moment (behaviour, not synchronisation)
         if ending in ENDINGS:
             await getattr(up, ENDINGS[ending])()
         else:  # input-required, not completed: the task stays open for the next message (reminders ride on it)

@@ -168,7 +168,7 @@ def make_app() -> web.Application:
         if method == "whoami":
             return web.Response(body=result({"cookie": request.headers.get("Cookie")}), content_type="application/json")
         if method == "slow":
-            await asyncio.sleep(float(params.get("seconds", 1)))
+            await asyncio.sleep(float(params.get("seconds", 1)))  # a slow upstream is the behaviour asked for
         elif method == "held":
             await at_gate()
         elif method == "hang":
@@ -182,7 +182,7 @@ def make_app() -> web.Application:
                     await response.write(b"event: message\ndata: " + json.dumps(note).encode() + b"\n\n")
                     if i == 0 and params.get("held"):
                         await at_gate()
-                    await asyncio.sleep(float(params.get("interval", 0.1)))
+                    await asyncio.sleep(float(params.get("interval", 0.1)))  # the stream's pace, asked for
             else:
                 await response.write(b"event: message\ndata: " + HOSTILE[params["kind"]] + b"\n\n")
             await response.write(b"event: message\ndata: " + result({"done": True}) + b"\n\n")
@@ -199,7 +199,7 @@ def make_app() -> web.Application:
         await response.prepare(request)
         while True:
             await response.write(b": keep-alive\n\n")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # a keep-alive pace (behaviour, not synchronisation)
 
     async def card(request: web.Request) -> web.Response:
         host = f"http://{request.host}"

@@ -5,7 +5,9 @@ eras, sessions), plus what tests need to see or provoke:
   abandoned;
 - `POST /slow`: an SSE answer that takes 30 s (a client that goes away = cancellation);
 - `GET /sse`: the 2024-11-05 HTTP+SSE transport's first event, naming the endpoint to POST to;
-- `GET /idle`: a stream that opens at once and says nothing for 1.5 s.
+- `GET /idle`: a stream that opens at once and says nothing until `POST /release`;
+- `POST /stepped`: the `/mcp` answer as SSE, each event after the first sent only once the test
+  posts `/release` (so the test knows the upstream has not sent the next one yet).
 
 Prints `PORT <n>: …` when listening.
 
@@ -20,6 +22,10 @@ from aiohttp import web
 
 from bridge.examples._http import serve_app
 from bridge.examples.mcp_legacy_http import ENDPOINT, SESSIONS, make_app
+from bridge.examples.mcp_legacy_server import LegacyMcpServer
+
+#: How long a gated stream waits for `POST /release` before going on (a test that forgot to release).
+GATE_TIMEOUT = 60.0
 
 
 def make_test_app(event_delay: float) -> web.Application:
@@ -42,7 +48,7 @@ def make_test_app(event_delay: float) -> web.Application:
             for i in range(300):
                 await response.write(b"event: message\ndata: " + json.dumps(
                     {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}}).encode() + b"\n\n")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the pace of a long answer (behaviour, not synchronisation)
         except (ConnectionResetError, asyncio.CancelledError):
             stats["slow_cancelled"] += 1
             raise
@@ -53,14 +59,39 @@ def make_test_app(event_delay: float) -> web.Application:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(b"event: endpoint\ndata: /messages?session_id=abc123\n\n")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the stream stays open a moment after its event (behaviour)
+        return response
+
+    releases: asyncio.Queue[None] = asyncio.Queue()
+
+    async def gate() -> None:
+        """Wait for the test's next `POST /release`."""
+        try:
+            await asyncio.wait_for(releases.get(), GATE_TIMEOUT)
+        except asyncio.TimeoutError:
+            pass
+
+    async def release(_: web.Request) -> web.Response:
+        releases.put_nowait(None)
+        return web.Response(status=204)
+
+    async def stepped(request: web.Request) -> web.StreamResponse:
+        """The `/mcp` answer as SSE, one event per `POST /release` after the first."""
+        replies = LegacyMcpServer().handle(json.loads(await request.read()))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i, reply in enumerate(replies):
+            if i:
+                await gate()
+            await response.write(b"event: message\ndata: " + json.dumps(reply).encode() + b"\n\n")
+        await response.write_eof()
         return response
 
     async def idle(request: web.Request) -> web.StreamResponse:
-        """A stream that opens at once and says nothing for 1.5 s (a server-push GET stream)."""
+        """A stream that opens at once and says nothing until released (a server-push GET stream)."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await asyncio.sleep(1.5)
+        await gate()
         await response.write(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/ping\"}\n\n")
         await response.write_eof()
         return response
@@ -72,6 +103,8 @@ def make_test_app(event_delay: float) -> web.Application:
     app.router.add_post("/slow", slow)
     app.router.add_get("/sse", legacy_sse)
     app.router.add_get("/idle", idle)
+    app.router.add_post("/stepped", stepped)
+    app.router.add_post("/release", release)
     return app
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bridge.jsonrpc import loads
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 
 EDGES = [
     b'{"n":18446744073709551617,"m":-1180591620717411303424,"id":123456789012345678901234567890}',

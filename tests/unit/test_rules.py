@@ -4,9 +4,9 @@ import tomllib
 
 import pytest
 
+from bridge.problems import locate_keys
 from bridge.rules import (
-    DEFAULT_ENVELOPE, Budget, RouteSettings, RuleProblem, Rules, RulesError, check_files,
-    load_rules, locate_keys, parse_rules_text,
+    DEFAULT_ENVELOPE, Budget, RouteSettings, RuleProblem, Rules, RulesError, check_files, load_rules, parse_rules_text,
 )
 from tests.paths import ROOT
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder, Tracing
@@ -194,7 +194,7 @@ def test_without_telemetry_the_callers_context_passes_and_nothing_is_imported():
     flow.from_peer(frame({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": LEGACY_CAPS, "serverInfo": {}}}))
     [out] = flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT}))
     assert json.loads(out.data)["params"]["_meta"] == {"traceparent": TRACEPARENT}
-    probe = subprocess.run([sys.executable, "-c", "import sys; from bridge.pipeline.factory import make_flow; "
+    probe = subprocess.run([sys.executable, "-c", "import sys; from bridge.assembly import make_flow; "
                             "make_flow('mcp').from_peer(b'{}'); print('opentelemetry.sdk' in sys.modules)"],
                            capture_output=True, text=True, timeout=30)
     assert probe.stdout.strip() == "False"  # the SDK costs start-up time only when spans are on

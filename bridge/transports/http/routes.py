@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from bridge.pipeline.a2a import TaskBook
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings

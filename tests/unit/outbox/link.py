@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from bridge.pipeline.commands import Defer, Wakeup, receipts_of
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bridge.outbox.declaration import check_resource, read_manifest, read_uri
+from bridge.declaration import check_resource, read_manifest, read_uri
 from bridge.outbox.events import Malformed, answer_from_read, parse_answer, parse_event, plain, to_reminder
 from bridge.outbox.poller import Cadence, Poller
 from bridge.outbox.store import Store

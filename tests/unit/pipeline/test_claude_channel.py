@@ -10,7 +10,7 @@ from bridge.dialects.claude_channel import instructions
 from bridge.model import Reminder
 from bridge.pipeline.at_once import run_now
 from bridge.pipeline.commands import HOST, Forward, Receipt, Wakeup, receipts_of, writes
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder

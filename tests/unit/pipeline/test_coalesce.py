@@ -9,7 +9,7 @@ import io
 import json
 
 from bridge.pipeline.commands import HOST, PEER, Call, Reply, Wakeup, writes
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.policy import BudgetState, Policy
 from bridge.prefilter import REMINDER_MARKERS

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 import json
 
+from bridge.assembly import make_flow
 from bridge.jsonrpc import id_key
 from bridge.pipeline.commands import HOST, PEER, Call, CardFlow, Defer, Forward, Learned, Reply, Send, Wakeup, Write, writes
-from bridge.pipeline.factory import make_flow
 from bridge.telemetry import Recorder
 
 LEGACY_CAPS = {"tools": {}, "_meta": {"harn": {"reminders": {"emit": True}}}}

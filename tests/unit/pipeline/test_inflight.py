@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from bridge.assembly import make_flow
 from bridge.jsonrpc import id_key
 from bridge.pipeline.commands import HOST, PEER, Forward, Reply
-from bridge.pipeline.factory import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.pipeline.inflight import Unanswered, detect_protocol, oversize_reply, token_key
 from bridge.telemetry import Recorder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bridge.pipeline.factory import make_flow
+from bridge.assembly import make_flow
 from bridge.pipeline.commands import HOST, PEER, Wakeup, writes
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text

@@ -1,11 +1,14 @@
 """Flows put together from a route's rules: the protocol's pipeline and its add-ons.
 
 The one place that knows both the pipelines and the add-ons, so that neither imports the other.
+It sits above `pipeline` and `outbox` (the transports, the command line and the demo call it),
+so the pipeline never imports an add-on, lazily or not.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from bridge.outbox.addon import outbox_for
 from bridge.pipeline.a2a import A2AFlow
 from bridge.pipeline.acp import AcpFlow
 from bridge.pipeline.flow import Flow
@@ -25,7 +28,5 @@ def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Re
     recorder = recorder or Recorder()
     addons: tuple[Any, ...] = ()
     if protocol == "mcp" and outbox and (settings.outbox is not None or settings.serve_outbox is not None):
-        from bridge.outbox.addon import outbox_for
-
         addons = outbox_for(settings, recorder)
     return PROTOCOLS[protocol](settings, recorder, addons=addons, **kwargs)

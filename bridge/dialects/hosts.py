@@ -1,0 +1,50 @@
+"""The host adapters (spec §11): codecs toward a host with a push path of its own, each for one
+protocol only, and never picked by `auto`.
+
+The one registry of them: the rules' `host_dialect` values, `translate --target`, the MCP codecs
+written toward a host and the refusal of an adapter on another protocol's route all read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.dialects.claude_channel import ClaudeChannel
+
+
+@dataclass(frozen=True)
+class HostAdapter:
+    """One host adapter: its dialect name, the protocol it belongs to, what it is, its codec."""
+
+    name: str
+    protocol: str
+    title: str
+    codec: Any
+
+
+#: dialect name → the adapter, in the order help texts list them
+HOST_ADAPTERS: dict[str, HostAdapter] = {
+    adapter.name: adapter for adapter in (
+        HostAdapter(ClaudeChannel.dialect, "mcp", "Claude Code channels", ClaudeChannel),
+    )
+}
+
+
+def codecs_toward_host(protocol: str) -> dict[str, Any]:
+    """dialect name → codec of the adapters a ``protocol`` route may write toward its host."""
+    return {a.name: a.codec for a in HOST_ADAPTERS.values() if a.protocol == protocol}
+
+
+def protocol_of(dialect: str | None) -> str | None:
+    """The protocol a host adapter belongs to; None for a dialect that is no adapter."""
+    adapter = HOST_ADAPTERS.get(dialect or "")
+    return adapter.protocol if adapter is not None else None
+
+
+def host_dialect_problem(dialect: str | None, protocol: str | None) -> str | None:
+    """Why ``dialect`` cannot be the host dialect of a ``protocol`` route (a host adapter of another
+    protocol), or None. An unknown protocol (a stdio route left to detect it) is no problem."""
+    adapter = HOST_ADAPTERS.get(dialect or "")
+    if adapter is None or protocol is None or protocol == adapter.protocol:
+        return None
+    return f'"{dialect}" is a host dialect for {adapter.protocol.upper()} only ({adapter.title}), not for {protocol}'
