@@ -86,19 +86,22 @@ def a2a_frames(count: int) -> list[bytes]:
 
 
 def _flow(protocol: str, tracing):
+    """The flow, and what feeds it one frame as a transport does: in-process state (the budget)
+    performed at once, in the same call (`waiting.at_once`, the driver's job)."""
     from bridge.assembly import make_flow
+    from bridge.pipeline.waiting import at_once
     from bridge.telemetry import Recorder
 
     recorder = Recorder(route="bench", tracing=tracing)
     if protocol == "mcp":
         flow = make_flow("mcp", _settings(), recorder, host_dialect="standard", peer_dialect="legacy",
                          peer_declared=True)
-        return flow, flow.from_peer, "rewritten"
+        return flow, lambda frame: at_once(flow.from_peer(frame)), "rewritten"
     if protocol == "acp":
         flow = make_flow("acp", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
-        return flow, flow.from_host, "rewritten"
+        return flow, lambda frame: at_once(flow.from_host(frame)), "rewritten"
     flow = make_flow("a2a", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
-    return flow, flow.from_peer, "rewritten"
+    return flow, lambda frame: at_once(flow.from_peer(frame)), "rewritten"
 
 
 def _pipeline(protocol: str, frames: list[bytes], spans: bool) -> tuple[float, int, dict]:

@@ -34,6 +34,7 @@ from bridge.jsonrpc import dumps
 from bridge.pipeline.commands import HOST, PEER, writes
 from bridge.assembly import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
+from bridge.pipeline.waiting import at_once
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 
@@ -200,7 +201,7 @@ class Conversation:
         pending: deque[tuple[str, bytes, str]] = deque([(HOST, dumps(msg), note)])
         while pending:
             origin, frame, why = pending.popleft()
-            sends = self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame)
+            sends = at_once(self.flow.from_host(frame) if origin == HOST else self.flow.from_peer(frame))
             natural = PEER if origin == HOST else HOST
             delivered = [(s.to, s.data) for s in writes(sends)]
             self._show(origin, frame, why, delivered, natural)

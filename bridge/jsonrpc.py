@@ -121,16 +121,29 @@ def _plain(token: bytes) -> bytes:
     digits and escape-free strings are already canonical (and `1` is not `"1"`)."""
     if token.isdigit() or (token[:1] == b'"' and b"\\" not in token):
         return token
-    return id_spelling(json.loads(token))
+    return _id_spelling(json.loads(token))
 
 
-def id_spelling(msg_id: Any) -> bytes:
+def _id_spelling(msg_id: Any) -> bytes:
     """``msg_id`` as compact JSON; a string with a lone surrogate (valid JSON, which UTF-8 cannot
     carry) escaped, the same way for a request and its response."""
     try:
         return dumps(msg_id)
     except UnicodeEncodeError:
         return json.dumps(msg_id, separators=(",", ":")).encode()
+
+
+def wire_key(msg_id: Any) -> bytes | None:
+    """The ``key`` `ids_in` gives for a frame with this id (a request's id, to know its response
+    by the id alone), or None for an id it never gives (null, booleans, arrays, objects)."""
+    kind = type(msg_id)
+    if kind is int:
+        return b"%d" % msg_id  # what the encoder writes, without it
+    if kind is str and '"' not in msg_id and "\\" not in msg_id and msg_id.isprintable():
+        return b'"' + msg_id.encode() + b'"'  # nothing in it is escaped
+    if kind is bool or not isinstance(msg_id, (str, int, float)):
+        return None
+    return _id_spelling(msg_id)
 
 
 def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
@@ -143,7 +156,7 @@ def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
         return
     for item in msg if isinstance(msg, list) else [msg]:
         if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) and not isinstance(item["id"], bool):
-            token = id_spelling(item["id"])
+            token = _id_spelling(item["id"])
             if "method" in item:
                 yield "request", token, token
             elif "result" in item or "error" in item:

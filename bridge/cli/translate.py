@@ -37,6 +37,7 @@ def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
               recorder: Recorder | None = None) -> list[Any]:
     """What the proxy writes for one message: every command that puts bytes on a wire, in order."""
     from bridge.assembly import make_flow
+    from bridge.pipeline.waiting import at_once
     from bridge.policy import Policy
     from bridge.telemetry import Recorder
 
@@ -49,7 +50,7 @@ def translate(protocol: str, toward: str, source: str, target: str, data: bytes,
     if protocol == "a2a" and _is_card(frame):
         rewritten = flow.rewrite_card(json.loads(frame))  # type: ignore[attr-defined]
         return [Send(HOST, dumps(rewritten) if rewritten is not None else frame)]
-    return writes(flow.from_peer(frame) if toward == HOST else flow.from_host(frame))
+    return writes(at_once(flow.from_peer(frame) if toward == HOST else flow.from_host(frame)))
 
 
 def translate_lines(protocol: str, toward: str, source: str, target: str, data: bytes,

@@ -20,6 +20,7 @@ from typing import Any
 from bridge.console.feed import DIALECTS, SIDES, Feed, RouteStats
 from bridge.console.timeline import MINUTE_S, MINUTES
 from bridge.display import safe_text
+from bridge.state.base import StateUnavailable
 from bridge.telemetry import ACTIONS
 
 #: The readiness window unless `[admin] readiness_window_h` or `?window=` says otherwise.
@@ -245,8 +246,11 @@ async def refresh_shared_levels(recorders: Iterable[Any]) -> None:
     """Budget gauges on shared state are read from Redis, once per page load, before drawing."""
     for recorder in recorders:
         policy = _source(recorder).get("policy")
-        if policy is not None and getattr(policy, "shared", None) is not None:
-            await policy.refresh_levels()
+        if policy is not None and getattr(policy, "shared", None) is not None and (charges := policy.shown_buckets()):
+            try:
+                policy.show_levels(charges, await policy.shared.levels(charges))
+            except StateUnavailable:
+                pass
 
 
 def build_status(recorders: Iterable[Any], feed: Feed | None, *, window_s: float = DEFAULT_WINDOW_S,

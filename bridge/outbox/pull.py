@@ -389,18 +389,18 @@ class OutboxPull(StoreAddOn):
         self.reading = True
         store, source = self.store, self.source
 
-        async def rows(found: Any) -> list[Command]:
+        def rows(found: Any) -> list[Command]:
             self.reading = False
             if isinstance(found, BaseException):
                 self.stored = True  # try again next wake
                 self.flow.recorder.log("outbox_store_error", why=str(found))
                 self._retry_later()
                 return []
-            return await self._hand_over(found)
+            return self._hand_over(found)
 
         return [self._defer(lambda: store.undelivered(source), rows)]
 
-    async def _hand_over(self, rows: list[tuple[int, str, str, str]]) -> list[Command]:
+    def _hand_over(self, rows: list[tuple[int, str, str, str]]) -> list[Command]:
         out: list[Command] = []
         gone: list[int] = []
         method = "events/poll" if self.server_events and self.flow.modern else "resources/read"
@@ -418,7 +418,7 @@ class OutboxPull(StoreAddOn):
                 out.append(self._serve_instead(self.served, rowid, reminder, method))
                 continue
             self.handed.add(rowid)
-            out += await self.flow.deliver(reminder, method, "outbox", Receipt(self.name, rowid))
+            out += self.flow.deliver(reminder, method, "outbox", Receipt(self.name, rowid))
         if gone:
             claimed.update(gone)
             out.append(self._mark(gone))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from bridge.dialects.a2a import (
     CODECS, INJECT_METHOD, REASONS, SEND_METHODS, A2ALegacy, A2AStandard, terminal_state,
@@ -20,6 +20,7 @@ from bridge.policy.budget import Coalescer
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_legacy
+from bridge.pipeline.waiting import Step
 from bridge.rules import RouteSettings
 from bridge.state.base import StateUnavailable
 from bridge.state.queues import ReminderQueues
@@ -57,7 +58,7 @@ class TaskBook:
     protocol = "a2a"  # for the pending gauge
     queued: ReminderQueues = field(default_factory=_task_queues)
     held: Coalescer = field(default_factory=Coalescer)
-    calls: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    calls: dict[str, Step] = field(default_factory=dict)
 
     def pending_counts(self) -> dict[str, int]:
         return {"task": self.queued.held(), "coalesce": len(self.held)}
@@ -100,25 +101,30 @@ class A2AFlow(Flow):
         return Scope.task(self.route, task_id)
 
     # -- caller → agent ------------------------------------------------------------------------
-    async def on_host(self, msg: dict[str, Any]) -> Handled:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == INJECT_METHOD:
-            return await self._inject(msg, params)
+            return self._inject(msg, params)
         if method in SEND_METHODS and isinstance(params, dict):
-            return await self._send(msg, params)
+            return self._send(msg, params)
         return None
 
-    async def _inject(self, msg: dict[str, Any], params: Any) -> Handled:
+    def _inject(self, msg: dict[str, Any], params: Any) -> Handled:
         peer = self.peer.dialect
         try:
             task_id, reminder = A2AStandard.decode_inject(params)
         except ReminderError as exc:
             self.record("invalid", INJECT_METHOD, source="standard", why=exc.loggable)
             return [self.reply(HOST, msg, invalid_params(msg.get("id"), exc))]
-        kept, refusal = await self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=self.task_scope(task_id),
-                                          source="standard", target=peer, pending=None if peer == "standard" else
-                                          (lambda: self.queued.count(self.task_scope(task_id))))  # once the content passed
+        counted = None if peer == "standard" else (self.queued.count(self.task_scope(task_id)), self.queued.state)
+        return self.police(msg, reminder, INJECT_METHOD, origin=HOST, session=self.task_scope(task_id),
+                           source="standard", target=peer, pending=counted,  # counted once the content passed
+                           then=Step(self._inject_judged, (msg, task_id, reminder, peer)))
+
+    def _inject_judged(self, outcome: tuple[Reminder | None, list[Command]], msg: dict[str, Any], task_id: str,
+                       reminder: Reminder, peer: str) -> Handled:
+        kept, refusal = outcome
         if kept is None:
             return refusal
         if peer == "standard":
@@ -128,10 +134,9 @@ class A2AFlow(Flow):
             out = copy.deepcopy(msg)  # cleaned by the trust limits: send what was admitted
             out["params"].update(A2AStandard.encode_inject(task_id, kept))
             return [self.send(PEER, out)]
-        return [self.call(PEER, "GetTask", {"id": task_id},
-                          lambda answer: self._task_checked(answer, msg, task_id, kept))]
+        return [self.call(PEER, "GetTask", {"id": task_id}, Step(self._task_checked, (msg, task_id, kept)))]
 
-    async def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
+    def _send(self, msg: dict[str, Any], params: dict[str, Any]) -> Handled:
         method = msg["method"]
         peer = self.peer.dialect
         out = copy.deepcopy(msg)
@@ -146,14 +151,23 @@ class A2AFlow(Flow):
                                                         INJECT_METHOD))]
         message = out["params"].get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
-        try:
-            queued = await self.queued.take(self.task_scope(task_id)) if task_id else []
-        except StateUnavailable:  # closed, and Redis away: the message goes on; its queue waits there
-            queued = []
-        if not carried and not queued:
+        sending = _Sending(msg, out, carried, task_id, method, peer)
+        if task_id:
+            return self.perform(self.queued.take(self.task_scope(task_id)), self.queued.state,
+                                Step(self._send_taken, (sending,)))
+        return self._send_taken([], sending)
+
+    def _send_taken(self, taken: Any, sending: _Sending) -> Handled:
+        # closed, and Redis away (`StateUnavailable`): the message goes on; its queue waits there
+        queued = [] if isinstance(taken, StateUnavailable) else self.queued.taken(taken)
+        if not sending.carried and not queued:
             return None
-        admitted = await self._admit(msg, carried, method, HOST, task_id, "legacy", peer,
-                               deliver=(lambda r: self._queue_for_task(task_id, r, method)) if task_id else None)
+        deliver = Step(self._queue_for_task, (sending.task_id, sending.method)) if sending.task_id else None
+        return self._admit(sending.msg, sending.carried, sending.method, HOST, sending.task_id, "legacy",
+                           sending.peer, deliver, Step(self._send_admitted, (sending, queued)))
+
+    def _send_admitted(self, admitted: list[Reminder], sending: _Sending, queued: list[Reminder]) -> Handled:
+        msg, out, carried, task_id, method, peer = sending
         unchanged = len(admitted) == len(carried) and all(a is b for a, b in zip(admitted, carried))
         carried = admitted
         if peer == "legacy" and not queued:
@@ -178,27 +192,37 @@ class A2AFlow(Flow):
             self.record("rewritten", method, r, source="legacy", target=peer)
         return sends + [self.send(PEER, out)]
 
-    async def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
-               source: str, target: str, deliver: Callable[[Reminder], Handled] | None = None) -> list[Reminder]:
-        """Police reminders riding on another message: a refusal drops the reminder, never the message
-        (``deliver``: where one held by `coalesce` goes once its bucket has a token again)."""
-        admitted = []
-        for reminder in reminders:
-            kept, _ = await self.police(msg, reminder, method, origin=origin, source=source,
-                                        session=self.task_scope(session) if session else None,
-                                  target=target, request=False, deliver=deliver)
-            if kept is not None:
-                admitted.append(kept)
-        return admitted
+    def _admit(self, msg: dict[str, Any], reminders: list[Reminder], method: str, origin: str, session: Any,
+               source: str, target: str, deliver: Step | None, then: Step) -> Handled:
+        """Police reminders riding on another message, in turn: a refusal drops the reminder, never the
+        message (``deliver``: where one held by `coalesce` goes once its bucket has a token again);
+        ``then.run(admitted, *then.args)`` follows."""
+        return self._admit_at(_Admitting(msg, reminders, method, origin, session, source, target, deliver, then), 0, [])
 
-    async def _queue_for_task(self, task_id: str, reminder: Reminder, method: str) -> list[Command]:
+    def _admit_at(self, admitting: _Admitting, i: int, admitted: list[Reminder]) -> Handled:
+        if i == len(admitting.reminders):
+            return admitting.then.run(admitted, *admitting.then.args)
+        session = admitting.session
+        return self.police(admitting.msg, admitting.reminders[i], admitting.method, origin=admitting.origin,
+                           source=admitting.source, session=self.task_scope(session) if session else None,
+                           target=admitting.target, request=False, deliver=admitting.deliver,
+                           then=Step(self._admit_judged, (admitting, i, admitted)))
+
+    def _admit_judged(self, outcome: tuple[Reminder | None, list[Command]], admitting: _Admitting, i: int,
+                      admitted: list[Reminder]) -> Handled:
+        kept = outcome[0]
+        return self._admit_at(admitting, i + 1, admitted if kept is None else [*admitted, kept])
+
+    def _queue_for_task(self, reminder: Reminder, task_id: str, method: str) -> list[Command]:
         """A reminder for the agent released by `coalesce`: it rides on the next message to its task
         (an inject first for a standard agent, metadata or a text part for the others)."""
-        try:
-            await self.queued.add(self.task_scope(task_id), reminder)
-        except StateUnavailable as exc:
+        return self.perform(self.queued.push(self.task_scope(task_id), reminder), self.queued.state,
+                            Step(self._queued_for_task, (reminder, task_id, method)))
+
+    def _queued_for_task(self, result: Any, reminder: Reminder, task_id: str, method: str) -> list[Command]:
+        if isinstance(result, StateUnavailable):
             self.record("dropped", method, reminder, source="legacy", target=self.peer.dialect, session=task_id,
-                        why=f"{exc.message}: the released reminder could not be queued for its task")
+                        why=f"{result.message}: the released reminder could not be queued for its task")
             return []
         self.record("queued", method, reminder, source="legacy", target=self.peer.dialect, session=task_id)
         return []
@@ -230,22 +254,27 @@ class A2AFlow(Flow):
 
     def _inject_call(self, task_id: str, reminder: Reminder) -> Command:
         """The proxy's own `InjectTaskReminder`; its answer is the proxy's (the caller never asked)."""
-        return self.call(PEER, INJECT_METHOD, A2AStandard.encode_inject(task_id, reminder), lambda answer: [])
+        return self.call(PEER, INJECT_METHOD, A2AStandard.encode_inject(task_id, reminder), Step(_no_answer_needed))
 
     # -- agent → caller ------------------------------------------------------------------------
-    async def on_peer(self, msg: dict[str, Any]) -> Handled:
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
         after = self.response_to(msg)
         sends: list[Command] = []
         if isinstance(after, _AfterSend):
             task_id = _task_id_of(msg.get("result"))
             if task_id:
                 sends = [self._inject_call(task_id, r) for r in after.reminders]
-        frames = await self._event(msg)
+        frames = self._event(msg)
+        if self._waits(self._after_event, (sends,)):
+            return frames
+        return self._after_event(frames, sends)
+
+    def _after_event(self, frames: Handled, sends: list[Command]) -> Handled:
         if frames is None:
             return sends + [self.forward(HOST)] if sends else None
         return sends + frames
 
-    async def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
+    def _task_checked(self, answer: dict[str, Any], request: dict[str, Any], task_id: str,
                             reminder: Reminder) -> list[Command]:
         """`GetTask` answered: an unknown task, or one in a terminal state (it takes no more messages,
         so the reminder could never ride on one), refuses the inject; an open one queues it."""
@@ -260,22 +289,25 @@ class A2AFlow(Flow):
             self.record("refused", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect,
                         session=task_id, why=f"the task is in terminal state {state}")
             return [self.reply(HOST, request, _terminal_task_error(request.get("id"), task_id, state))]
-        try:
-            replaced, _ = await self.queued.add(self.task_scope(task_id), reminder)
-        except StateUnavailable as exc:
-            return self.state_refused(request, reminder, INJECT_METHOD, exc)
+        return self.perform(self.queued.push(self.task_scope(task_id), reminder), self.queued.state,
+                            Step(self._task_queued, (request, task_id, reminder)))
+
+    def _task_queued(self, result: Any, request: dict[str, Any], task_id: str, reminder: Reminder) -> list[Command]:
+        if isinstance(result, StateUnavailable):
+            return self.state_refused(request, reminder, INJECT_METHOD, result)
+        replaced, _ = result
         self.record("queued", INJECT_METHOD, reminder, source="standard", target=self.peer.dialect, session=task_id)
         result = A2AStandard.inject_result(reminder.id, len(replaced), self.wall())
         return [self.reply(HOST, request, {"jsonrpc": "2.0", "id": request.get("id"), "result": result})]
 
-    async def _event(self, msg: dict[str, Any]) -> Handled:
+    def _event(self, msg: dict[str, Any]) -> Handled:
         """Stream frames and results: legacy decorations ↔ `reminderUpdate` frames."""
         result = msg.get("result")
         if not isinstance(result, dict):
             return None
         caller = self.host.dialect
         if "reminderUpdate" in result:
-            return await self._update_frame(msg, caller)
+            return self._update_frame(msg, caller)
         out = copy.deepcopy(msg)
         try:
             task_id, context_id, found = A2ALegacy.take_from_event(out["result"])
@@ -285,7 +317,12 @@ class A2AFlow(Flow):
         held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
         if not found and not held:
             return None
-        admitted = await self._admit(msg, found, "stream", PEER, task_id, "legacy", caller)
+        return self._admit(msg, found, "stream", PEER, task_id, "legacy", caller, None,
+                           Step(self._event_admitted, (msg, out, found, held, caller, task_id, context_id)))
+
+    def _event_admitted(self, admitted: list[Reminder], msg: dict[str, Any], out: dict[str, Any],
+                        found: list[Reminder], held: list[Reminder], caller: str, task_id: Any,
+                        context_id: Any) -> Handled:
         unchanged = len(admitted) == len(found) and all(a is b for a, b in zip(admitted, found))
         found = admitted
         if caller == "legacy":
@@ -307,16 +344,20 @@ class A2AFlow(Flow):
             return frames + [self.forward(HOST)]  # dual: the event keeps its decoration too
         return frames + [self.send(HOST, out, answers=True)]
 
-    async def _update_frame(self, msg: dict[str, Any], caller: str) -> Handled:
+    def _update_frame(self, msg: dict[str, Any], caller: str) -> Handled:
         try:
             update, decoded = A2AStandard.decode_update(msg["result"])
         except ReminderError as exc:
             self.record("invalid", "stream", source="standard", why=exc.loggable)
             return []
         task_id = update.get("taskId")
-        reminder, _ = await self.police(msg, decoded, "stream", origin=PEER,
-                                        session=self.task_scope(task_id) if task_id else None,
-                                  source="standard", target=caller, request=False)
+        return self.police(msg, decoded, "stream", origin=PEER, session=self.task_scope(task_id) if task_id else None,
+                           source="standard", target=caller, request=False,
+                           then=Step(self._update_judged, (msg, update, decoded, caller)))
+
+    def _update_judged(self, outcome: tuple[Reminder | None, list[Command]], msg: dict[str, Any],
+                       update: dict[str, Any], decoded: Reminder, caller: str) -> Handled:
+        reminder = outcome[0]
         if reminder is None:
             return []
         if caller == "standard":
@@ -384,6 +425,36 @@ class A2AFlow(Flow):
                         iface["url"] = url
                         changed = True
         return out if changed else None
+
+
+class _Sending(NamedTuple):
+    """A `SendMessage` on its way: what the steps after its task's queue was taken need."""
+
+    msg: dict[str, Any]
+    out: dict[str, Any]
+    carried: list[Reminder]
+    task_id: Any
+    method: str
+    peer: str
+
+
+class _Admitting(NamedTuple):
+    """Reminders riding on one message, policed in turn (`A2AFlow._admit`)."""
+
+    msg: dict[str, Any]
+    reminders: list[Reminder]
+    method: str
+    origin: str
+    session: Any
+    source: str
+    target: str
+    deliver: Step | None
+    then: Step
+
+
+def _no_answer_needed(answer: dict[str, Any]) -> list[Command]:
+    """The answer to the proxy's own inject: the proxy's (the caller never asked)."""
+    return []
 
 
 def _terminal_task_error(msg_id: Any, task_id: str, state: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
+from bridge.pipeline.waiting import Step
 from bridge.policy import TRUST_CODES
 from bridge.state.scope import ACP_SESSION, Scope
 
@@ -72,7 +73,7 @@ class AcpFlow(Flow):
         return self.scope.within(ACP_SESSION, session_id)
 
     # -- client → agent ------------------------------------------------------------------------
-    async def on_host(self, msg: dict[str, Any]) -> Handled:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params")
         if method == "initialize":
@@ -91,12 +92,12 @@ class AcpFlow(Flow):
             self.initializing = self.initializing or "id" in msg
             return None
         if method in INJECT_METHODS:
-            return await self._inject(msg, INJECT_METHODS[method])
+            return self._inject(msg, INJECT_METHODS[method])
         if method == "session/prompt" and isinstance(params, dict):
             return self._prompt(msg, params)
         return None
 
-    async def _inject(self, msg: dict[str, Any], source: str) -> Handled:
+    def _inject(self, msg: dict[str, Any], source: str) -> Handled:
         method = msg["method"]
         msg_id = msg.get("id")
         is_request = "id" in msg
@@ -116,22 +117,30 @@ class AcpFlow(Flow):
             return [self.reply(HOST, msg, invalid_params(msg_id, exc))] if is_request else []
         if self.initializing and not self.peer.known and not observes(self.stage):
             return self._wait_for_agent(msg, source, decoded)  # spec §4: its dialect decides the translation
-        return await self._admit_inject(msg, source, decoded)
+        return self._admit_inject(msg, source, decoded)
 
-    async def _admit_inject(self, msg: dict[str, Any], source: str, decoded: Reminder) -> Handled:
+    def _admit_inject(self, msg: dict[str, Any], source: str, decoded: Reminder) -> Handled:
         """An inject whose target dialect is known: the policy, then toward the agent (or held)."""
         method = msg["method"]
         session_id = session_of(msg.get("params"))
         target = self.peer.dialect
         held = target == "none" and self.settings.fallback.acp_agent_none == "hold"
-        reminder, refusal = await self.police(
-            msg, decoded, method, origin=HOST, session=self.session_scope(session_id), source=source, target=target,
-            pending=self._pending(session_id, decoded) if held else None,
-            deliver=lambda r: self._deliver_inject(msg, source, r, session_id, changed=r is not decoded,
-                                                   released=True))
+        return self.police(msg, decoded, method, origin=HOST, session=self.session_scope(session_id), source=source,
+                           target=target, pending=self._pending(session_id, decoded) if held else None,
+                           then=Step(self._inject_judged, (msg, source, decoded, session_id)),
+                           deliver=Step(self._inject_released, (msg, source, decoded, session_id)))
+
+    def _inject_judged(self, outcome: tuple[Reminder | None, list[Command]], msg: dict[str, Any], source: str,
+                       decoded: Reminder, session_id: Any) -> Handled:
+        reminder, refusal = outcome
         if reminder is None:
             return refusal
         return self._deliver_inject(msg, source, reminder, session_id, changed=reminder is not decoded)
+
+    def _inject_released(self, reminder: Reminder, msg: dict[str, Any], source: str, decoded: Reminder,
+                         session_id: Any) -> Handled:
+        """An inject `coalesce` held, now that its bucket has a token again."""
+        return self._deliver_inject(msg, source, reminder, session_id, changed=reminder is not decoded, released=True)
 
     def _deliver_inject(self, msg: dict[str, Any], source: str, reminder: Reminder, session_id: Any, *,
                         changed: bool, released: bool = False) -> Handled:
@@ -188,21 +197,30 @@ class AcpFlow(Flow):
                                                      {"limit": name, "value": value,
                                                       "reason": "agent_not_initialized"}))]
 
-    async def _after_initialize(self) -> list[Command]:
-        """The agent answered `initialize`: the injects that waited for it, in arrival order, each
-        handled as any other (one that needs no rewrite leaves as it came)."""
+    def _after_initialize(self, out: list[Command]) -> list[Command]:
+        """The agent answered `initialize` (``out``: what its answer gives): the injects that waited
+        for it, in arrival order, each handled as any other (one that needs no rewrite leaves as it came)."""
         early, self.early, self.early_bytes = self.early, [], 0
-        answer, direction = self._inbound, self._direction
-        out: list[Command] = []
+        return self._early_from(out, early, 0, self._inbound, self._direction)
+
+    def _early_from(self, out: list[Command], early: list[_Early], i: int, answer: Any, direction: Any) -> list[Command]:
         try:
-            for waited in early:
+            while i < len(early):
+                waited = early[i]
+                i += 1
                 self._inbound, self._span, self._attributes = waited.msg, None, None
                 self._direction = "toward_peer"
-                handled = await self._admit_inject(waited.msg, waited.source, waited.reminder)
-                out += [Send(PEER, waited.frame)] if handled is None else handled
+                handled = self._admit_inject(waited.msg, waited.source, waited.reminder)
+                if self._waits(self._early_handled, (early, i, answer, direction)):
+                    return out + list(handled or [])
+                out = out + ([Send(PEER, waited.frame)] if handled is None else handled)
         finally:
             self._inbound, self._direction = answer, direction
         return out
+
+    def _early_handled(self, handled: Handled, early: list[_Early], i: int, answer: Any, direction: Any) -> list[Command]:
+        return self._early_from([Send(PEER, early[i - 1].frame)] if handled is None else list(handled), early, i,
+                                answer, direction)
 
     def _pending(self, session_id: Any, reminder: Reminder) -> int:
         """What the session holds that ``reminder`` would not replace (same dedupe key)."""
@@ -270,14 +288,14 @@ class AcpFlow(Flow):
         return [self.send(PEER, out)] + sends
 
     # -- agent → client ------------------------------------------------------------------------
-    async def on_peer(self, msg: dict[str, Any]) -> Handled:
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
         waited = self.response_to(msg)
         if waited == "initialize" or (waited is None and isinstance(get_path(msg, "result", "agentCapabilities"), dict)):
             out = self._initialize_result(msg)
             if waited == "initialize":
                 self.initializing = False
                 if self.early:  # after the answer: the client learns the agent before its injects' answers
-                    out = (out if out is not None else [self.forward(HOST)]) + await self._after_initialize()
+                    out = self._after_initialize(out if out is not None else [self.forward(HOST)])
             return out
         if isinstance(waited, _Inject):
             return self._inject_result(msg, waited)
@@ -285,7 +303,7 @@ class AcpFlow(Flow):
             return self._turn_done(msg, waited[1])
         kind = update_kind(msg)
         if kind == EMITTED:
-            return await self._emitted(msg)
+            return self._emitted(msg)
         if kind in (DEDUPED, EXPIRED) and self.host.dialect != "standard":
             self.record("dropped", "session/update", why=f"{kind} has no form for a {self.host.dialect} client")
             return []
@@ -348,7 +366,7 @@ class AcpFlow(Flow):
             return None
         return self._lifecycle_updates(session_id, None, expired) + [self.forward(HOST)]
 
-    async def _emitted(self, msg: dict[str, Any]) -> Handled:
+    def _emitted(self, msg: dict[str, Any]) -> Handled:
         update = msg["params"]["update"]
         source = "legacy" if get_path(update, "_meta", "harn", "reminder") is not None else "standard"
         try:
@@ -357,13 +375,22 @@ class AcpFlow(Flow):
             self.record("invalid", "session/update", source=source, why=exc.loggable)
             return []
         session_id = msg["params"].get("sessionId")
-        reminder, refusal = await self.police(
-            msg, decoded, "session/update", origin=PEER, session=self.session_scope(session_id), source=source,
-            target=self.host.dialect,
-            deliver=lambda r: self._to_client(session_id, r, source, msg, changed=r is not decoded, released=True))
+        return self.police(msg, decoded, "session/update", origin=PEER, session=self.session_scope(session_id),
+                           source=source, target=self.host.dialect,
+                           then=Step(self._emitted_judged, (msg, session_id, source, decoded)),
+                           deliver=Step(self._emitted_released, (msg, session_id, source, decoded)))
+
+    def _emitted_judged(self, outcome: tuple[Reminder | None, list[Command]], msg: dict[str, Any], session_id: Any,
+                        source: str, decoded: Reminder) -> Handled:
+        reminder, refusal = outcome
         if reminder is None:
             return refusal
         return self._to_client(session_id, reminder, source, msg, changed=reminder is not decoded)
+
+    def _emitted_released(self, reminder: Reminder, msg: dict[str, Any], session_id: Any, source: str,
+                          decoded: Reminder) -> Handled:
+        """An update `coalesce` held, now that its bucket has a token again."""
+        return self._to_client(session_id, reminder, source, msg, changed=reminder is not decoded, released=True)
 
     def _to_client(self, session_id: Any, reminder: Reminder, source: str,
                    original: dict[str, Any] | None = None, *, changed: bool = False,

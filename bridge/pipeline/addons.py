@@ -80,8 +80,8 @@ class McpFlowApi(FlowApi, Protocol):
 
     def refresh_markers(self) -> None: ...
 
-    async def deliver(self, reminder: Reminder, method: str, source: str,
-                      receipt: Receipt | None = None) -> list[Command]: ...
+    def deliver(self, reminder: Reminder, method: str, source: str,
+                receipt: Receipt | None = None) -> list[Command]: ...
 
 
 class AddOn:

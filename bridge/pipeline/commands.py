@@ -105,6 +105,27 @@ class Defer(NamedTuple):
     replies: bool = False
 
 
+class Perform(NamedTuple):
+    """Shared-state work (an op of `bridge.state.ops`: charge a budget, push, take or count a
+    queue): perform ``op`` on ``state`` (at once, in the same call, when ``state.sync``; else
+    asynchronously) and hand its result to ``flow.performed(ticket, result)``, then perform what
+    ``flow.drain()`` gives.  Until then the flow queues its own later frames (`Pause`), and handles
+    them in order once it goes on.  ``flow`` is the one that waits: one driver may serve several
+    (an A2A route's requests share their task book's)."""
+
+    op: Any
+    ticket: int
+    state: Any
+    flow: Any
+
+
+class Pause(NamedTuple):
+    """What a flow queued while it waits on shared state passed its bound (``on``: stop reading
+    both sides), or fell back under half of it (not ``on``: read again)."""
+
+    on: bool
+
+
 class Learned(NamedTuple):
     """What a flow learned of the peer (its handshake, the A2A card), as `Flow.learned` gives it:
     the ``dialect`` it speaks and (MCP) whether it ``declared`` the reminder capability. A transport
@@ -125,7 +146,7 @@ class CardFlow(Protocol):
                      url_for: Callable[[str], str] | None = None) -> dict[str, Any] | None: ...
 
 
-Command = Forward | Send | Reply | Call | Wakeup | Defer
+Command = Forward | Send | Reply | Call | Wakeup | Defer | Perform | Pause
 
 
 def writes(commands: list[Command]) -> list[Write]:

@@ -9,30 +9,37 @@ What every protocol shares lives here: framing and batches, the pre-filter, the 
 requests (`call`: ids no peer can collide with, answers routed back to the handler that asked),
 wakeups, the stage, the policy (trust limits and budgets, with `coalesce`), and how a decision is
 counted, traced and logged. Add-ons (`addons.py`) hook in at named points; the flow imports none.
+
+Plain state machines: every entry returns a list of commands, never an awaitable.  Shared-state
+work (a budget charge, an A2A task queue) is a `Perform` command; the flow goes on with a typed
+continuation (`waiting.Step`) when the driver hands the result to `performed`, and queues its own
+later input meanwhile (`waiting.Backlog`).
 """
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.addons import AddOns
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Defer, Forward, Learned, Receipt, Reply, Send, Wakeup
-from bridge.pipeline.inflight import Unanswered, oversize_reply
+from bridge.pipeline.commands import (
+    HOST, PEER, Call, Command, Defer, Forward, Learned, Pause, Perform, Receipt, Reply, Send, Wakeup,
+)
+from bridge.pipeline.expectations import Awaiting
+from bridge.pipeline.inflight import Answering, Unanswered
 from bridge.pipeline.negotiation import Side, observes
-from bridge.pipeline.at_once import run_now
-from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Policy, Verdict
+from bridge.pipeline.policing import Handled, Policing
+from bridge.pipeline.waiting import Backlog, Later, Step
+from bridge.policy import Held, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
-from bridge.state.base import StateUnavailable
 from bridge.state.scope import IDENTITY, REQUEST, Scope
 from bridge.telemetry import Recorder, trace_keys
 
@@ -42,13 +49,11 @@ from bridge.telemetry import Recorder, trace_keys
 OWN_ID_PREFIX = f"rb{secrets.token_hex(4)}n"
 
 _own_ids = itertools.count(1)
+_tickets = itertools.count(1)
 
-Handled = list[Command] | None  # None: forward the frame untouched
 #: What a message gets when handling its reminder failed inside the proxy (a bug): never the frame untouched
 INTERNAL_CODE = -32603
 INTERNAL_MESSAGE = "reminder could not be handled: internal error"
-#: What feeding a flow gives: the commands, or (only while it waits on shared state) an awaitable of them
-Outcome = list[Command] | Awaitable[list[Command]]
 
 
 def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
@@ -56,7 +61,7 @@ def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
     return error_response(msg_id, -32602, str(exc))
 
 
-class Flow:
+class Flow(Policing, Answering):
     """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
     message in; commands out, or None for "forward it untouched")."""
 
@@ -88,9 +93,9 @@ class Flow:
         #: over-budget notifications held by `coalesce` until tokens return
         self.held = Coalescer()
         #: host requests whose responses this flow must see, by id key
-        self.awaiting: dict[Any, Any] = {}
-        #: the proxy's own requests in flight: own id → the handler of the answer
-        self.calls: dict[str, Callable[[dict[str, Any]], Handled]] = {}
+        self.awaiting = Awaiting()
+        #: the proxy's own requests in flight: own id → what handles the answer
+        self.calls: dict[str, Step] = {}
         self._call_marker = OWN_ID_PREFIX.encode()
         #: the host's requests the peer has not answered yet (`upstream_gone` answers them)
         self.unanswered = Unanswered(self._call_marker)
@@ -106,32 +111,38 @@ class Flow:
         self._attributes: dict[str, Any] | None = None
         self._direction: str | None = None  # toward_host | toward_peer, while a frame is handled
         self._carrying = False  # a reminder of the message being handled reached the policy
-        #: while a frame waits on shared state: done when the last work queued behind it is done
-        self._tail: asyncio.Future[None] | None = None
+        #: the `Perform` this flow waits on (its ticket), what follows it, and the message context
+        #: it was asked in; what comes meanwhile waits in the backlog
+        self._ticket: int | None = None
+        self._chain: list[Step] = []
+        self._saved: tuple[Any, ...] = ()
+        self.backlog = Backlog()
         self.recorder.track(self)
 
     # -- framing -------------------------------------------------------------------------------
-    def from_host(self, frame: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
+    def from_host(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
         """The commands for one frame from the host.  ``headers``: the HTTP request's headers
         (lower-case names), whose `traceparent` is the parent of the proxy's spans unless the
         message's `_meta` names one.
 
-        A list; on shared state (Redis), an awaitable of the list for a frame the flow decodes, or
-        for any frame while one waits.  Frames are handled one at a time, in the order given."""
+        While the flow waits on shared state (a `Perform`), the frame waits in its backlog and
+        comes back in order from `performed` / `drain` (the list is empty, or `Pause`)."""
         return self._handle(frame, HOST, PEER, headers)
 
-    def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> Outcome:
+    def from_peer(self, frame: bytes, headers: Mapping[str, str] | None = None) -> list[Command]:
         return self._handle(frame, PEER, HOST, headers)
 
     @property
     def busy(self) -> bool:
-        """A frame is waiting on shared state: what comes next queues behind it (order is kept)."""
-        return self._tail is not None
+        """The flow waits on shared state: what comes next queues behind it (order is kept)."""
+        return self._ticket is not None
 
     def passes(self, data: bytes, origin: str) -> bool:
         """True when ``data`` (one frame, or a block of whole lines) can go on untouched, unparsed."""
+        if self._ticket is not None:  # it waits in line
+            return False
         if origin == PEER:
-            if self.awaiting:  # answers to host requests this flow must see
+            if self.awaiting and self.awaiting.answered_in(data):  # answers to host requests this flow must see
                 return False
             if self.calls and self._call_marker in data:  # answers to the proxy's own requests
                 return False
@@ -154,54 +165,98 @@ class Flow:
             return None
         return self.unanswered.answered(data)
 
-    def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> Outcome:
-        answers = self._note(frame, origin)
-        waits = self._tail is not None
-        if not waits and self.passes(frame, origin):
+    def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
+        answers = self._note(frame, origin)  # as frames arrive, waiting in line or not
+        if self._ticket is not None:
+            return self._later(Later(self._waited, (frame, origin, dest, headers), len(frame)))
+        if self.passes(frame, origin):
             return [Forward(dest, frame, answers)]
-        return self._run(self._handle_async(frame, origin, dest, headers, waits))
+        return self._decode(frame, origin, dest, headers)
 
-    async def _handle_async(self, frame: bytes, origin: str, dest: str,
-                            headers: Mapping[str, str] | None, waited: bool = False) -> list[Command]:
-        if waited and self.passes(frame, origin):  # a frame that waited in line meets a newer state
+    def _waited(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
+        """A frame that waited in line meets a newer state."""
+        if self.passes(frame, origin):
             return [Forward(dest, frame)]
+        return self._decode(frame, origin, dest, headers)
+
+    # -- waiting on shared state ---------------------------------------------------------------
+    def perform(self, op: Any, state: Any, then: Step) -> list[Command]:
+        """Ask for shared-state work (``op`` on ``state``); ``then.run(result, *then.args)`` goes on
+        once the transport hands the result to `performed`.  Asked while another waits: asked
+        once that one is done, after what follows it."""
+        if self._ticket is not None:
+            self._chain.append(Step(self._perform_next, (op, state, then)))
+            return []
+        self._ticket = ticket = next(_tickets)
+        self._chain = [then]
+        self._saved = (self._inbound, self._headers, self._frame, self._span, self._start_ns, self._attributes,
+                       self._direction, self._carrying)
+        return [Perform(op, ticket, state, self)]
+
+    def _perform_next(self, value: Any, op: Any, state: Any, then: Step) -> list[Command]:
+        return list(value or []) + self.perform(op, state, then)
+
+    def _waits(self, run: Callable[..., Any], args: tuple[Any, ...] = (),
+               failed: Callable[..., Any] | None = None) -> bool:
+        """Whether the work just done asked for shared state: if so, ``Step(run, args, failed)``
+        follows it (made only then: this is asked once per frame)."""
+        if self._ticket is None:
+            return False
+        self._chain.append(Step(run, args, failed))
+        return True
+
+    def performed(self, ticket: int, result: Any) -> list[Command]:
+        """The result of the `Perform` with ``ticket`` (a `StateUnavailable` when shared state could
+        not serve it): the flow goes on where it stopped.  What waited behind it comes from `drain`."""
+        if ticket != self._ticket:
+            raise ValueError(f"no Perform {ticket} is awaited (awaiting {self._ticket})")
+        chain, self._chain, self._ticket = self._chain, [], None
+        (self._inbound, self._headers, self._frame, self._span, self._start_ns, self._attributes,
+         self._direction, self._carrying) = self._saved
+        self._saved = ()
+        value: Any = result
+        error: Exception | None = None
         try:
-            return await self._decode(frame, origin, dest, headers)
-        except Exception as exc:  # a pipeline bug costs neither the frame, nor the stream, nor the connection
-            # (a message whose reminder reached the policy never gets here: `_dispatch` answers it)
-            self._inbound = None
-            self.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
-                              why="the frame carries no reminder the proxy decoded: it goes on untouched")
-            return [Forward(dest, frame)]
+            for i, step in enumerate(chain):
+                try:
+                    if error is None:
+                        value = step.run(value, *step.args)
+                    elif step.failed is not None:
+                        value, error = step.failed(error, *step.args), None
+                    else:
+                        continue
+                except Exception as exc:  # the next step that takes errors decides
+                    error = exc
+                    continue
+                if self._ticket is not None:  # waits again: the rest follows that
+                    self._chain += chain[i + 1:]
+                    return _placed(value, self._saved[2])
+        finally:
+            if self._ticket is None:
+                self._inbound = self._headers = self._frame = None
+        if error is not None:
+            raise error
+        return value if type(value) is list else list(value or [])
 
-    def _run(self, work: Coroutine[Any, Any, list[Command]]) -> Outcome:
-        """``work``'s commands now on in-process state (nothing there suspends); on shared state, a
-        task (the Redis client's timeouts need one) in line behind the frames before it."""
-        if self.policy.shared is None:
-            return run_now(work)
-        return self._in_line(work, self._tail)
+    def drain(self) -> list[Command]:
+        """What waited while the flow waited on shared state, handled in order, until it waits again
+        (`Pause(False)` first once the backlog fell under half its bound)."""
+        backlog = self.backlog
+        if not backlog.items and not backlog.full:
+            return []
+        out: list[Command] = []
+        while backlog.items and self._ticket is None:
+            item = backlog.take()
+            out += item.run(*item.args)
+        if backlog.eased():
+            out.insert(0, Pause(False))
+        return out
 
-    def _in_line(self, work: Coroutine[Any, Any, list[Command]],
-                 previous: asyncio.Future[None] | None) -> Awaitable[list[Command]]:
-        """``work`` as a task that starts once ``previous`` is done; the flow's message context
-        (`_inbound`, the span) belongs to one frame at a time, so frames never interleave."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._tail = done
+    def _later(self, item: Later) -> list[Command]:
+        return [Pause(True)] if self.backlog.add(item) else []
 
-        async def in_turn() -> list[Command]:
-            try:
-                if previous is not None:
-                    await previous
-                return await work
-            finally:
-                done.set_result(None)
-                if self._tail is done:
-                    self._tail = None
-
-        return loop.create_task(in_turn())
-
-    async def _decode(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
+    # -- decoding ------------------------------------------------------------------------------
+    def _decode(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
         started = time.perf_counter()
         self._start_ns = time.time_ns()
         self._headers = headers
@@ -209,43 +264,79 @@ class Flow:
         try:
             msg = loads(frame)
         except (ValueError, RecursionError):
+            self._headers = None
             return [Forward(dest, frame)]  # not JSON (or absurdly deep): not ours to judge
+        single = not isinstance(msg, list)
         try:
-            if isinstance(msg, list):
-                out = await self._batch(msg, frame, origin, dest)
-            else:
+            if single:
                 self._frame = frame
-                handled = await self._dispatch(msg, origin)
-                out = [Forward(dest, frame)] if handled is None else \
-                    [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
+                out = self._dispatch(msg, origin)
+            else:
+                out = self._batch(msg, frame, origin, dest)
+        except Exception as exc:  # a pipeline bug costs neither the frame, nor the stream, nor the connection
+            return self._frame_failed(exc, frame, origin, dest, started, single)
         finally:
             self._headers = self._frame = None
+        if self._waits(self._decoded, (frame, origin, dest, started, single), self._frame_failed):
+            return _placed(out, frame)  # type: ignore[arg-type]
+        return self._decoded(out, frame, origin, dest, started, single)
+
+    def _decoded(self, handled: Handled, frame: bytes, origin: str, dest: str, started: float,
+                 single: bool) -> list[Command]:
+        if not single:
+            out = handled or []
+        elif handled is None:
+            out = [Forward(dest, frame)]
+        else:
+            out = [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
         if out and not (len(out) == 1 and type(out[0]) is Forward):
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
 
-    async def _dispatch(self, msg: Any, origin: str) -> Handled:
+    def _frame_failed(self, exc: Exception, frame: bytes, origin: str, dest: str, started: float,
+                      single: bool) -> list[Command]:
+        # (a message whose reminder reached the policy never gets here: `_dispatch` answers it)
+        self._inbound = None
+        self.recorder.log("pipeline_error", level="error", side=origin, error=type(exc).__name__,
+                          why="the frame carries no reminder the proxy decoded: it goes on untouched")
+        return [Forward(dest, frame)]
+
+    def _dispatch(self, msg: Any, origin: str) -> Handled:
         if not isinstance(msg, dict):
             return None
         self._inbound, self._span, self._attributes = msg, None, None
         self._carrying = False
         calls = len(self.calls)
         try:
-            if origin == PEER and "method" not in msg and (answer := await self._own_answer(msg)) is not None:
-                return answer
-            out = await (self.on_host(msg) if origin == HOST else self.on_peer(msg))
+            if origin == PEER and "method" not in msg and (answer := self._own_answer(msg)) is not None:
+                out = answer
+            else:
+                out = self.on_host(msg) if origin == HOST else self.on_peer(msg)
         except Exception as exc:
-            if not self._carrying or observes(self.stage):
-                raise  # no reminder decoded (or `observe`, which changes nothing): `_handle_async` forwards it
-            return self._internal_error(msg, origin, exc)
+            return self._dispatch_failed(exc, msg, origin, calls)
         finally:
             self._inbound = None
+        if self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
+            return out
+        return self._dispatched(out, msg, origin, calls)
+
+    def _dispatched(self, out: Handled, msg: dict[str, Any], origin: str, calls: int) -> Handled:
+        self._inbound = None
         if out is not None and observes(self.stage):
             if len(self.calls) > calls:  # observe sends nothing of its own
                 for own in list(self.calls)[calls:]:
                     del self.calls[own]
             return None  # the decisions were counted and logged; the wire is untouched
         return out
+
+    def _dispatch_failed(self, exc: Exception, msg: dict[str, Any], origin: str, calls: int) -> Handled:
+        if not self._carrying or observes(self.stage):
+            raise exc  # no reminder decoded (or `observe`, which changes nothing): the frame goes on
+        self._inbound = msg
+        try:
+            return self._internal_error(msg, origin, exc)
+        finally:
+            self._inbound = None
 
     def _internal_error(self, msg: dict[str, Any], origin: str, exc: Exception) -> list[Command]:
         """A bug while handling a message whose reminder the policy saw: the reminder is never passed
@@ -265,21 +356,26 @@ class Flow:
         error = error_response(msg.get("id"), INTERNAL_CODE, INTERNAL_MESSAGE, {"reason": type(exc).__name__})
         return [self.reply(to, msg, error) if request else Send(to, dumps(error))]
 
-    async def _own_answer(self, msg: dict[str, Any]) -> Handled:
-        """The answer to one of the proxy's own requests goes to the handler that asked, never on
-        (a handler is a function or a coroutine function)."""
+    def _own_answer(self, msg: dict[str, Any]) -> Handled:
+        """The answer to one of the proxy's own requests goes to what asked, never on."""
         msg_id = msg.get("id")
         handler = self.calls.pop(msg_id, None) if isinstance(msg_id, str) else None
         if handler is None:
             return None
-        answer = handler(msg)
-        if asyncio.iscoroutine(answer):
-            answer = await answer
+        answer = handler.run(msg, *handler.args)
         return answer or []
 
-    async def _batch(self, batch: list[Any], frame: bytes, origin: str, dest: str) -> list[Command]:
+    def _batch(self, batch: list[Any], frame: bytes, origin: str, dest: str) -> list[Command]:
         """JSON-RPC batches (MCP 2025-03-26): rewrite members, keep the rest of the array as it was."""
-        results = [await self._dispatch(item, origin) for item in batch]
+        return self._batch_from([], batch, frame, origin, dest)
+
+    def _batch_from(self, results: list[Handled], batch: list[Any], frame: bytes, origin: str,
+                    dest: str) -> list[Command]:
+        while len(results) < len(batch):
+            result = self._dispatch(batch[len(results)], origin)
+            if self._waits(self._batch_member, (results, batch, frame, origin, dest)):
+                return result  # type: ignore[return-value]
+            results.append(result)
         if all(r is None for r in results):
             return [Forward(dest, frame)]
         forward: list[Any] = []
@@ -303,17 +399,26 @@ class Flow:
             out.append(Reply(origin, dumps(back)))
         return out
 
+    def _batch_member(self, value: Handled, results: list[Handled], batch: list[Any], frame: bytes, origin: str,
+                      dest: str) -> list[Command]:
+        return self._batch_from(results + [value], batch, frame, origin, dest)
+
     # -- timers --------------------------------------------------------------------------------
-    def wake(self, now: float) -> Outcome:
+    def wake(self, now: float) -> list[Command]:
         """The transport's timer fired (it asked with `Wakeup`): coalesced reminders whose buckets
         have a token again go out, add-ons poll. Returns the next `Wakeup` when more remain."""
-        return self._run(self._wake(now))
-
-    async def _wake(self, now: float) -> list[Command]:
+        if self._ticket is not None:
+            return self._later(Later(self.wake, (now,)))
         self._asked = None
         out: list[Command] = []
         if len(self.held) and (self.held.wake_at is None or now >= self.held.wake_at):
-            out += await self._release(now)
+            out = self._release_from(now, list(self.held), 0, set(), [])
+            if self._waits(self._woken, (now,)):
+                return out
+        return self._woken(out, now)
+
+    def _woken(self, value: Handled, now: float) -> list[Command]:
+        out = list(value or [])
         out += self.addons.wake(now)
         return self._with_wakeup(out)
 
@@ -334,41 +439,61 @@ class Flow:
             out.append(Wakeup(at))
         return out
 
-    def _then(self, done: Callable[[Any], Any]) -> Callable[[Any], Outcome]:
-        """What follows deferred work, in line with the frames (``done`` may be a coroutine function)."""
-        return lambda result: self._run(self._after_deferred(done, result))
+    def _then(self, done: Callable[[Any], Any]) -> Callable[[Any], list[Command]]:
+        """What follows deferred work, in line with the frames."""
+        return lambda result: self._after_deferred(done, result)
 
-    async def _after_deferred(self, done: Callable[[Any], Any], result: Any) -> list[Command]:
+    def _after_deferred(self, done: Callable[[Any], Any], result: Any) -> list[Command]:
+        if self._ticket is not None:
+            return self._later(Later(self._after_deferred, (done, result)))
         out = done(result)
-        if asyncio.iscoroutine(out):
-            out = await out
-        return self._with_wakeup(list(out or []))
+        if self._waits(self._deferred_done):
+            return list(out)
+        return self._deferred_done(out)
 
-    async def _release(self, now: float) -> list[Command]:
-        """Coalesced reminders whose buckets have a token again, newest per key, in order."""
-        waits: list[int] = []
-        admitted: set[int] = set()
-        for item in list(self.held):
-            exceeded = await self.policy.charge_held(item.reminder, server=self.route, session=item.context[1],
-                                                     now=now)
-            if exceeded is None:
-                admitted.add(id(item))
-            else:
-                waits.append(exceeded.retry_after_ms)
+    def _deferred_done(self, value: Handled) -> list[Command]:
+        return self._with_wakeup(list(value or []))
 
-        out: list[Command] = []
-        for item in self.held.release(lambda item: id(item) in admitted):
+    def _release_from(self, now: float, items: list[Held], i: int, admitted: set[int],
+                      waits: list[int]) -> list[Command]:
+        """Coalesced reminders whose buckets have a token again, newest per key, in order: each
+        charged in turn (``items[i:]`` still to charge), then released."""
+        while i < len(items):
+            item = items[i]
+            op = self.policy.charge_op(item.reminder, server=self.route, session=item.context[1], now=now)
+            if op is not None:
+                return self.perform(op, self.policy.budget_state,
+                                    Step(self._release_paid, (now, items, i, admitted, waits)))
+            admitted.add(id(item))
+            i += 1
+        released = self.held.release(lambda item: id(item) in admitted)
+        self.held.wake_at = now + min(waits) / 1000.0 if waits else None
+        return self._release_next([], released, 0)
+
+    def _release_paid(self, result: Any, now: float, items: list[Held], i: int, admitted: set[int],
+                      waits: list[int]) -> list[Command]:
+        exceeded = self.policy.held_wait(result)
+        if exceeded is None:
+            admitted.add(id(items[i]))
+        else:
+            waits.append(exceeded.retry_after_ms)
+        return self._release_from(now, items, i + 1, admitted, waits)
+
+    def _release_next(self, value: Handled, released: list[Held], j: int) -> list[Command]:
+        out = list(value or [])
+        while j < len(released):
+            item = released[j]
+            j += 1
             self._inbound, self._span, self._attributes = item.context[0], None, {"reminder.coalesced": True}
             self._start_ns = time.time_ns()
             self._direction = item.context[2]
             try:
-                delivered = item.deliver(item.reminder)
-                if asyncio.iscoroutine(delivered):  # e.g. into a queue in shared state
-                    delivered = await delivered
-                out += delivered or []
+                delivered = item.deliver.run(item.reminder, *item.deliver.args)
             finally:
                 self._inbound = None
-        self.held.wake_at = now + min(waits) / 1000.0 if waits else None
+            if self._waits(self._release_next, (released, j)):
+                return out + list(delivered)
+            out += delivered or []
         return out
 
     def close(self, why: str) -> None:
@@ -384,29 +509,6 @@ class Flow:
         self.addons.close()
 
     # -- what the transport tells the flow ------------------------------------------------------
-    def upstream_gone(self, error: dict[str, Any], frame: bytes | None = None) -> list[Reply]:
-        """The peer went away (a child exited, an upstream failed or broke off its answer): ``error``
-        (a JSON-RPC error object) for each host request still unanswered, ``frame``: of those it
-        carried, in the order they were sent, each id as the host wrote it."""
-        return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
-
-    def exchange_ended(self, frame: bytes) -> None:
-        """The transport's exchange for the host's ``frame`` is over (HTTP: its response ended):
-        its requests wait no longer, answered or not, so a flow whose answers go elsewhere (a raw
-        relay, a 202) keeps nothing of them."""
-        self.unanswered.drop(frame)
-
-    def oversize(self, head: bytes, origin: str, limit: int) -> list[Reply]:
-        """A frame from ``origin`` over the transport's ``limit``, of which only ``head`` (its first
-        bytes) was kept: a host request gets an error, a peer response becomes one (the host stops
-        waiting); anything else is gone unanswered."""
-        found = oversize_reply(head, limit, origin == HOST)
-        if found is None:
-            return []
-        msg_id, data = found
-        self.unanswered.forget(msg_id)
-        return [Reply(HOST, data, msg_id)]
-
     def learned(self) -> Learned | None:
         """What this flow learned of the peer (its handshake, the A2A card), for flows of its route
         that will not see it; None before it learned anything."""
@@ -420,7 +522,11 @@ class Flow:
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
-        return self._with_wakeup(self._receipts_done(receipts)) if receipts else []
+        if not receipts:
+            return []
+        if self._ticket is not None:
+            return self._later(Later(self.written, (receipts,)))
+        return self._with_wakeup(self._receipts_done(receipts))
 
     def _receipts_done(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """What the owners of ``receipts`` do once they are done with: written, or decided by the flow
@@ -488,10 +594,10 @@ class Flow:
         """Go on with a session from its `negotiated` record."""
 
     # -- for subclasses ------------------------------------------------------------------------
-    async def on_host(self, msg: dict[str, Any]) -> Handled:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         return None
 
-    async def on_peer(self, msg: dict[str, Any]) -> Handled:
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
         return None
 
     def forward(self, to: str) -> Any:
@@ -515,10 +621,11 @@ class Flow:
             self.unanswered.forget(request.get("id"))
         return Reply(to, dumps(msg), request.get("id"), retry_after_ms)
 
-    def call(self, to: str, method: str, params: Any, on_answer: Callable[[dict[str, Any]], Handled]) -> Call:
-        """The proxy's own request; ``on_answer(response)`` gets its answer and returns commands."""
+    def call(self, to: str, method: str, params: Any, on_answer: Step | Callable[[dict[str, Any]], Handled]) -> Call:
+        """The proxy's own request; ``on_answer`` (a `Step`, or a bound method) gets its answer
+        (``run(response, *args)``) and returns commands."""
         own = f"{OWN_ID_PREFIX}{next(_own_ids)}"
-        self.calls[own] = on_answer
+        self.calls[own] = on_answer if type(on_answer) is Step else Step(on_answer)
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": own, "method": method}
         if params is not None:
             request["params"] = params
@@ -584,109 +691,13 @@ class Flow:
                         carrier[key] = value
         return carrier
 
-    # -- the policy ----------------------------------------------------------------------------
-    async def police(self, msg: dict[str, Any], reminder: Reminder, method: str, *, origin: str,
-               deliver: Callable[[Reminder], Handled] | None = None, session: Any = None,
-               pending: int | Callable[[], Awaitable[int]] | None = None, source: str | None = None,
-               target: str | None = None, request: bool | None = None) -> tuple[Reminder | None, list[Command]]:
-        """The policy, once per decoded reminder, just before it is encoded for the other side.
 
-        Returns ``(reminder, [])`` to go on with (possibly cleaned: control characters stripped,
-        `roleHint` lowered), or ``(None, out)``: the reminder is refused and ``out`` is what to
-        send instead: a JSON-RPC error to ``origin`` for a request, nothing for a notification
-        (dropped, or held by `coalesce` until ``deliver(reminder)`` can send it).
-        ``session``: the `Scope` it belongs to (default: the flow's own); ``pending``: how many
-        reminders that session holds when this one would be held too (or a coroutine function that
-        counts them in shared state: asked only once the trust limits passed).  ``request=False`` treats a
-        reminder riding on a request (A2A `metadata.harn.reminder` on `SendMessage`) like a
-        notification: refusing it drops the reminder, not the message.
-        """
-        self._carrying = True
-        session = self.scope if session is None else session
-        request = is_request(msg) if request is None else request
-        if self.policy.shared is None and callable(pending):  # this process's own tables: nothing to protect
-            pending = await pending()
-        admit = self.policy.admit if self.policy.shared is None else self.policy.admit_shared
-        verdict = admit(reminder, request=request, server=self.route, session=session, now=self.clock(),
-                        from_peer=origin == PEER, pending=pending, shadow=observes(self.stage))
-        if self.policy.shared is not None:  # fleet-wide budgets: charged on the Redis server
-            verdict = await verdict
-        attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()} \
-            if verdict.changes else {}
-        if verdict.changes:
-            self.recorder.info("reminder_cleaned", protocol=self.protocol, method=method, id=reminder.id,
-                               **{k.lower(): v for k, v in verdict.changes.items()})
-        if verdict.shadowed is not None:
-            self.recorder.budget_rejected(self.protocol, verdict.shadowed.scope, shadow=True)
-            attributes["reminder.budget.shadow_limited"] = True
-            attributes["reminder.budget.scope"] = verdict.shadowed.scope
-        if verdict.ok:
-            self._attributes = attributes or None
-            return verdict.reminder, []
-        self._attributes = attributes
-        return None, self._refused(msg, verdict, method, origin, deliver, session, source, target, request)
-
-    def state_refused(self, msg: dict[str, Any], reminder: Reminder, method: str,
-                      exc: StateUnavailable) -> list[Command]:
-        """A reminder request whose queue lives in shared state that is away (`closed`): the
-        structured error with ``scope = "state"`` (spec §12), and the decision counted."""
-        self.record("refused", method, reminder, why=f"{STATE_MESSAGE} (on_unavailable = closed): {exc.cause}")
-        return [self.reply(HOST, msg, error_response(msg.get("id"), BUDGET_CODE, STATE_MESSAGE, exc.data()),
-                           STATE_RETRY_MS)]
-
-    def _refused(self, msg: dict[str, Any], verdict: Verdict, method: str, origin: str,
-                 deliver: Callable[[Reminder], Handled] | None, session: Any, source: str | None,
-                 target: str | None, request: bool) -> list[Command]:
-        reminder = verdict.reminder
-        if verdict.refusal is not None:
-            self.recorder.trust_refused(self.protocol, verdict.refusal.limit)
-            self._attributes = {**(self._attributes or {}), "reminder.trust.limit": verdict.refusal.limit}
-            self.record("refused", method, reminder, source=source, target=target, why=verdict.why, session=session)
-        elif verdict.unavailable is not None:  # shared state down, `closed`: requests refused, the rest per `over`
-            if not request and verdict.over == "coalesce" and deliver is not None:
-                return self._coalesce(msg, verdict, method, deliver, session, source, target)
-            self.record("refused" if request else "dropped", method, reminder, source=source, target=target,
-                        why=verdict.why, session=session)
-        else:
-            assert verdict.exceeded is not None
-            self.recorder.budget_rejected(self.protocol, verdict.exceeded.scope, shadow=False)
-            self._attributes = {**(self._attributes or {}), "reminder.budget.scope": verdict.exceeded.scope,
-                                "reminder.budget.retry_after_ms": verdict.exceeded.retry_after_ms}
-            if not request and verdict.over == "coalesce" and deliver is not None:
-                return self._coalesce(msg, verdict, method, deliver, session, source, target)
-            self.record("rate_limited", method, reminder, source=source, target=target, why=verdict.why,
-                        session=session)
-        if request:
-            code, message, data = verdict.error()
-            return [self.reply(origin, msg, error_response(msg["id"], code, message, data), verdict.retry_after_ms)]
-        return []
-
-    def _coalesce(self, msg: dict[str, Any], verdict: Verdict, method: str,
-                  deliver: Callable[[Reminder], Handled], session: Any, source: str | None,
-                  target: str | None) -> list[Command]:
-        reminder = verdict.reminder
-        key = held_key(reminder)
-        limit = self.settings.trust.max_pending_per_session
-        if not self.held.holds(key) and len(self.held) >= limit:
-            self.recorder.trust_refused(self.protocol, "max_pending_per_session")
-            self.record("dropped", method, reminder, source=source, target=target, session=session,
-                        why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})")
-            return []
-        replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
-        assert verdict.retry_after_ms is not None
-        wake = self.clock() + verdict.retry_after_ms / 1000.0
-        if self.held.wake_at is None or wake < self.held.wake_at:
-            self.held.wake_at = wake
-        self.record("coalesced", method, reminder, source=source, target=target, session=session,
-                    why=f"{verdict.why}; held until tokens return" + (
-                        f", replacing {replaced.reminder.id}" if replaced is not None else ""))
-        return []
-
-
-def held_key(reminder: Reminder) -> str:
-    """What `coalesce` holds a reminder under: its dedupe key (the newest replaces older ones),
-    else its own id (nothing is merged that the sender did not mark as replaceable)."""
-    return f"k:{reminder.dedupe_key}" if reminder.dedupe_key is not None else f"i:{reminder.id}"
+def _placed(out: list[Any], frame: bytes | None) -> list[Command]:
+    """What a flow gives before it waits: the frame being handled, where a handler said to pass it
+    on untouched, is its bytes (a batch member has none: the batch's own step places it)."""
+    if frame is None or (len(out) == 1 and type(out[0]) is Perform):  # the usual: the Perform alone
+        return out
+    return [Forward(c.to, frame) if type(c) is _Untouched else c for c in out]
 
 
 class _Untouched(NamedTuple):

@@ -13,7 +13,8 @@ import json
 import re
 from typing import Any
 
-from bridge.jsonrpc import SLOW_LIMIT, dumps, error_response, id_spelling, ids_in, one_id
+from bridge.jsonrpc import SLOW_LIMIT, dumps, error_response, ids_in, one_id, wire_key
+from bridge.pipeline.commands import HOST, Reply
 
 
 def token_key(token: bytes) -> Any:
@@ -88,14 +89,16 @@ class Unanswered:
 
     def forget(self, msg_id: Any) -> None:
         """The proxy answered the request ``msg_id`` itself (a `Reply`): nothing waits for it."""
-        if isinstance(msg_id, (str, int, float)) and not isinstance(msg_id, bool) and self.ids:
-            self.ids.pop(id_spelling(msg_id), None)
+        if self.ids and (key := wire_key(msg_id)) is not None:
+            self.ids.pop(key, None)
 
     def _cancelled(self, block: bytes) -> None:
         for line in block.split(b"\n"):
             if b"notifications/cancelled" in line and len(line) <= SLOW_LIMIT:
                 try:
-                    self.ids.pop(id_spelling(json.loads(line)["params"]["requestId"]), None)
+                    key = wire_key(json.loads(line)["params"]["requestId"])
+                    if key is not None:
+                        self.ids.pop(key, None)
                 except (ValueError, RecursionError, LookupError, TypeError):
                     pass
 
@@ -113,10 +116,34 @@ class Unanswered:
         return [(token, b'{"jsonrpc":"2.0","id":' + token + b',"error":' + body + b"}") for _, token in waiting]
 
 
-def requests_in(block: bytes) -> list[bytes]:
-    """The ids (as written) of the requests in ``block``: for a transport that answers a frame no
-    flow saw (a request relayed without one)."""
-    return [token for kind, _, token in ids_in(block) if kind == "request" and token != b"null"]
+class Answering:
+    """What a flow answers in the peer's place when the peer cannot (mixed into `Flow`, whose
+    `unanswered` table it reads): the transport says what happened, never which ids it read."""
+
+    unanswered: Unanswered
+
+    def upstream_gone(self, error: dict[str, Any], frame: bytes | None = None) -> list[Reply]:
+        """The peer went away (a child exited, an upstream failed or broke off its answer): ``error``
+        (a JSON-RPC error object) for each host request still unanswered, ``frame``: of those it
+        carried, in the order they were sent, each id as the host wrote it."""
+        return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
+
+    def exchange_ended(self, frame: bytes) -> None:
+        """The transport's exchange for the host's ``frame`` is over (HTTP: its response ended):
+        its requests wait no longer, answered or not, so a flow whose answers go elsewhere (a raw
+        relay, a 202) keeps nothing of them."""
+        self.unanswered.drop(frame)
+
+    def oversize(self, head: bytes, origin: str, limit: int) -> list[Reply]:
+        """A frame from ``origin`` over the transport's ``limit``, of which only ``head`` (its first
+        bytes) was kept: a host request gets an error, a peer response becomes one (the host stops
+        waiting); anything else is gone unanswered."""
+        found = oversize_reply(head, limit, origin == HOST)
+        if found is None:
+            return []
+        msg_id, data = found
+        self.unanswered.forget(msg_id)
+        return [Reply(HOST, data, msg_id)]
 
 
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')

@@ -13,8 +13,10 @@ from bridge.jsonrpc import id_key
 from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
-from bridge.pipeline.flow import Flow, Handled, held_key
+from bridge.pipeline.flow import Flow, Handled
+from bridge.pipeline.policing import held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
+from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
 
 MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -122,7 +124,7 @@ class McpFlow(Flow):
             self.awaiting.setdefault(key, "watched")
 
     # -- host → server -------------------------------------------------------------------------
-    async def on_host(self, msg: dict[str, Any]) -> Handled:
+    def on_host(self, msg: dict[str, Any]) -> Handled:
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -167,7 +169,7 @@ class McpFlow(Flow):
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
-    async def on_peer(self, msg: dict[str, Any]) -> Handled:
+    def on_peer(self, msg: dict[str, Any]) -> Handled:
         key = id_key(msg.get("id")) if "method" not in msg and "id" in msg else None
         watched = self.watchers.pop(key, None) if key is not None else None
         waited = self.response_to(msg)
@@ -189,7 +191,7 @@ class McpFlow(Flow):
         elif waited is None:
             for codec in (McpStandard, McpLegacy):
                 if codec.is_reminder(msg):
-                    return await self._reminder(msg, codec)
+                    return self._reminder(msg, codec)
         if watched is not None:  # add-ons patch the response after the flow's own rewrite
             method, addons = watched
             for addon in addons:
@@ -246,7 +248,7 @@ class McpFlow(Flow):
         name = info.get("name") if isinstance(info, dict) else None
         return name if server_label(name) is not None else self.route
 
-    async def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
+    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
         source = codec.dialect
         if self.state.peer_declared is False and self.settings.require_declaration:
@@ -262,13 +264,22 @@ class McpFlow(Flow):
             return []
         target = self.target()
         held = target != source and target not in HOST_CODECS and self._fallback() == "tool_result"
-        reminder, refusal = await self.police(msg, decoded, method, origin=PEER, source=source, target=target,
-                                        pending=len(self.state.tool_results) + len(self.held) if held else None,
-                                        deliver=lambda r: self._deliver(msg, codec, r, changed=r is not decoded,
-                                                                        released=True))
+        return self.police(msg, decoded, method, origin=PEER, source=source, target=target,
+                           pending=len(self.state.tool_results) + len(self.held) if held else None,
+                           then=Step(self._reminder_judged, (msg, codec, decoded)),
+                           deliver=Step(self._released, (msg, codec, decoded)))
+
+    def _reminder_judged(self, outcome: tuple[Reminder | None, list[Command]], msg: dict[str, Any],
+                         codec: type[McpStandard] | type[McpLegacy], decoded: Reminder) -> Handled:
+        reminder, refusal = outcome
         if reminder is None:
             return refusal
         return self._deliver(msg, codec, reminder, changed=reminder is not decoded)
+
+    def _released(self, reminder: Reminder, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy],
+                  decoded: Reminder) -> Handled:
+        """A reminder `coalesce` held, now that its bucket has a token again."""
+        return self._deliver(msg, codec, reminder, changed=reminder is not decoded, released=True)
 
     def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
                  changed: bool, released: bool = False) -> Handled:
@@ -330,7 +341,7 @@ class McpFlow(Flow):
                     why="audit_only reminders are never shown to the model")
         return True
 
-    async def deliver(self, reminder: Reminder, method: str, source: str,
+    def deliver(self, reminder: Reminder, method: str, source: str,
                       receipt: Receipt | None = None) -> list[Command]:
         """A reminder from elsewhere (an add-on: the outbox) to the host, as if the server had
         pushed it: the policy as for a notification (refused means dropped, or held by `coalesce`),
@@ -343,19 +354,24 @@ class McpFlow(Flow):
         target = self.target()
         queued = target not in HOST_CODECS and self._fallback() == "tool_result"
         notification = {"jsonrpc": "2.0", "method": method}
+        return self.police(notification, reminder, method, origin=PEER, source=source, target=target, request=False,
+                           pending=len(self.state.tool_results) + len(self.held) if queued else None,
+                           then=Step(self._delivery_judged, (reminder, method, source, receipts)),
+                           deliver=Step(self._push_or_fall_back, (method, source, receipts)))
 
-        def push(admitted: Reminder) -> list[Command]:
-            if self.target() in HOST_CODECS:
-                return self._push(admitted, method, source, receipts=receipts)
-            return self._fall_back(admitted, method, source, receipts)
-
-        admitted, refusal = await self.police(notification, reminder, method, origin=PEER, deliver=push, source=source,
-                                        target=target, request=False,
-                                        pending=len(self.state.tool_results) + len(self.held) if queued else None)
+    def _delivery_judged(self, outcome: tuple[Reminder | None, list[Command]], reminder: Reminder, method: str,
+                         source: str, receipts: tuple[Receipt, ...]) -> list[Command]:
+        admitted, refusal = outcome
         if admitted is None:  # the policy said why
             coalesced = self.held.holds(held_key(reminder))
             return refusal + ([] if coalesced else self._receipts_done(receipts))  # held: reported once released
-        return push(admitted)
+        return self._push_or_fall_back(admitted, method, source, receipts)
+
+    def _push_or_fall_back(self, admitted: Reminder, method: str, source: str,
+                           receipts: tuple[Receipt, ...]) -> list[Command]:
+        if self.target() in HOST_CODECS:
+            return self._push(admitted, method, source, receipts=receipts)
+        return self._fall_back(admitted, method, source, receipts)
 
     def _fall_back(self, reminder: Reminder, method: str | None, source: str,
                    receipts: tuple[Receipt, ...] = ()) -> list[Command]:

@@ -1,28 +1,32 @@
 """The one policy layer (spec §7): trust limits, then budgets, for every reminder of every transport.
 
 Pure and transport-blind.  A `Policy` is built from a route's `RouteSettings` (and the rules
-file's global ceiling); flows ask it once per decoded reminder::
+file's global ceiling); flows ask it once per decoded reminder, in three pure steps::
 
-    verdict = policy.admit(reminder, request=False, server="fs", session="s1", now=clock())
+    verdict = policy.screen(reminder, from_peer=True, pending=None)   # the trust limits
+    op = policy.charge_op(verdict.reminder, server="fs", session=scope, now=clock())  # what to charge
+    policy.judge(verdict, result, shadow=False)                       # the result, once performed
 
 and turn a refusal into a JSON-RPC error (requests) or a drop / coalesce (notifications).  The
-budget buckets live in a `BudgetState` that outlives the `Policy`, so a rules reload builds a
-new `Policy` over the same state and surviving keys keep their tokens.  With shared state
-(``shared``: a Redis-backed `StateBackend`, spec §12) the buckets live there instead, fleet-wide, and
-flows call `admit_shared`.
+policy never performs the charge: a flow hands the `Charge` op to its transport (`Perform`), which
+performs it on `budget_state` and feeds the result back.  The budget buckets live in a
+`BudgetState` that outlives the `Policy`, so a rules reload builds a new `Policy` over the same
+state and surviving keys keep their tokens; with shared state (``shared``: a Redis-backed
+`StateBackend`, spec §12) the same op is charged there instead, fleet-wide.  `admit` does the
+three steps at once on the in-process buckets (tests, the console's previews).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.model import Reminder
-from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit, take
+from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit
 from bridge.policy.trust import TrustRefusal, pending_refusal, screen
 from bridge.rules import GlobalBudget, RouteSettings
 from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
+from bridge.state.ops import Charge, Pay
 from bridge.state.scope import Scope
 
 __all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
@@ -116,7 +120,7 @@ class Policy:
         #: fleet-wide budgets (Redis); None: this process's `state`
         self.shared = shared
         #: the own-bucket keys charged lately, each with what it shows (the gauges), and, with shared
-        #: state, what Redis last said each bucket held (`refresh_levels`)
+        #: state, what Redis last said each bucket held (`show_levels`)
         self._recent: OrderedDict[str, str] = OrderedDict()
         self._levels: dict[str, float] = {}
         self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
@@ -126,41 +130,25 @@ class Policy:
     def budgeted(self) -> bool:
         return self._limit is not None or self._global is not None
 
+    @property
+    def budget_state(self) -> Any:
+        """Where a `Charge` of this policy is performed: the shared state, else this process's buckets."""
+        return self.shared if self.shared is not None else self.state
+
     def admit(self, reminder: Reminder, *, request: bool, server: str, session: Any, now: float,
               from_peer: bool = True, pending: int | None = None, shadow: bool = False) -> Verdict:
-        """Screen ``reminder`` against the trust limits, then charge the budget.
+        """Screen ``reminder`` against the trust limits, then charge the in-process budget, at once.
 
         ``pending``: how many reminders the session already holds, when this one would be held
         too (None when it is delivered at once).  ``shadow``: count a budget refusal but admit
         (the `observe` stage passes True).  ``request`` only matters to the caller's reaction.
         """
-        verdict = self._screen(reminder, from_peer, pending)
-        if verdict.ok and self.enabled:
-            self._charged(verdict, self.charge(verdict.reminder, server=server, session=session, now=now), shadow)
+        verdict = self.screen(reminder, from_peer, pending)
+        if verdict.ok and (op := self.charge_op(verdict.reminder, server=server, session=session, now=now)):
+            self.judge(verdict, self.state.perform_now(op), shadow)
         return verdict
 
-    async def admit_shared(self, reminder: Reminder, *, request: bool, server: str, session: Any, now: float,
-                           from_peer: bool = True, pending: int | Callable[[], Awaitable[int]] | None = None,
-                           shadow: bool = False) -> Verdict:
-        """`admit` with the budget charged on the shared state; `closed` and down: ``unavailable``.
-        ``pending`` may be a coroutine function counting what the session holds in shared state: it
-        is awaited only once the content passed the trust limits, so nothing over a limit touches state."""
-        counted = pending if not callable(pending) else None
-        verdict = self._screen(reminder, from_peer, counted)
-        if not verdict.ok or not self.enabled:
-            return verdict
-        try:
-            if callable(pending) and (refusal := pending_refusal(self.trust, await pending())) is not None:
-                verdict.refusal = refusal
-                return verdict
-            charged = await self.charge_shared(verdict.reminder, server=server, session=session)
-        except StateUnavailable as exc:
-            verdict.unavailable = exc
-            return verdict
-        self._charged(verdict, charged, shadow)
-        return verdict
-
-    def _screen(self, reminder: Reminder, from_peer: bool, pending: int | None) -> Verdict:
+    def screen(self, reminder: Reminder, from_peer: bool, pending: int | None) -> Verdict:
         """The trust limits: a verdict that is refused, or cleaned and ready to be charged."""
         if not self.enabled:
             return Verdict(reminder)
@@ -168,26 +156,34 @@ class Policy:
         if isinstance(screened, TrustRefusal):
             return Verdict(reminder, refusal=screened)
         verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
-        if pending is not None and (refusal := pending_refusal(self.trust, pending)) is not None:
-            verdict.refusal = refusal
+        self.pending(verdict, pending)
         return verdict
 
+    def pending(self, verdict: Verdict, pending: int | None) -> None:
+        """The session's pending limit, once what it holds is known (counted in shared state, maybe)."""
+        if pending is not None and (refusal := pending_refusal(self.trust, pending)) is not None:
+            verdict.refusal = refusal
+
     @staticmethod
-    def _charged(verdict: Verdict, charged: tuple[Exceeded | None, Exceeded | None], shadow: bool) -> None:
-        exceeded, shadowed = charged
+    def judge(verdict: Verdict, result: Any, shadow: bool) -> Verdict:
+        """A performed `Charge`'s result on ``verdict``: refused, shadow-counted, or admitted; shared
+        state away (`StateUnavailable`, `closed`) refuses with ``unavailable``."""
+        if isinstance(result, StateUnavailable):
+            verdict.unavailable = result
+            return verdict
+        exceeded, shadowed = result
         if exceeded is not None and shadow:
             exceeded, shadowed = None, exceeded
         verdict.exceeded, verdict.shadowed = exceeded, shadowed
+        return verdict
 
-    async def charge_held(self, reminder: Reminder, *, server: str, session: Any, now: float) -> Exceeded | None:
-        """Charge for a coalesced reminder about to be released: None, or why it must wait longer
-        (shared state down counts as a wait of `STATE_RETRY_MS`)."""
-        if self.shared is None:
-            return self.charge(reminder, server=server, session=session, now=now)[0]
-        try:
-            return (await self.charge_shared(reminder, server=server, session=session))[0]
-        except StateUnavailable:
+    @staticmethod
+    def held_wait(result: Any) -> Exceeded | None:
+        """A performed `Charge` for a coalesced reminder: None (released), or why it waits longer
+        (shared state away counts as a wait of `STATE_RETRY_MS`)."""
+        if isinstance(result, StateUnavailable):
             return Exceeded("state", 0, 0, STATE_RETRY_MS, 0.0)
+        return result[0]
 
     def _keys(self, reminder: Reminder, server: str, session: Any) -> tuple[str, list[tuple[str, str]]]:
         """The kind of the route's own buckets and the (key, shown) of each bucket this reminder pays
@@ -203,48 +199,31 @@ class Policy:
             return kind, [(str(session), str(session))]
         return kind, [(tag, tag) for tag in reminder.tags] or [(UNTAGGED, UNTAGGED)]
 
-    def charge(self, reminder: Reminder, *, server: str, session: Any,
-               now: float) -> tuple[Exceeded | None, Exceeded | None]:
-        """Budget only: take a token from each bucket this reminder pays into, all or none.
+    def charge_op(self, reminder: Reminder, *, server: str, session: Any, now: float) -> Charge | None:
+        """What ``reminder`` pays: a token from each bucket, all or none (None: nothing to pay).
 
-        Returns (refusal, shadow refusal).  Under `shadow = true` the route's own buckets never
-        refuse for real but still drain, so the count of what would have been limited is right;
-        the global ceiling is always real.
+        Under `shadow = true` the route's own buckets never refuse for real but still drain, so the
+        count of what would have been limited is right; the global ceiling is always real.
         """
         if not self.budgeted or not self.enabled:
-            return None, None
-        own: list[tuple[str, str, Limit]] = []
+            return None
+        own: tuple[Pay, ...] = ()
         if self._limit is not None:
             kind, keys = self._keys(reminder, server, session)
-            own = [(kind, key, Limit(f"{kind}:{shown}", self._limit.rate, self._limit.burst)) for key, shown in keys]
+            rate, burst = self._limit.rate, self._limit.burst
+            own = tuple([Pay(kind, key, f"{kind}:{shown}", rate, burst) for key, shown in keys])
             self._remember(keys)
-        ceiling = [(GLOBAL, GLOBAL, self._global)] if self._global is not None else []
+        ceiling = (Pay(GLOBAL, GLOBAL, GLOBAL, self._global.rate, self._global.burst),) if self._global else ()
         max_keys = self.budget.max_keys if self.budget is not None else 1
         if self.budget is not None and self.budget.shadow:
-            real = take(self.state, self.route, ceiling, max_keys, now) if ceiling else None
-            if real is not None:
-                return real, None
-            return None, take(self.state, self.route, own, max_keys, now)
-        return take(self.state, self.route, own + ceiling, max_keys, now), None
+            return Charge(self.route, ceiling, own, now, max_keys)
+        return Charge(self.route, own + ceiling, (), now, max_keys)
 
-    async def charge_shared(self, reminder: Reminder, *, server: str,
-                            session: Any) -> tuple[Exceeded | None, Exceeded | None]:
-        """`charge` on the shared state: every bucket in one atomic step on the Redis server, with its
-        clock (so the fleet-wide rate is exact).  Raises `StateUnavailable` (closed, and down)."""
-        assert self.shared is not None
-        if not self.budgeted or not self.enabled:
-            return None, None
-        own: list[BucketCharge] = []
-        if self._limit is not None:
-            kind, keys = self._keys(reminder, server, session)
-            own = [self._bucket(kind, key, shown) for key, shown in keys]
-            self._remember(keys)
-        ceiling = [self._ceiling()] if self._global else []
-        if self.budget is not None and self.budget.shadow:
-            if ceiling and (real := await self.shared.charge(ceiling)) is not None:
-                return real, None
-            return None, await self.shared.charge(own) if own else None
-        return await self.shared.charge(own + ceiling), None
+    def charge(self, reminder: Reminder, *, server: str, session: Any,
+               now: float) -> tuple[Exceeded | None, Exceeded | None]:
+        """Budget only, on the in-process buckets at once: (refusal, shadow refusal)."""
+        op = self.charge_op(reminder, server=server, session=session, now=now)
+        return (None, None) if op is None else self.state.perform_now(op)
 
     def _remember(self, keys: list[tuple[str, str]]) -> None:
         for key, shown in keys:
@@ -253,27 +232,26 @@ class Policy:
             if len(self._recent) > RECENT_KEYS:
                 self._recent.popitem(last=False)
 
-    def _bucket(self, kind: str, key: str, shown: str | None = None) -> BucketCharge:
+    def _bucket(self, kind: str, key: str) -> BucketCharge:
         assert self._limit is not None
-        return BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst,
-                            f"{kind}:{key if shown is None else shown}")
+        return BucketCharge(f"{self.route}:{kind}:{key}", self._limit.rate, self._limit.burst, f"{kind}:{key}")
 
     def _ceiling(self) -> BucketCharge:
         assert self._global is not None
         return BucketCharge(GLOBAL, self._global.rate, self._global.burst, GLOBAL)
 
-    async def refresh_levels(self) -> None:
-        """Read from shared state what the buckets shown by `gauges` hold now, fleet-wide (the
-        console calls this before it draws; no-op on this process's own state)."""
+    def shown_buckets(self) -> list[BucketCharge]:
+        """With shared state: the buckets `gauges` shows (the console reads their levels there and
+        hands them to `show_levels` before it draws); none on this process's own state."""
         if self.shared is None or not self.budgeted:
-            return
+            return []
         charges = [self._bucket(self.budget.key, key) for key in self._recent] if self._limit and self.budget else []
         if self._global is not None:
             charges.append(self._ceiling())
-        try:
-            levels = await self.shared.levels(charges)
-        except StateUnavailable:
-            return
+        return charges
+
+    def show_levels(self, charges: list[BucketCharge], levels: list[float]) -> None:
+        """What shared state said the buckets of `shown_buckets` hold now, fleet-wide."""
         self._levels = {charge.key: level for charge, level in zip(charges, levels)}
 
     def gauges(self, now: float, most: int = 16) -> list[dict[str, Any]]:
@@ -282,7 +260,7 @@ class Policy:
         refilling anything.  Per-key buckets are listed emptiest first, at most ``most`` of them
         (``keys`` says how many there are); a configured budget no reminder has paid into yet is
         one full gauge (``key`` None).  The global ceiling, when there is one, comes last.  With
-        shared state: the keys this replica charged lately, as `refresh_levels` last read them."""
+        shared state: the keys this replica charged lately, as `show_levels` last said."""
         out: list[dict[str, Any]] = []
         budget = self.budget
         if budget is not None and self._limit is not None:

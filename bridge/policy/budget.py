@@ -2,7 +2,7 @@
 
 Pure: no I/O and no clock of its own; every call is given ``now`` (seconds, monotonic).
 A bucket holds at most ``burst`` tokens and gains ``rate / 60`` per second; a reminder costs
-one.  Buckets live in `BudgetState`, one object per process that outlives rules reloads, so a
+one (`bridge.state.buckets`: the one algorithm, which the Redis script mirrors).  Buckets live in `BudgetState`, one object per process that outlives rules reloads, so a
 key that survives a reload keeps its tokens.  Per-key buckets are held in a `cachetools.TTLCache`
 of at most ``max_keys`` entries whose time-to-live is the time an empty bucket takes to fill:
 a bucket that expires would have been full again anyway, so expiry loses nothing, and a flood
@@ -10,32 +10,16 @@ of distinct keys (sessions, tags) can never hold more than ``max_keys`` buckets.
 """
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
 
-from bridge.state.base import Exceeded  # the refusal every state backend also gives
-
-GLOBAL = "global"
-
-
-class Bucket:
-    __slots__ = ("tokens", "at")
-
-    def __init__(self, tokens: float, at: float):
-        self.tokens = tokens
-        self.at = at
-
-    def level(self, now: float, per_second: float, burst: int) -> float:
-        """Tokens held at ``now`` (refilled since the last look; never above ``burst``)."""
-        if now > self.at:
-            self.tokens = min(float(burst), self.tokens + (now - self.at) * per_second)
-            self.at = now
-        return self.tokens
+from bridge.state.base import Exceeded
+from bridge.state.buckets import Bucket, take_tokens
+from bridge.state.ops import GLOBAL, Charge, Op, Pay
 
 
 @dataclass(frozen=True)
@@ -95,7 +79,7 @@ class BudgetState:
         """(key, tokens at ``now``) of every bucket of (``route``, ``kind``), read without refilling;
         ``kind`` GLOBAL: the ceiling's, when it was ever charged."""
         def level(bucket: Bucket) -> float:
-            return min(float(burst), bucket.tokens + max(0.0, now - bucket.at) * per_second)
+            return bucket.level(now, per_second, burst)
 
         if kind == GLOBAL:
             return [(GLOBAL, level(self._global))] if self._global is not None else []
@@ -109,6 +93,17 @@ class BudgetState:
                 found.append((str(key), level(bucket)))
         return found
 
+    #: what the driver asks before it performs an op here: in-process, so at once (`perform_now`)
+    sync = True
+
+    def perform_now(self, op: Op) -> tuple[Exceeded | None, Exceeded | None]:
+        """A `Charge` on this process's buckets: the real ones, then (when they paid) the shadow ones."""
+        assert type(op) is Charge, op
+        refused = pay(self, op.route, op.real, op.max_keys, op.now) if op.real else None
+        if refused is not None or not op.shadow:
+            return refused, None
+        return None, pay(self, op.route, op.shadow, op.max_keys, op.now)
+
     def keys_held(self, route: str | None = None) -> int:
         """How many per-key buckets are held (for tests and the admin port)."""
         return sum(len(t.cache) for (r, _), t in self._keyed.items() if route in (None, r))
@@ -121,31 +116,29 @@ def take(state: BudgetState, route: str, charges: Iterable[tuple[str, str, Limit
     Returns None when every bucket had a token (all are charged), else the most constrained
     refusal (the longest wait) and charges nothing.
     """
-    looked: list[tuple[Bucket, Limit]] = []
-    worst: Exceeded | None = None
-    for kind, key, limit in charges:
-        bucket = state.bucket(route, kind, key, limit, max_keys, now)
-        per_second = limit.rate / 60.0
-        level = bucket.level(now, per_second, limit.burst)
-        looked.append((bucket, limit))
-        if level < 1.0:
-            wait = math.ceil((1.0 - level) / per_second * 1000.0)
-            if worst is None or wait > worst.retry_after_ms:
-                worst = Exceeded(limit.scope, limit.burst, int(level), max(wait, 1), limit.rate)
-    if worst is not None:
-        return worst
-    for bucket, _ in looked:
-        bucket.tokens -= 1.0
-    return None
+    return pay(state, route, [Pay(kind, key, limit.scope, limit.rate, limit.burst) for kind, key, limit in charges],
+               max_keys, now)
+
+
+def pay(state: BudgetState, route: str, pays: Sequence[Pay], max_keys: int, now: float) -> Exceeded | None:
+    """`take` for the buckets a `Charge` names (a `Pay` has what `BudgetState.bucket` reads of a `Limit`)."""
+    refused = take_tokens([(state.bucket(route, p.kind, p.key, p, max_keys, now), p.rate / 60.0, p.burst)  # type: ignore[arg-type]
+                           for p in pays], now, [])
+    if refused is None:
+        return None
+    index, level, wait = refused
+    limit = pays[index]
+    return Exceeded(limit.scope, limit.burst, int(level), max(wait, 1), limit.rate)
 
 
 @dataclass
 class Held:
-    """A notification held by `coalesce` until its bucket has a token again."""
+    """A notification held by `coalesce` until its bucket has a token again: ``deliver`` is what
+    sends it then (a typed continuation: ``deliver.run(reminder, *deliver.args)``)."""
 
     key: str
     reminder: Any
-    deliver: Callable[[Any], Any]
+    deliver: Any
     context: Any = None
 
 

@@ -1,9 +1,11 @@
 """The state interface the flows use (spec §12): budgets, queued reminders and per-session
 records, behind one protocol with a memory and a Redis backend.
 
-Why a protocol and not a base class: the memory backend is also called synchronously on the hot path
-(`*_now` twins), the Redis one only asynchronously, and `FailoverState` wraps one in the other; all
-the flows need is the async surface below.
+Flows never call a backend: they ask for an op (`bridge.state.ops`) in a `Perform` command and the
+driver performs it, through one entry: `perform_now(op)` on a backend whose ``sync`` is True (in
+process: `MemoryState`, the policy's `BudgetState`), else `await perform(op)` (`FailoverState`,
+over Redis), whose failures come back as a `StateUnavailable` result.  The per-kind methods below
+are what those entries run (and what tests run against both backends alike).
 
 Keys given to a backend are *logical* (``"route:server:fs"``); each backend adds its own namespace
 per kind (buckets, queues, records), so a bucket and a record may share a logical key.
@@ -48,6 +50,23 @@ class BucketCharge:
         object.__setattr__(self, "fill_s", max(self.burst / per_second, 1.0))
 
 
+@dataclass(frozen=True)
+class Exceeded:
+    """The most constrained bucket that refused: when to retry, and what it holds (the same from
+    every backend, and from `bridge.policy.budget.take`)."""
+
+    scope: str
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    rate: float
+
+    def data(self) -> dict[str, Any]:
+        """The JSON-RPC error `data` of a refused request (spec §7)."""
+        return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
+                "scope": self.scope}
+
+
 class StateUnavailable(Exception):
     """The shared state backend cannot be reached and `on_unavailable = "closed"`.
 
@@ -80,27 +99,10 @@ def unique(charges: Sequence[BucketCharge]) -> list[BucketCharge]:
     return out
 
 
-@dataclass(frozen=True)
-class Exceeded:
-    """The most constrained bucket that refused: when to retry, and what it holds. Here, below the
-    policy, because every backend gives the refusal `bridge.policy.budget.take` gives."""
-
-    scope: str
-    limit: int
-    remaining: int
-    retry_after_ms: int
-    rate: float
-
-    def data(self) -> dict[str, Any]:
-        """The JSON-RPC error `data` of a refused request (spec §7)."""
-        return {"retryAfterMs": self.retry_after_ms, "limit": self.limit, "remaining": self.remaining,
-                "scope": self.scope}
-
-
 def exceeded(charge: BucketCharge, level: float, retry_after_ms: int) -> Exceeded:
-    """The refusal `bridge.policy.budget.take` would give (same class, so `Verdict.error()` works)."""
+    """The refusal `bridge.policy.budget.take` would give."""
     return Exceeded(charge.scope or charge.key, charge.burst, int(level), max(int(retry_after_ms), 1),
-                     charge.rate_per_min)
+                    charge.rate_per_min)
 
 
 def wait_ms(level: float, per_second: float) -> int:
@@ -115,9 +117,15 @@ def ttl_ms(ttl_s: float) -> int:
 
 @runtime_checkable
 class StateBackend(Protocol):
-    """What the policy and the flows ask of shared state. Every method is a coroutine."""
+    """What the driver, the console and the HTTP transport ask of shared state (every method a
+    coroutine; in-process backends also answer ``perform_now`` at once)."""
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    sync: bool
+
+    async def perform(self, op: Any) -> Any:
+        """What an op of `bridge.state.ops` gives, or `StateUnavailable` (never raised)."""
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         """One token from every bucket, or none: None when charged, else the most constrained refusal
         (longest wait; ``retry_after_ms = ceil((1 - level) / per_second * 1000)``, at least 1)."""
 

@@ -31,16 +31,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from bridge.state.base import BucketCharge, StateUnavailable
+from bridge.state.base import BucketCharge, Exceeded, StateUnavailable
+from bridge.state.ops import Op, QueueCount, QueueTake
 from bridge.state.failures import CAUSES, cause, describe
 from bridge.state.memory import MemoryState
 from bridge.state.redis_backend import PROBE_ROUND_TRIPS, RedisState
 from bridge.urls import redact
 
-if TYPE_CHECKING:
-    from bridge.state.base import Exceeded
 
 OnUnavailable = Literal["open", "closed"]
 #: /readyz checks a healthy Redis again (the probe) at most this often; while degraded the
@@ -90,6 +89,8 @@ class FailoverState:
         self._closed = False
 
     name = "redis"
+    #: the driver performs an op here asynchronously (`perform`), never in the flow's own call
+    sync = False
 
     def stats(self) -> dict[str, Any]:
         """For tests and embedders: the outage bookkeeping, and the failures by cause."""
@@ -213,7 +214,24 @@ class FailoverState:
             return False
         return await self._probed()
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    async def perform(self, op: Op) -> Any:
+        """What ``op`` gives (see `bridge.state.ops`), or the `StateUnavailable` that says why not
+        (`closed`, and Redis away): a result, never an exception, for the flow that asked."""
+        kind = type(op)
+        try:
+            if kind is QueueTake:
+                return await self.queue_take(op.key)  # type: ignore[union-attr]
+            if kind is QueueCount:
+                return await self.queue_len(op.key)  # type: ignore[union-attr]
+            ok, result = await self._primary("perform", op)
+            if ok:
+                return result
+            self._down()
+        except StateUnavailable as exc:
+            return exc
+        return self.fallback.perform_now(op)
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         ok, result = await self._primary("charge", charges)
         if ok:
             return result

@@ -8,8 +8,9 @@ evicts the least recently used instead of growing without end.  A bucket evicted
 full when it comes back: the budget loosens for that key, memory does not grow.
 
 Decisions are the same as `bridge.policy.budget.take()` and as the Redis script: tests run one
-scenario against both.  The clock is injectable (seconds, monotonic).  The ``*_now`` methods are
-synchronous twins of the async API, for the hot path that must not await.
+scenario against both.  The clock is injectable (seconds, monotonic).  `perform_now` is the one
+entry the driver uses (an op of `bridge.state.ops`, at once: nothing here waits); the ``*_now``
+methods are what it runs, and what `FailoverState` serves from while Redis is away.
 """
 from __future__ import annotations
 
@@ -17,30 +18,16 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cachetools import TLRUCache, TTLCache
 
-from bridge.state.base import BucketCharge, exceeded, unique, wait_ms
+from bridge.state.base import BucketCharge, Exceeded, exceeded, unique
+from bridge.state.buckets import Bucket, take_tokens
+from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
-if TYPE_CHECKING:
-    from bridge.state.base import Exceeded
 
 DEFAULT_MAX_KEYS = 100_000
-
-
-class _Bucket:
-    __slots__ = ("tokens", "at")
-
-    def __init__(self, tokens: float, at: float):
-        self.tokens = tokens
-        self.at = at
-
-    def level(self, now: float, per_second: float, burst: int) -> float:
-        """Tokens at ``now``, never above ``burst``.  Pure: only a successful charge writes, exactly
-        as the Lua script does, so both backends do the same float arithmetic and decide alike."""
-        tokens = self.tokens + (now - self.at) * per_second if now > self.at else self.tokens
-        return float(burst) if tokens > burst else tokens
 
 
 class _Queue:
@@ -74,6 +61,8 @@ class MemoryState:
     per distinct fill time (rate and burst)."""
 
     name = "memory"
+    #: in-process: the driver performs an op here at once (`perform_now`), in the same call
+    sync = True
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, max_keys: int = DEFAULT_MAX_KEYS):
         self.clock = clock
@@ -96,7 +85,7 @@ class MemoryState:
             table = self._buckets[fill_s] = TTLCache(maxsize=self.max_keys, ttl=fill_s, timer=self._bucket_time)
         return table
 
-    def _bucket(self, charge: BucketCharge) -> _Bucket | None:
+    def _bucket(self, charge: BucketCharge) -> Bucket | None:
         table = self._table(charge.fill_s)
         try:
             return table[charge.key]
@@ -109,29 +98,17 @@ class MemoryState:
                     return bucket
         return None
 
-    def charge_now(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    def charge_now(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         now = self.clock()
         if now > self._now:
             self._now = now
         charges = unique(charges)
-        looked: list[tuple[BucketCharge, _Bucket | None, float]] = []
-        worst: tuple[int, BucketCharge, float] | None = None
-        for charge in charges:
-            bucket = self._bucket(charge)
-            level = float(charge.burst) if bucket is None else bucket.level(now, charge.per_second, charge.burst)
-            looked.append((charge, bucket, level))
-            if level < 1.0:
-                wait = wait_ms(level, charge.per_second)
-                if worst is None or wait > worst[0]:
-                    worst = (wait, charge, level)
-        if worst is not None:
-            return exceeded(worst[1], worst[2], worst[0])
-        for charge, bucket, level in looked:
-            if bucket is None:
-                bucket = _Bucket(level, now)
-            bucket.tokens = level - 1.0
-            if now > bucket.at:
-                bucket.at = now
+        made: list[Bucket] = []
+        refused = take_tokens([(self._bucket(c), c.per_second, c.burst) for c in charges], now, made)
+        if refused is not None:
+            index, level, wait = refused
+            return exceeded(charges[index], level, wait)
+        for charge, bucket in zip(charges, made):
             self._table(charge.fill_s)[charge.key] = bucket  # (re)insert: restarts its time-to-live
         return None
 
@@ -202,9 +179,31 @@ class MemoryState:
             self._records[key] = entry
         return json.loads(entry.value)
 
-    # -- the async API (what FailoverState and the flows call) -----------------------------------------
+    # -- the one entry: an op, performed at once --------------------------------------------------------
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    def perform_now(self, op: Op) -> Any:
+        """What ``op`` gives (see `bridge.state.ops`)."""
+        kind = type(op)
+        if kind is Charge:
+            refused = self.charge_now(op.shared(op.real)) if op.real else None  # type: ignore[union-attr]
+            if refused is not None or not op.shadow:  # type: ignore[union-attr]
+                return refused, None
+            return None, self.charge_now(op.shared(op.shadow))  # type: ignore[union-attr]
+        if kind is QueuePush:
+            return self.queue_push_now(op.key, op.item_id, op.item, dedupe_key=op.dedupe_key,  # type: ignore[union-attr]
+                                       limit=op.limit, ttl_s=op.ttl_s)  # type: ignore[union-attr]
+        if kind is QueueTake:
+            return self.queue_take_now(op.key)
+        if kind is QueueCount:
+            return self.queue_len_now(op.key)
+        raise TypeError(f"not a state op: {op!r}")
+
+    # -- the async API (the protocol's, and what tests run against both backends alike) ----------------
+
+    async def perform(self, op: Op) -> Any:
+        return self.perform_now(op)
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         return self.charge_now(charges)
 
     async def levels(self, charges: Sequence[BucketCharge]) -> list[float]:

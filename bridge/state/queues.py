@@ -1,8 +1,9 @@
 """Reminders waiting for the next message that can carry them, per key (an A2A task).
 
-Through the state interface, so the same code serves one process (`MemoryState`, where nothing
-awaited ever suspends) and a fleet (Redis: a reminder queued through one replica rides on the
-message another replica forwards).  A newer reminder with the same `dedupeKey` replaces an older
+Through the state interface, so the same code serves one process (`MemoryState`, performed at
+once) and a fleet (Redis: a reminder queued through one replica rides on the message another
+replica forwards).  A flow never calls it: it asks for the op (`push`, `take`, `count`) in a
+`Perform` on `state`, and reads the result back (`taken`).  A newer reminder with the same `dedupeKey` replaces an older
 one, fleet-wide; the oldest go beyond the per-key limit; a queue expires ``idle_s`` after its last push.
 """
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from bridge.model import Reminder, dump_json, load_json
 from bridge.state.base import StateBackend
 from bridge.state.memory import MemoryState
+from bridge.state.ops import QueueCount, QueuePush, QueueTake
 from bridge.state.scope import Scope
 
 
@@ -24,17 +26,21 @@ class ReminderQueues:
         #: shared (Redis) when given, else this process's own bounded tables
         self.state: StateBackend = state if state is not None else MemoryState(max_keys=max_keys)
 
-    async def add(self, scope: Scope, reminder: Reminder) -> tuple[list[str], list[str]]:
-        """Queue ``reminder``: (ids it replaced by dedupe key, ids pushed out by the limit)."""
-        return await self.state.queue_push(scope.key(self.what), reminder.id, dump_json(reminder),
-                                           dedupe_key=reminder.dedupe_key, limit=self.limit, ttl_s=self.idle_s)
+    def push(self, scope: Scope, reminder: Reminder) -> QueuePush:
+        """Queue ``reminder``; its result: (ids it replaced by dedupe key, ids pushed out by the limit)."""
+        return QueuePush(scope.key(self.what), reminder.id, dump_json(reminder), reminder.dedupe_key, self.limit,
+                         self.idle_s)
 
-    async def take(self, scope: Scope) -> list[Reminder]:
-        """Every reminder queued for ``scope``, oldest first, and the queue emptied (in one step)."""
-        return [load_json(item) for item in await self.state.queue_take(scope.key(self.what))]
+    def take(self, scope: Scope) -> QueueTake:
+        """Every reminder queued for ``scope``, oldest first, and the queue emptied (in one step): `taken`."""
+        return QueueTake(scope.key(self.what))
 
-    async def count(self, scope: Scope) -> int:
-        return await self.state.queue_len(scope.key(self.what))
+    @staticmethod
+    def taken(items: list[str]) -> list[Reminder]:
+        return [load_json(item) for item in items]
+
+    def count(self, scope: Scope) -> QueueCount:
+        return QueueCount(scope.key(self.what))
 
     def held(self) -> int:
         """Reminders this process holds (the pending gauge); a shared queue's are Redis's to count."""

@@ -24,13 +24,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bridge.state.base import BucketCharge, exceeded, ttl_ms, unique
+from bridge.state.base import BucketCharge, Exceeded, exceeded, ttl_ms, unique
 from bridge.state.failures import MalformedAnswer
+from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
-if TYPE_CHECKING:
-    from bridge.state.base import Exceeded
 
 DEFAULT_PREFIX = "reminder-bridge:"
 DEFAULT_TIMEOUT_S = 0.25
@@ -54,7 +53,8 @@ local function level_of(key, per_s, burst)
 end
 """
 
-# KEYS: the buckets.  ARGV: now, then rate per minute and burst per bucket.
+# KEYS: the buckets.  ARGV: now, then rate per minute and burst per bucket.  The arithmetic of
+# `bridge.state.buckets.take_tokens`, line by line (the in-process backends charge with that).
 # Returns 0 when every bucket paid a token, else {index of the worst bucket, its level, retry_after_ms}.
 CHARGE = _NOW + """
 local n = #KEYS
@@ -169,6 +169,8 @@ class RedisState:
     """
 
     name = "redis"
+    #: performed asynchronously (`perform`); `FailoverState` is its only caller in the proxy
+    sync = False
 
     def __init__(self, url: str, *, key_prefix: str = DEFAULT_PREFIX, timeout_s: float = DEFAULT_TIMEOUT_S,
                  client: Any = None, clock: Callable[[], float] | None = None):
@@ -209,7 +211,24 @@ class RedisState:
 
     # -- the API: every answer is checked for the shape the script or command gives ------------------
 
-    async def charge(self, charges: Sequence[BucketCharge]) -> "Exceeded | None":
+    async def perform(self, op: Op) -> Any:
+        """What ``op`` gives (see `bridge.state.ops`); raises what Redis raised (`FailoverState` judges)."""
+        kind = type(op)
+        if kind is Charge:
+            refused = await self.charge(op.shared(op.real)) if op.real else None  # type: ignore[union-attr]
+            if refused is not None or not op.shadow:  # type: ignore[union-attr]
+                return refused, None
+            return None, await self.charge(op.shared(op.shadow))  # type: ignore[union-attr]
+        if kind is QueuePush:
+            return await self.queue_push(op.key, op.item_id, op.item, dedupe_key=op.dedupe_key,  # type: ignore[union-attr]
+                                         limit=op.limit, ttl_s=op.ttl_s)  # type: ignore[union-attr]
+        if kind is QueueTake:
+            return await self.queue_take(op.key)
+        if kind is QueueCount:
+            return await self.queue_len(op.key)
+        raise TypeError(f"not a state op: {op!r}")
+
+    async def charge(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         charges = unique(charges)
         if not charges:
             return None

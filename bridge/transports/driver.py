@@ -1,23 +1,24 @@
-"""What every transport does with a flow's commands beyond writing bytes: timers and blocking work.
+"""What every transport does with a flow's commands beyond writing bytes: timers, blocking work and
+shared state.
 
 `FlowDriver` keeps one timer per flow (the earliest `Wakeup` it asked for; `Flow.wake` asks for
-the next one), and runs `Defer` work off the event loop, in order: on the Defer's own ``lane`` (an
+the next one), runs `Defer` work off the event loop, in order: on the Defer's own ``lane`` (an
 outbox store's thread), else on one background thread, so SQLite never blocks the event loop and
-one store's trouble never holds up another's work. Writes (`Forward`, `Send`, `Reply`) and the proxy's
-own requests (`Call`) go to the transport's ``write`` and ``call``.  What a flow gives is a list
-of commands, or, while it waits on shared state, an awaitable of one (`Flow.from_host`): both are
-accepted everywhere, and the flow keeps their order.
+one store's trouble never holds up another's work; and performs `Perform`: at once on in-process
+state (in the same call: no task, no loop turn), as a task on shared state (Redis), feeding the
+result back to the flow (`Flow.performed`, then `Flow.drain` for what waited meanwhile).  Writes
+(`Forward`, `Send`, `Reply`) and the proxy's own requests (`Call`) go to the transport's ``write``
+and ``call``; `Pause` to its ``pause`` (stop or restart reading while the flow's backlog is long).
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bridge.pipeline.commands import Call, Command, Defer, Wakeup, Write
-from bridge.pipeline.flow import Outcome
+from bridge.pipeline.commands import Call, Command, Defer, Pause, Perform, Wakeup, Write
+from bridge.pipeline.waiting import at_once as resolved
 
 #: One thread for blocking work that names no lane of its own: in order, never on the event loop.
 BLOCKING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-bridge-blocking")
@@ -43,29 +44,62 @@ def _start(defer: Defer) -> asyncio.Future[Any]:
 class FlowDriver:
     """Performs one flow's commands on a running event loop."""
 
-    def __init__(self, flow: Any, write: Callable[[Write], None], call: Callable[[Call], None]):
+    def __init__(self, flow: Any, write: Callable[[Write], None], call: Callable[[Call], None],
+                 pause: Callable[[bool], None] | None = None):
         self.flow = flow
         self.write = write
         self.call = call
+        self.pause = pause
         self._timer: asyncio.TimerHandle | None = None
         self._at: float | None = None
         self._closed = False
-        #: outcomes waiting to be performed in order behind one still awaited (shared state)
-        self._later: collections.deque[Outcome] | None = None
+        #: set (and replaced) each time a `Perform` on shared state is done: what waits for a flow
+        #: to be free again looks then
+        self._done = asyncio.Event()
 
-    def perform(self, commands: Outcome) -> None:
-        """Perform ``commands`` now, or, when they must be awaited (or others still are), in order
-        after what came before."""
-        if self._later is None and type(commands) is list:
-            self._perform_now(commands)
-            return
-        if self._later is None:
-            self._later = collections.deque()
-            asyncio.ensure_future(self._perform_in_order(self._later))
-        self._later.append(commands)
+    def resolve(self, commands: list[Command]) -> list[Command]:
+        """``commands`` with every in-process `Perform` done at once (`waiting.at_once`), and one on shared
+        state started: what the flow gives for it is performed when it is done."""
+        out = resolved(commands)
+        if any(type(c) is Perform for c in out):
+            kept = []
+            for command in out:
+                if type(command) is Perform:
+                    self._start_perform(command)
+                else:
+                    kept.append(command)
+            return kept
+        return out
 
-    def _perform_now(self, commands: list[Command]) -> None:
-        for command in commands:
+    def _start_perform(self, perform: Perform) -> None:
+        asyncio.ensure_future(self._performing(perform))
+
+    async def _performing(self, perform: Perform) -> None:
+        commands = await self._perform_async(perform)
+        if not self._closed:
+            self.perform(commands)
+            self._drain(perform.flow)
+
+    def _drain(self, flow: Any) -> None:
+        """What waited behind a Perform, handled and performed (a request's answer being settled is
+        its own: what waited is not part of it)."""
+        if not flow.busy:
+            self.perform(flow.drain())
+
+    async def _perform_async(self, perform: Perform) -> list[Command]:
+        """``perform`` on shared state, and what the flow gives for its result."""
+        try:
+            result = await perform.state.perform(perform.op)
+        finally:
+            self._done.set()
+            self._done = asyncio.Event()
+        if self._closed:
+            return []
+        return perform.flow.performed(perform.ticket, result)
+
+    def perform(self, commands: list[Command]) -> None:
+        """Perform ``commands`` now (shared state: what follows a `Perform` when it is done)."""
+        for command in self.resolve(commands):
             if isinstance(command, Call):
                 self.call(command)
             elif isinstance(command, Write):
@@ -74,19 +108,9 @@ class FlowDriver:
                 self.schedule(command.at)
             elif isinstance(command, Defer):
                 self._defer(command)
-
-    async def _perform_in_order(self, later: collections.deque[Outcome]) -> None:
-        while later:
-            commands = later[0]
-            if not isinstance(commands, list):
-                try:
-                    commands = await commands
-                except asyncio.CancelledError:
-                    commands = []
-            later.popleft()
-            if not self._closed:
-                self._perform_now(commands)
-        self._later = None
+            elif isinstance(command, Pause):
+                if self.pause is not None:
+                    self.pause(command.on)
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
@@ -108,21 +132,39 @@ class FlowDriver:
     def _later_done(self, future: asyncio.Future[Any], defer: Defer) -> None:
         future.add_done_callback(lambda done: None if self._closed else self.perform(defer.done(done.result())))
 
-    async def settle(self, commands: Outcome) -> list[Command]:
-        """``commands`` with every `Defer` run (off the loop) and replaced by what it gave, and every
-        `Wakeup` scheduled: for transports that must know all of a request's answer before replying.
+    async def fed(self, flow: Any, feed: Callable[[], list[Command]]) -> list[Command]:
+        """What ``feed()`` (one frame into the flow) gives, with every `Perform` done and replaced by
+        what followed it: for transports that answer a request with what its frame gave.  Waits
+        first for a `Perform` under way (the frame then meets the flow in order, and what it gives
+        is its own)."""
+        while flow.busy:
+            await self._done.wait()
+        return await self._performed(feed())
+
+    async def _performed(self, commands: list[Command]) -> list[Command]:
+        out: list[Command] = []
+        for command in resolved(commands):
+            if type(command) is Perform:
+                follows = await self._perform_async(command)
+                self._drain(command.flow)  # at once: what waited meets the flow before anything newer
+                out += await self._performed(follows)
+            else:
+                out.append(command)
+        return out
+
+    async def settle(self, commands: list[Command]) -> list[Command]:
+        """``commands`` with every `Defer` run (off the loop) and replaced by what it gave, every
+        `Perform` done and replaced by what followed it, and every `Wakeup` scheduled.
 
         A Defer that `replies` is waited for to its end; any other gets `STORE_WAIT_S` in all, after
         which the answer goes without it and what it gives is performed when it is done."""
         loop = asyncio.get_running_loop()
         return await self._settle(commands, loop.time() + STORE_WAIT_S)
 
-    async def _settle(self, commands: Outcome, deadline: float) -> list[Command]:
-        if not isinstance(commands, list):
-            commands = await commands
+    async def _settle(self, commands: list[Command], deadline: float) -> list[Command]:
         out: list[Command] = []
         loop = asyncio.get_running_loop()
-        for command in commands:
+        for command in resolved(commands):
             if isinstance(command, Defer):
                 future = _start(command)
                 if not command.replies:
@@ -131,8 +173,15 @@ class FlowDriver:
                         self._later_done(future, command)
                         continue
                 out += await self._settle(command.done(await future), deadline)
+            elif isinstance(command, Perform):
+                follows = await self._perform_async(command)
+                self._drain(command.flow)
+                out += await self._settle(follows, deadline)
             elif isinstance(command, Wakeup):
                 self.schedule(command.at)
+            elif isinstance(command, Pause):
+                if self.pause is not None:
+                    self.pause(command.on)
             else:
                 out.append(command)
         return out

@@ -9,7 +9,6 @@ unbuffered and untouched.
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
 import selectors
 import signal
@@ -18,7 +17,7 @@ import subprocess
 from typing import Any
 
 from bridge.assembly import make_flow
-from bridge.pipeline.commands import HOST, PEER, Command, Defer, Forward, Receipt, Wakeup, Write, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Command, Defer, Pause, Receipt, Wakeup, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import detect_protocol, oversize_reply
 from bridge.policy import Policy
@@ -44,8 +43,6 @@ DRAIN_GRACE = 3.0
 STOP_GRACE = 2.0
 #: ... and how long after that SIGTERM it gets SIGKILL.
 KILL_GRACE = 2.0
-#: Frames waiting behind one that waits on shared state: above this many, both sides stop being read.
-BACKLOG_HIGH = 1024
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
 #: While bytes that deliver an outbox event wait in the host pipe's buffer, how often to look again.
@@ -271,9 +268,7 @@ class StdioProxy:
         #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
         self._unflushed: list[Receipt] = []
         self._flush_check: asyncio.TimerHandle | None = None
-        #: while a frame waits on shared state (Redis), every later frame waits behind it, in order:
-        #: (frame, from the host, ends with a newline, what the flow gave if it already did)
-        self._backlog: collections.deque[tuple[bytes, bool, bool, Any]] | None = None
+        #: the flow's backlog behind shared state (Redis) is long (`Pause`): neither side is read
         self._backlog_full = False
         #: each side's line cutter, or `_Discard` once what it says can reach nobody
         self.host_framer: Framer | type[_Discard] = Framer(max_line, lambda b: self._route(b, True),
@@ -538,7 +533,7 @@ class StdioProxy:
             stdout.resume_reading()
 
     def _hold_sources(self, held: bool) -> None:
-        """Stop (or restart) reading both sides while the backlog behind shared state is long."""
+        """Stop (or restart) reading both sides while the flow's backlog behind shared state is long."""
         self._backlog_full = held
         child_out = self.child.get_pipe_transport(1) if self.child is not None else None
         if held:
@@ -561,7 +556,7 @@ class StdioProxy:
                 self._write(block, to_host=True)
                 return
             flow = self._start_flow(block.split(b"\n", 1)[0])
-        if self._backlog is None and flow.passes_on(block, origin):
+        if flow.passes_on(block, origin):  # (never while the flow waits on shared state: what comes waits in line)
             self._write(block, to_host=not from_host)
             return
         to_host: list[bytes] = []
@@ -573,22 +568,14 @@ class StdioProxy:
         if newline:
             lines.pop()
         end = b"\n" if newline else b""
-        for i, frame in enumerate(lines):
-            last = i == len(lines) - 1
-            if self._backlog is not None:
-                self._backlog.append((frame, from_host, newline or not last, None))
-                continue
-            outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
-            if type(outcome) is not list:  # it waits on shared state: this and what follows go in line
-                self._backlog = collections.deque([(frame, from_host, newline or not last, outcome)])
-                asyncio.ensure_future(self._drain_backlog(flow))
-                continue
+        assert self.driver is not None
+        for frame in lines:
+            # in-process state is performed here, at once; shared state later, in order (the driver)
+            outcome = self.driver.resolve(flow.from_host(frame) if from_host else flow.from_peer(frame))
             self._sort(outcome, to_host, to_peer, later)
             delivered += receipts_of(outcome)
         self._emit(to_host, to_peer, later, end)
         self._delivered(delivered)
-        if self._backlog is not None and len(self._backlog) > BACKLOG_HIGH and not self._backlog_full:
-            self._hold_sources(True)
 
     def _emit(self, to_host: list[bytes], to_peer: list[bytes], later: list[Any], end: bytes) -> None:
         """Write what a block's frames gave, one write per side, and hand timers to the driver."""
@@ -601,37 +588,12 @@ class StdioProxy:
 
     @staticmethod
     def _sort(commands: list[Command], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
-        """Commands by where they go: bytes for either side, timers and blocking work for the driver."""
+        """Commands by where they go: bytes for either side; timers, blocking work and pauses for the driver."""
         for command in commands:
             if isinstance(command, Write):
                 (to_host if command.to == HOST else to_peer).append(command.data)
-            elif type(command) is Wakeup or type(command) is Defer:
+            elif type(command) is Wakeup or type(command) is Defer or type(command) is Pause:
                 later.append(command)
-
-    async def _drain_backlog(self, flow: Flow) -> None:
-        """Frames that arrived behind one waiting on shared state, handled and written in order."""
-        backlog = self._backlog
-        assert backlog is not None
-        while backlog:
-            frame, from_host, newline, outcome = backlog.popleft()
-            if outcome is None:
-                outcome = flow.from_host(frame) if from_host else flow.from_peer(frame)
-            if type(outcome) is not list:
-                try:
-                    outcome = await outcome
-                except asyncio.CancelledError:
-                    outcome = [Forward(PEER if from_host else HOST, frame)]
-            to_host: list[bytes] = []
-            to_peer: list[bytes] = []
-            later: list[Any] = []
-            self._sort(outcome, to_host, to_peer, later)
-            self._emit(to_host, to_peer, later, b"\n" if newline else b"")
-            self._delivered(receipts_of(outcome))
-            if self._backlog_full and len(backlog) < BACKLOG_HIGH // 2:
-                self._hold_sources(False)
-        self._backlog = None
-        if self._backlog_full:
-            self._hold_sources(False)
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)
@@ -643,7 +605,7 @@ class StdioProxy:
             self._write(command.data + b"\n", to_host=command.to == HOST)
             self._delivered(receipts_of([command]))
 
-        self.driver = FlowDriver(flow, write, write)
+        self.driver = FlowDriver(flow, write, write, self._hold_sources)
         return flow
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:

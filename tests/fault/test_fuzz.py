@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import bridge
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.dialects import a2a as a2a_codecs
 from bridge.dialects import acp as acp_codecs
 from bridge.dialects import mcp as mcp_codecs

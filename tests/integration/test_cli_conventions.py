@@ -19,9 +19,9 @@ from bridge.cli import build_parser
 from bridge.console.cli import DEFAULT_ADMIN
 from tests.peers.processes import free_port, peer, proxy
 from tests.paths import ROOT
+from tests.unit.cli.test_cli import UPSTREAM
 
 COMMANDS = ("translate", "check", "demo", "stdio", "serve", "status")
-UPSTREAM = ["--protocol", "mcp", "--upstream", "http://127.0.0.1:9"]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -93,11 +93,6 @@ def test_options_are_never_abbreviated(args, unknown):
     done = cli(*args)
     assert done.returncode == 2
     assert the_one_line(done.stderr).startswith("reminder-bridge: error: unrecognized arguments: " + unknown)
-
-
-def test_header_is_its_own_option_beside_header_timeout():
-    args = build_parser().parse_args(["serve", *UPSTREAM, "--header", "X-Key: k", "--header-timeout", "5"])
-    assert (args.header, args.header_timeout_s) == ([("X-Key", "k")], 5.0)
 
 
 def examples(command: str) -> list[str]:

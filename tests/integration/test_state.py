@@ -16,24 +16,14 @@ import pytest
 from bridge.policy.budget import BudgetState, Exceeded, Limit, take
 from tests.paths import ROOT
 from tests.peers.processes import eventually
-from bridge.state import (BucketCharge, FailoverState, MemoryState, RedisState, StateBackend, StateSettings,
-                          StateUnavailable, open_state)
+from bridge.state import (BucketCharge, FailoverState, MemoryState, RedisState, StateBackend, StateUnavailable,
+                          open_state)
+from tests.unit.state.test_memory import Clock
 
 
 
 def prefix() -> str:
     return f"rb-test-{uuid.uuid4().hex[:12]}:"
-
-
-class Clock:
-    def __init__(self, t: float = 1_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -249,35 +239,6 @@ async def test_every_key_the_redis_backend_writes_has_a_ttl(redis_url):
         assert set_to("r:session-1", 120_000), (passed_ms, ttls)  # get_record(ttl_s=...) slid it
     finally:
         await state.close()
-
-
-async def test_memory_state_is_bounded_and_expires():
-    clock = Clock()
-    state = MemoryState(clock=clock, max_keys=10)
-    for i in range(100):
-        assert state.charge_now([BucketCharge(f"k{i}", 60, 1)]) is None
-        state.queue_push_now(f"q{i}", "r", "x", dedupe_key=None, limit=4, ttl_s=5)
-        state.put_record_now(f"r{i}", {"i": i}, 5)
-    assert state.sizes() == {"buckets": 10, "queues": 10, "records": 10}
-    clock.advance(1.01)  # an empty 60/min, burst 1 bucket is full after 1 s: gone, and nothing is lost
-    assert state.sizes()["buckets"] == 0
-    assert state.charge_now([BucketCharge("k99", 60, 1)]) is None
-    clock.advance(4)
-    assert state.sizes() == {"buckets": 0, "queues": 0, "records": 0}
-    assert state.get_record_now("r99") is None
-
-
-def test_a_memory_bucket_keeps_its_tokens_when_its_rate_changes():
-    clock = Clock()
-    state = MemoryState(clock=clock)
-    assert state.charge_now([BucketCharge("k", 60, 2)]) is None
-    assert state.charge_now([BucketCharge("k", 60, 2)]) is None
-    assert state.levels_now([BucketCharge("k", 30, 4)]) == [0.0]  # a reload: same key, new size and rate
-    refused = state.charge_now([BucketCharge("k", 30, 4)])
-    assert (refused.limit, refused.retry_after_ms) == (4, 2000)
-    clock.advance(2)
-    assert state.charge_now([BucketCharge("k", 30, 4)]) is None
-    assert state.sizes()["buckets"] == 1
 
 
 # -- queues, records -------------------------------------------------------------------------------
@@ -592,28 +553,3 @@ def test_open_state_picks_the_backend(redis_url):
     assert isinstance(open_state("unix:///run/redis/redis.sock?db=2"), FailoverState)
     with pytest.raises(ValueError, match="redis://"):
         open_state("http://redis:6379")
-
-
-@pytest.mark.parametrize("url", [None, "memory", "redis://redis:6379/0", "redis://:secret@10.0.0.5",
-                                 "rediss://user:pw@cache.example:6380/3", "unix:///run/redis.sock?db=1"])
-def test_state_settings_accept(url):
-    settings = StateSettings(url=url)
-    assert settings.shared == (url not in (None, "memory"))
-
-
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"url": "http://redis:6379"}, "unknown scheme 'http'"),
-    ({"url": "redis:6379"}, "redis://"),
-    ({"url": "redis://redis:99999/0"}, "redis://"),
-    ({"url": "redis://redis:6379/zero"}, "the database must be a number"),
-    ({"url": "redis:///0"}, "no host"),
-    ({"url": "unix://"}, "no socket path"),
-    ({"on_unavailable": "maybe"}, "'open' or 'closed'"),
-    ({"timeout_ms": 0}, "greater than or equal to 1"),
-    ({"key_prefix": ""}, "at least 1 character"),
-    ({"key_prefix": "a b"}, "spaces"),
-    ({"urls": "redis://x"}, "Extra inputs are not permitted"),
-])
-def test_state_settings_refuse_with_a_clear_message(fields, message):
-    with pytest.raises(ValueError, match=message):
-        StateSettings(**fields)

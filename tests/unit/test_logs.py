@@ -9,7 +9,7 @@ import os
 import threading
 
 from bridge.logs import configure, log_event
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder

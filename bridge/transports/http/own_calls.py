@@ -12,7 +12,7 @@ from aiohttp import web
 
 from bridge.jsonrpc import dumps
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Write, receipts_of
-from bridge.pipeline.flow import Flow, Outcome
+from bridge.pipeline.flow import Flow
 from bridge.rules import Limits
 from bridge.transports.driver import FlowDriver
 from bridge.transports.forwarding import upstream_headers
@@ -31,14 +31,13 @@ def written(session: Session, messages: list[Write]) -> None:
         session.driver.perform(session.flow.written(receipts))
 
 
-def through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> Outcome:
+def through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
     return flow.from_host(data, headers=headers) if origin == HOST else flow.from_peer(data)
 
 
-async def settled(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[Command]:
-    """`through`, awaited when the flow waits on shared state."""
-    outcome = through(flow, data, origin, headers)
-    return outcome if isinstance(outcome, list) else await outcome
+async def settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
+    """`through`, with the shared state it asks for performed (awaited on Redis), in order."""
+    return await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
 
 
 class OwnCalls:
@@ -151,7 +150,7 @@ class OwnCalls:
                            data: bytes) -> list[Write]:
         """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
         the answer names the task) go upstream on their own; the rest is for the host."""
-        commands = await settled(session.flow, data, PEER)
+        commands = await settled(session, data, PEER)
         if route.shared is not None:  # a handshake answer this frame settled is recorded before it goes on
             await route.record_before_answer(session)
         if len(commands) == 1 and isinstance(only := commands[0], Forward):

@@ -30,7 +30,7 @@ async def jsonrpc(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     route.rpc_path = route.below(request.path)
     session, kept = await route.session_for(request)
     headers = session.headers = proxy.upstream_headers(route, request)  # the proxy's own requests reuse them
-    commands = await settled(session.flow, body, HOST, request.headers)
+    commands = await settled(session, body, HOST, request.headers)
     if len(commands) == 1 and type(commands[0]) is Forward:
         return await relay(proxy, route, request, body, session, kept=kept, holding=holding,
                            headers=headers)  # the common case

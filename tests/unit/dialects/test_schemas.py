@@ -13,7 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from bridge.cli.translate import translate
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.rules import RouteSettings
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from bridge.pipeline.commands import Defer, Wakeup, receipts_of
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.pipeline.flow import OWN_ID_PREFIX
+from bridge.pipeline.waiting import at_once
 from bridge.transports.driver import run_blocking
 from bridge.dialects.mcp import McpStandard
 from bridge.outbox.events import parse_event, to_reminder
@@ -49,7 +50,7 @@ def perform(commands, flow) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     for command in commands:
         if isinstance(command, Defer):
-            out += perform(command.done(run_blocking(command)), flow)
+            out += perform(at_once(command.done(run_blocking(command))), flow)
         elif not isinstance(command, Wakeup):
             out.append((command.to, json.loads(command.data)))
             out += perform(flow.written(receipts_of([command])), flow)

@@ -2,7 +2,7 @@
 hot path they leave alone, and whose rows they are when both run on one flow."""
 from __future__ import annotations
 
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.rules import parse_rules_text
 from bridge.state.scope import Scope
 from bridge.telemetry import Recorder

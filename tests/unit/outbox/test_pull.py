@@ -197,7 +197,7 @@ def test_own_requests_are_kept_as_data_and_answered_by_a_bound_method(tmp_path):
     link.legacy_handshake()
     poll = only_poll(link.tick())
     handler = link.flow.calls[poll["id"]]
-    assert handler.__self__ is link.pull and handler.__func__ is OutboxPull._answered  # no closure in the flow
+    assert handler.run.__self__ is link.pull and handler.run.__func__ is OutboxPull._answered  # no closure in the flow
     assert link.pull.asked == {poll["id"]: Asked("acme://n", None)}  # what it asked, as data
     link.answer(poll, [], cursor="4")
     assert link.pull.asked == {} and poll["id"] not in link.flow.calls

@@ -8,7 +8,7 @@ import io
 import json
 
 from bridge.pipeline.commands import HOST, PEER, Call, Forward, Reply, Send, writes
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bridge.model import Reminder
 from bridge.pipeline.addons import AddOn, AddOns, FlowApi, McpFlowApi
 from bridge.pipeline.commands import HOST, Forward, Receipt
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.pipeline.mcp import McpFlow
 
 REMINDER = Reminder(id="r1", body="b")

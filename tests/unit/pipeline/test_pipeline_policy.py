@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.pipeline.commands import HOST, PEER, Wakeup, writes
 from bridge.policy import BudgetState, Policy
 from bridge.rules import parse_rules_text
@@ -346,13 +346,20 @@ def test_a_reconfigure_flips_the_stage_for_the_next_message():
 def test_a_reminder_riding_on_a_request_can_be_refused_without_refusing_the_request():
     """For A2A's `metadata.harn.reminder` on `SendMessage`: the reminder is dropped, the message goes on."""
     from bridge.model import Reminder
-    from bridge.pipeline.at_once import run_now
+    from bridge.pipeline.waiting import Step, at_once
 
     f = flow("a2a", "[defaults.budget]\nrate = 60\nburst = 1\n")
     send = {"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {}}
-    kept, out = run_now(f.police(send, Reminder(body="one"), "SendMessage", origin=HOST, request=False))
+    judged: list = []
+    then = Step(lambda outcome: judged.append(outcome) or [])
+
+    def police(reminder, **kw):
+        assert at_once(f.police(send, reminder, "SendMessage", origin=HOST, then=then, **kw)) == []
+        return judged.pop()
+
+    kept, out = police(Reminder(body="one"), request=False)
     assert kept is not None and out == []
-    refused, out = run_now(f.police(send, Reminder(body="two"), "SendMessage", origin=HOST, request=False))
+    refused, out = police(Reminder(body="two"), request=False)
     assert refused is None and out == []  # no error answer: the caller's message is not refused
-    refused, out = run_now(f.police(send, Reminder(body="three"), "SendMessage", origin=HOST))
+    refused, out = police(Reminder(body="three"))
     assert json.loads(out[0].data)["error"]["message"] == "reminder budget exceeded"  # as a request, it would be

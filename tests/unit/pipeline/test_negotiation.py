@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bridge.pipeline.commands import HOST, PEER, Forward, Reply, writes
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.pipeline.negotiation import ENFORCE_CODE, STAGES
 from bridge.rules import parse_rules_text
 from bridge.telemetry import Recorder

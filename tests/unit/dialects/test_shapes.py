@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.cli.translate import translate
-from bridge.assembly import make_flow
+from tests.flows import make_flow
 from bridge.dialects.a2a import A2ALegacy, A2AStandard
 from bridge.dialects.acp import AcpLegacy, AcpStandard
 from bridge.dialects.mcp import McpLegacy, McpStandard
