@@ -163,14 +163,23 @@ def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
                 yield "response", token, token
 
 
+def one_id(block: bytes) -> tuple[str, bytes] | None:
+    """(kind, id token) of a block that is one message starting the way most SDKs write one, in one
+    regex match (the token is also its key); None for any other block: ask `ids_in`."""
+    canonical = _CANONICAL.match(block)
+    if canonical is None or block.find(b"\n") not in (-1, len(block) - 1):
+        return None
+    token, kind = canonical.group(1, 2)
+    return _KINDS[kind], token
+
+
 def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
     """(kind, key, token) of every request and response in a block of newline-separated frames:
     ``key`` is the same for a request and its response, ``token`` the id as written. Walks the
     block in place, without copying it; blocks without `"id"` cost one substring search."""
-    canonical = _CANONICAL.match(block)
-    if canonical is not None and block.find(b"\n") >= len(block) - 1:  # the usual: one message
-        token, kind = canonical.group(1, 2)
-        yield _KINDS[kind], token, token
+    one = one_id(block)
+    if one is not None:  # the usual: one message
+        yield one[0], one[1], one[1]
         return
     if b'"id"' not in block:
         return

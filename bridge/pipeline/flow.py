@@ -29,9 +29,10 @@ from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.addons import AddOns
 from bridge.pipeline.commands import (
-    HOST, PEER, Call, Command, Defer, Forward, Pause, Perform, Receipt, Reply, Send, Wakeup,
+    HOST, PEER, Call, Command, Defer, Forward, Learned, Pause, Perform, Receipt, Reply, Send, Wakeup,
 )
 from bridge.pipeline.expectations import Awaiting
+from bridge.pipeline.inflight import Answering, Unanswered
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.policing import Handled, Policing
 from bridge.pipeline.waiting import Backlog, Later, Step
@@ -60,7 +61,7 @@ def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
     return error_response(msg_id, -32602, str(exc))
 
 
-class Flow(Policing):
+class Flow(Policing, Answering):
     """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
     message in; commands out, or None for "forward it untouched")."""
 
@@ -96,6 +97,8 @@ class Flow(Policing):
         #: the proxy's own requests in flight: own id → what handles the answer
         self.calls: dict[str, Step] = {}
         self._call_marker = OWN_ID_PREFIX.encode()
+        #: the host's requests the peer has not answered yet (`upstream_gone` answers them)
+        self.unanswered = Unanswered(self._call_marker)
         self._asked: float | None = None  # the earliest wakeup the transport holds for us
         self.addons = AddOns(addons)
         self.addons.attach(self)
@@ -146,11 +149,28 @@ class Flow(Policing):
             return not could_concern(data, self.peer_markers)
         return not could_concern(data, self.host_markers)
 
+    def passes_on(self, block: bytes, origin: str) -> bool:
+        """`passes`, for a transport that relays a block of whole lines untouched when it passes:
+        what such a block asks or answers is noted, as if its frames had been fed one by one."""
+        if self.passes(block, origin):
+            self._note(block, origin)
+            return True
+        return False
+
+    def _note(self, data: bytes, origin: str) -> Any:
+        """Track the host's requests in ``data`` (from ``origin``) until answered; the id key of
+        the request a peer frame answers, if it is one response to a tracked request."""
+        if origin == HOST:
+            self.unanswered.asked(data)
+            return None
+        return self.unanswered.answered(data)
+
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
+        answers = self._note(frame, origin)  # as frames arrive, waiting in line or not
         if self._ticket is not None:
             return self._later(Later(self._waited, (frame, origin, dest, headers), len(frame)))
         if self.passes(frame, origin):
-            return [Forward(dest, frame)]
+            return [Forward(dest, frame, answers)]
         return self._decode(frame, origin, dest, headers)
 
     def _waited(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None) -> list[Command]:
@@ -489,6 +509,16 @@ class Flow(Policing):
         self.addons.close()
 
     # -- what the transport tells the flow ------------------------------------------------------
+    def learned(self) -> Learned | None:
+        """What this flow learned of the peer (its handshake, the A2A card), for flows of its route
+        that will not see it; None before it learned anything."""
+        dialect = self.peer.learned
+        return None if dialect is None else Learned(dialect, self.peer_declared())
+
+    def peer_declared(self) -> bool | None:
+        """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
+        return None
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
@@ -583,9 +613,12 @@ class Flow(Policing):
         method = msg.get("method")
         params = msg.get("params")
         name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
-        return Send(to, dumps(msg), answers, method, name if isinstance(name, str) else None, receipts)
+        return Send(to, dumps(msg), id_key(msg.get("id")) if answers else None, method,
+                    name if isinstance(name, str) else None, receipts)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
+        if to == HOST:  # the proxy answered the host's request itself: nothing waits for the peer's
+            self.unanswered.forget(request.get("id"))
         return Reply(to, dumps(msg), request.get("id"), retry_after_ms)
 
     def call(self, to: str, method: str, params: Any, on_answer: Step | Callable[[dict[str, Any]], Handled]) -> Call:

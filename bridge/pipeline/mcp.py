@@ -67,6 +67,9 @@ class McpFlow(Flow):
         self.peer_markers = (b"emind",)
         self._watch_host()
 
+    def peer_declared(self) -> bool | None:
+        return self.state.peer_declared
+
     def negotiated(self) -> dict[str, Any] | None:
         """What the handshake settled, as a JSON record another replica can `restore` (spec §12);
         None before the handshake."""

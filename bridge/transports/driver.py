@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bridge.pipeline.commands import Call, Command, Defer, Pause, Perform, Wakeup
+from bridge.pipeline.commands import Call, Command, Defer, Pause, Perform, Wakeup, Write
 from bridge.pipeline.waiting import at_once as resolved
 
 #: One thread for blocking work that names no lane of its own: in order, never on the event loop.
@@ -44,7 +44,7 @@ def _start(defer: Defer) -> asyncio.Future[Any]:
 class FlowDriver:
     """Performs one flow's commands on a running event loop."""
 
-    def __init__(self, flow: Any, write: Callable[[Command], None], call: Callable[[Call], None],
+    def __init__(self, flow: Any, write: Callable[[Write], None], call: Callable[[Call], None],
                  pause: Callable[[bool], None] | None = None):
         self.flow = flow
         self.write = write
@@ -100,18 +100,17 @@ class FlowDriver:
     def perform(self, commands: list[Command]) -> None:
         """Perform ``commands`` now (shared state: what follows a `Perform` when it is done)."""
         for command in self.resolve(commands):
-            kind = type(command)
-            if kind is Wakeup:
-                self.schedule(command.at)  # type: ignore[union-attr]
-            elif kind is Defer:
-                self._defer(command)  # type: ignore[arg-type]
-            elif kind is Call:
-                self.call(command)  # type: ignore[arg-type]
-            elif kind is Pause:
-                if self.pause is not None:
-                    self.pause(command.on)  # type: ignore[union-attr]
-            else:
+            if isinstance(command, Call):
+                self.call(command)
+            elif isinstance(command, Write):
                 self.write(command)
+            elif isinstance(command, Wakeup):
+                self.schedule(command.at)
+            elif isinstance(command, Defer):
+                self._defer(command)
+            elif isinstance(command, Pause):
+                if self.pause is not None:
+                    self.pause(command.on)
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
@@ -166,24 +165,23 @@ class FlowDriver:
         out: list[Command] = []
         loop = asyncio.get_running_loop()
         for command in resolved(commands):
-            kind = type(command)
-            if kind is Defer:
-                future = _start(command)  # type: ignore[arg-type]
-                if not command.replies:  # type: ignore[union-attr]
+            if isinstance(command, Defer):
+                future = _start(command)
+                if not command.replies:
                     done, _ = await asyncio.wait([future], timeout=max(0.0, deadline - loop.time()))
                     if not done:
-                        self._later_done(future, command)  # type: ignore[arg-type]
+                        self._later_done(future, command)
                         continue
-                out += await self._settle(command.done(await future), deadline)  # type: ignore[union-attr]
-            elif kind is Perform:
-                follows = await self._perform_async(command)  # type: ignore[arg-type]
-                self._drain(command.flow)  # type: ignore[union-attr]
+                out += await self._settle(command.done(await future), deadline)
+            elif isinstance(command, Perform):
+                follows = await self._perform_async(command)
+                self._drain(command.flow)
                 out += await self._settle(follows, deadline)
-            elif kind is Wakeup:
-                self.schedule(command.at)  # type: ignore[union-attr]
-            elif kind is Pause:
+            elif isinstance(command, Wakeup):
+                self.schedule(command.at)
+            elif isinstance(command, Pause):
                 if self.pause is not None:
-                    self.pause(command.on)  # type: ignore[union-attr]
+                    self.pause(command.on)
             else:
                 out.append(command)
         return out

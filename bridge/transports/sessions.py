@@ -15,7 +15,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from bridge.pipeline.commands import Command, receipts_of
+from bridge.pipeline.commands import Write, receipts_of
 from bridge.pipeline.flow import Flow
 
 
@@ -37,7 +37,7 @@ class Session:
         self.streams: list[Any] = []
         #: host-bound messages (write commands) made with no stream open, sent ahead of the session's
         #: next answer; what they deliver counts as delivered only once written (their receipts)
-        self.waiting: list[Command] = []
+        self.waiting: list[Write] = []
         self.limit = limit
         self.dropped = 0
         #: the Mcp-Session-Id it is held under, and the record last written for it to shared state
@@ -47,7 +47,7 @@ class Session:
         self.recorded: dict[str, Any] | None = None
         self.recorded_at = 0.0
 
-    def hold(self, messages: list[Command]) -> None:
+    def hold(self, messages: list[Write]) -> None:
         """Keep messages for the next answer; the oldest go beyond the session's pending limit (what
         they delivered was never written: its owner keeps it)."""
         self.waiting.extend(messages)
@@ -57,7 +57,7 @@ class Session:
             self.flow.unwritten(receipts_of(self.waiting[:over]))
             del self.waiting[:over]
 
-    def take_waiting(self) -> list[Command]:
+    def take_waiting(self) -> list[Write]:
         waiting, self.waiting = self.waiting, []
         return waiting
 

@@ -9,20 +9,17 @@ unbuffered and untouched.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 import os
-import re
 import selectors
 import signal
 import stat
 import subprocess
 from typing import Any
 
-from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Call, Defer, Pause, Receipt, Send, Wakeup, receipts_of
 from bridge.assembly import make_flow
-from bridge.pipeline.flow import OWN_ID_PREFIX, Flow
+from bridge.pipeline.commands import HOST, PEER, Command, Defer, Pause, Receipt, Wakeup, Write, receipts_of
+from bridge.pipeline.flow import Flow
+from bridge.pipeline.inflight import detect_protocol, oversize_reply
 from bridge.policy import Policy
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
@@ -48,107 +45,28 @@ STOP_GRACE = 2.0
 KILL_GRACE = 2.0
 #: What MCP's SDKs answer a request with when the connection closes under it.
 CONNECTION_CLOSED = -32000
-_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
-#: A frame the cheap look cannot settle is decoded only below this size (memory stays flat).
-SLOW_LIMIT = 1024 * 1024
 #: While bytes that deliver an outbox event wait in the host pipe's buffer, how often to look again.
 FLUSH_CHECK_S = 0.005
 
 
-def oversize_reply(head: bytes, limit: int, from_host: bool) -> bytes | None:
-    """A JSON-RPC error for an oversize message whose id can be read from its first bytes: a request
-    from the host is answered; a response from the peer becomes an error so the host stops waiting."""
-    is_request = b'"method"' in head
-    if is_request != from_host:
-        return None
-    match = _ID.search(head)
-    if match is None:
-        return None
-    msg_id = json.loads(match.group(1))
-    what = "message" if from_host else "response from the server or agent"
-    return dumps(error_response(msg_id, -32600, f"{what} larger than the proxy's line limit of {limit} bytes",
-                                {"limit": limit}))
-
-
-_OWN = b'"' + OWN_ID_PREFIX.encode()
-
-
-class InFlight:
-    """Ids of the host's requests the child has not answered yet, so that a child that dies
-    leaves none of them waiting (spec §8.3): each gets a JSON-RPC error naming the exit.
-
-    Read off the bytes, never decoded (`bridge.jsonrpc.ids_in`). Only blocks holding `"id"` are
-    looked at (toward the host, only while something is in flight).
-    """
-
-    LIMIT = 10_000  # a child that never answers cannot grow this without bound: the oldest half goes
-
-    def __init__(self) -> None:
-        self.ids: dict[bytes, bytes] = {}  # canonical id → the id exactly as the host wrote it
-
-    def sent(self, block: bytes) -> None:
-        """A block on its way to the child: remember the requests in it (and forget the ones the
-        host cancels: MCP servers do not answer those)."""
-        ids = self.ids
-        for kind, key, token in ids_in(block):
-            if kind == "request" and key != b"null" and not key.startswith(_OWN):  # the proxy's own: answered to it
-                ids[key] = token
-                if len(ids) > self.LIMIT:
-                    for old in list(itertools.islice(ids, self.LIMIT // 2)):
-                        del ids[old]
-        if ids and b"s/cancelled" in block:  # after the requests: a cancel follows what it cancels
-            self._cancelled(block)
-
-    def answered(self, block: bytes) -> None:
-        """A block on its way to the host: forget the requests it answers."""
-        ids = self.ids
-        if not ids:
-            return
-        for kind, key, _ in ids_in(block):
-            if kind == "response":
-                ids.pop(key, None)
-
-    def _cancelled(self, block: bytes) -> None:
-        for line in block.split(b"\n"):
-            if b"notifications/cancelled" in line and len(line) <= SLOW_LIMIT:
-                try:
-                    self.ids.pop(dumps(json.loads(line)["params"]["requestId"]), None)
-                except (ValueError, RecursionError, LookupError, TypeError):
-                    pass
-
-    def errors(self, command: str, code: int | None) -> list[bytes]:
-        """One error per request still waiting, in the order they were sent, then forget them."""
-        if code is None:
-            how = "closed its output"
-            data: dict[str, Any] = {"command": command}
-        elif code >= 0:
-            how = f"exited with code {code}"
-            data = {"command": command, "exitCode": code}
-        else:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            how = f"was killed by {name}"
-            data = {"command": command, "signal": name}
-        message = f"Connection closed: {command} {how} before answering (reminder-bridge)"
-        error = dumps({"code": CONNECTION_CLOSED, "message": message, "data": data})
-        out = [b'{"jsonrpc":"2.0","id":' + token + b',"error":' + error + b"}" for token in self.ids.values()]
-        self.ids.clear()
-        return out
-
-
-def detect_protocol(frame: bytes) -> str:
-    """MCP or ACP, from the host's first message: ACP's `initialize` carries an integer version."""
-    try:
-        msg = json.loads(frame)
-    except (ValueError, RecursionError):
-        return "mcp"
-    params = msg.get("params") if isinstance(msg, dict) else None
-    if isinstance(params, dict) and msg.get("method") == "initialize":
-        if isinstance(params.get("protocolVersion"), int) or "clientCapabilities" in params:
-            return "acp"
-    return "mcp"
+def closed_error(command: str, code: int | None) -> dict[str, Any]:
+    """What a request the child never answered gets once it is gone: MCP's SDKs' "connection
+    closed", naming the command and how it ended (its exit code or signal)."""
+    if code is None:
+        how = "closed its output"
+        data: dict[str, Any] = {"command": command}
+    elif code >= 0:
+        how = f"exited with code {code}"
+        data = {"command": command, "exitCode": code}
+    else:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how = f"was killed by {name}"
+        data = {"command": command, "signal": name}
+    return {"code": CONNECTION_CLOSED, "message": f"Connection closed: {command} {how} before answering (reminder-bridge)",
+            "data": data}
 
 
 class Framer:
@@ -350,11 +268,13 @@ class StdioProxy:
         #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
         self._unflushed: list[Receipt] = []
         self._flush_check: asyncio.TimerHandle | None = None
-        self.inflight = InFlight()
         #: the flow's backlog behind shared state (Redis) is long (`Pause`): neither side is read
         self._backlog_full = False
-        self.host_framer = Framer(max_line, lambda b: self._route(b, True), lambda h: self._oversize(h, True))
-        self.child_framer = Framer(max_line, lambda b: self._route(b, False), lambda h: self._oversize(h, False))
+        #: each side's line cutter, or `_Discard` once what it says can reach nobody
+        self.host_framer: Framer | type[_Discard] = Framer(max_line, lambda b: self._route(b, True),
+                                                           lambda h: self._oversize(h, True))
+        self.child_framer: Framer | type[_Discard] = Framer(max_line, lambda b: self._route(b, False),
+                                                            lambda h: self._oversize(h, False))
         self.child: ChildTransport | None = None
         self._child_stdin: asyncio.WriteTransport | None = None
         self._host_reader: asyncio.ReadTransport | None = None
@@ -405,8 +325,9 @@ class StdioProxy:
                 code = -signal.SIGKILL
             if not self._host_gone and (not self._host_closed or code != 0):
                 # the child died under the host, or failed after goodbye
-                for error in self.inflight.errors(os.path.basename(self.command[0]), code):
-                    self._write(error + b"\n", to_host=True)
+                if self.flow is not None:
+                    for reply in self.flow.upstream_gone(closed_error(os.path.basename(self.command[0]), code)):
+                        self._write(reply.data + b"\n", to_host=True)
             if self._host_writer is not None and self._host_sink is not None:
                 self._host_writer.close()  # flushes what is still buffered for the host (SIGTERM: within the grace)
                 await self._host_sink.closed
@@ -455,7 +376,7 @@ class StdioProxy:
         if self._host_gone or self._finished is None or self._finished.done():
             return  # our own close at the end, or already handled
         self._host_gone = True
-        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        self.child_framer = self.host_framer = _Discard
         self.resume_child()
         if self._host_reader is not None:
             self._host_reader.close()
@@ -521,7 +442,7 @@ class StdioProxy:
         alive = child is not None and child.get_returncode() is None
         pending = self._host_writer.get_write_buffer_size() if self._host_writer is not None else 0
         self._host_gone = True
-        self.child_framer = self.host_framer = _Discard  # type: ignore[assignment]
+        self.child_framer = self.host_framer = _Discard
         if self._host_reader is not None:
             self._host_reader.close()
         _abort(self._child_stdin)
@@ -635,12 +556,11 @@ class StdioProxy:
                 self._write(block, to_host=True)
                 return
             flow = self._start_flow(block.split(b"\n", 1)[0])
-        if flow.passes(block, origin):  # (never while the flow waits on shared state: what comes waits in line)
+        if flow.passes_on(block, origin):  # (never while the flow waits on shared state: what comes waits in line)
             self._write(block, to_host=not from_host)
             return
         to_host: list[bytes] = []
         to_peer: list[bytes] = []
-        answers: list[bytes] = []  # frames toward the host that may answer one of its requests
         later: list[Any] = []
         delivered: list[Receipt] = []
         lines = block.split(b"\n")
@@ -652,36 +572,28 @@ class StdioProxy:
         for frame in lines:
             # in-process state is performed here, at once; shared state later, in order (the driver)
             outcome = self.driver.resolve(flow.from_host(frame) if from_host else flow.from_peer(frame))
-            self._sort(outcome, to_host, to_peer, later, answers)
+            self._sort(outcome, to_host, to_peer, later)
             delivered += receipts_of(outcome)
-        self._emit(to_host, to_peer, later, answers, end)
+        self._emit(to_host, to_peer, later, end)
         self._delivered(delivered)
 
-    def _emit(self, to_host: list[bytes], to_peer: list[bytes], later: list[Any], answers: list[bytes],
-              end: bytes) -> None:
+    def _emit(self, to_host: list[bytes], to_peer: list[bytes], later: list[Any], end: bytes) -> None:
         """Write what a block's frames gave, one write per side, and hand timers to the driver."""
         if to_peer:
             self._write(b"\n".join(to_peer) + end, to_host=False)
         if to_host:
-            self._write(b"\n".join(to_host) + end, to_host=True, answering=b"\n".join(answers))
+            self._write(b"\n".join(to_host) + end, to_host=True)
         if later and self.driver is not None:
             self.driver.perform(later)
 
     @staticmethod
-    def _sort(commands: list[Any], to_host: list[bytes], to_peer: list[bytes], later: list[Any],
-              answers: list[bytes]) -> None:
-        """Commands by where they go; ``answers``: the host-bound bytes that may answer a host request."""
+    def _sort(commands: list[Command], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
+        """Commands by where they go: bytes for either side; timers, blocking work and pauses for the driver."""
         for command in commands:
-            kind = type(command)
-            if kind is Wakeup or kind is Defer or kind is Pause:
+            if isinstance(command, Write):
+                (to_host if command.to == HOST else to_peer).append(command.data)
+            elif type(command) is Wakeup or type(command) is Defer or type(command) is Pause:
                 later.append(command)
-            elif command.to == HOST:
-                to_host.append(command.data)
-                # a notification or request the proxy wrote answers nothing: no need to look for ids
-                if not (kind is Call or (kind is Send and command.method is not None)):
-                    answers.append(command.data)
-            else:  # Forward, Send, Reply, Call: bytes for the child
-                to_peer.append(command.data)
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         protocol = self.protocol or detect_protocol(first_frame)
@@ -689,7 +601,7 @@ class StdioProxy:
         flow = self.flow = make_flow(protocol, self.settings, self.recorder, policy=self.policy,
                                      scope=Scope.connection(self.name, STDIO), **self.dialects)
 
-        def write(command: Any) -> None:  # what the flow sends on its own: a released reminder, an outbox poll
+        def write(command: Write) -> None:  # what the flow sends on its own: a released reminder, an outbox poll
             self._write(command.data + b"\n", to_host=command.to == HOST)
             self._delivered(receipts_of([command]))
 
@@ -723,20 +635,21 @@ class StdioProxy:
                 self.driver.perform(self.flow.written(receipts))
 
     def _oversize(self, head: bytes, from_host: bool) -> None:
-        reply = oversize_reply(head, self.max_line, from_host)
-        self.recorder.log("oversize", side=HOST if from_host else PEER, limit=self.max_line,
-                          answered=reply is not None)
-        if reply is not None:
+        origin = HOST if from_host else PEER
+        if self.flow is not None:
+            replies = [c.data for c in self.flow.oversize(head, origin, self.max_line)]
+        else:  # before the host's first line: no flow yet, and nothing in flight
+            found = oversize_reply(head, self.max_line, from_host)
+            replies = [found[1]] if found is not None else []
+        self.recorder.log("oversize", side=origin, limit=self.max_line, answered=bool(replies))
+        for reply in replies:
             self._write(reply + b"\n", to_host=True)
 
-    def _write(self, data: bytes, to_host: bool, answering: bytes | None = None) -> None:
-        """``answering``: the part of ``data`` that may answer host requests (default: all of it)."""
+    def _write(self, data: bytes, to_host: bool) -> None:
         if not to_host:
-            self.inflight.sent(data)
             if self._child_stdin is not None and not self._child_stdin.is_closing():
                 self._child_stdin.write(data)
             return
-        self.inflight.answered(data if answering is None else answering)
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
                 self._host_writer.write(data)

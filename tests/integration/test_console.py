@@ -274,7 +274,7 @@ async def test_bodies_are_sent_only_with_show_bodies():
     lines pass it), over a real socket; the flow is the one `stdio` and `serve` run."""
     from bridge.admin import start_admin
     from bridge.telemetry import Recorder
-    from tests.integration.test_admin import legacy, mcp_flow
+    from tests.unit.test_admin import legacy, mcp_flow
 
     for show in (False, True):
         recorder = Recorder(route=f"bodies-{show}", log=io.StringIO())

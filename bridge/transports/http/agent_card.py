@@ -10,6 +10,7 @@ import aiohttp
 from aiohttp import web
 
 from bridge.jsonrpc import dumps
+from bridge.pipeline.commands import CardFlow
 from bridge.transports.forwarding import redact
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
@@ -42,7 +43,9 @@ async def agent_card(proxy: OwnCalls, route: HttpRoute, request: web.Request, ho
         card = json.loads(data)
     except (ValueError, RecursionError):
         return web.Response(status=status, body=data, headers=headers)
-    rewritten = flow.rewrite_card(card, lambda u: route.to_proxy(u, request))  # type: ignore[attr-defined]
+    if not isinstance(flow, CardFlow):  # a route whose protocol has no card: it goes as it came
+        return web.Response(status=status, body=data, headers=headers)
+    rewritten = flow.rewrite_card(card, lambda u: route.to_proxy(u, request))
     route.learn(flow)
     if rewritten is None or status != 200:
         return web.Response(status=status, body=data, headers=headers)

@@ -1,6 +1,6 @@
 """A JSON answer the upstream streams with no Content-Length (newline-delimited messages on a
 stream that stays open): each whole line through the flow and on to the host at once. Also which
-of the flow's commands for a JSON answer is the answer itself."""
+of the flow's commands for a JSON answer is the answer itself (the one that says it `answers`)."""
 from __future__ import annotations
 
 import json
@@ -8,14 +8,13 @@ import json
 import aiohttp
 from aiohttp import web
 
-from bridge.jsonrpc import dumps
-from bridge.pipeline.commands import HOST, Command, Forward
+from bridge.pipeline.commands import HOST, Forward, Reply, Send, Write
 from bridge.transports.forwarding import redact
 from bridge.transports.http.bodies import TooLarge
 from bridge.transports.http.own_calls import OwnCalls, written
 from bridge.transports.http.passthrough import response_headers
 from bridge.transports.http.routes import HttpRoute
-from bridge.transports.http.upstream_errors import request_id, upstream_error
+from bridge.transports.http.upstream_errors import unanswered
 from bridge.transports.sessions import Session
 
 
@@ -37,10 +36,9 @@ async def relay_json_stream(proxy: OwnCalls, route: HttpRoute, request: web.Requ
         if len(pending) > limit:
             route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
                                url=redact(str(upstream.url)))
-            msg_id = request_id(body)
-            if msg_id is not None:
-                await response.write(dumps(upstream_error(route, msg_id, TooLarge(
-                    f"the upstream's answer is over max_response_bytes = {limit}"))))
+            for error in unanswered(route, session, body, TooLarge(
+                    f"the upstream's answer is over max_response_bytes = {limit}")):
+                await response.write(error)
             await response.write_eof()
             return response
         while not whole and (end := pending.find(b"\n", scanned)) >= 0:
@@ -55,29 +53,32 @@ async def relay_json_stream(proxy: OwnCalls, route: HttpRoute, request: web.Requ
             scanned = 0
             answer, extras = await json_answer(proxy, route, request, session, line)
             for extra in extras:
-                await response.write(extra.data + b"\n")  # type: ignore[union-attr]
-            data = answer.data  # type: ignore[union-attr]
+                await response.write(extra.data + b"\n")
+            data = answer.data
             await response.write(data if data is line else data + b"\n")
             written(session, [*extras, answer])
         scanned = len(pending)
     if pending:
         answer, extras = await json_answer(proxy, route, request, session, bytes(pending))
         for extra in extras:
-            await response.write(extra.data + b"\n")  # type: ignore[union-attr]
-        await response.write(answer.data)  # type: ignore[union-attr]
+            await response.write(extra.data + b"\n")
+        await response.write(answer.data)
         written(session, [*extras, answer])
     await response.write_eof()
     return response
 
 
 async def json_answer(proxy: OwnCalls, route: HttpRoute, request: web.Request, session: Session,
-                      data: bytes) -> tuple[Command, list[Command]]:
+                      data: bytes) -> tuple[Write, list[Write]]:
     """A JSON answer through the flow: (the answer, what the flow adds before it), as the write
-    commands the flow gave (what they deliver is reported once written)."""
+    commands the flow gave (what they deliver is reported once written). The answer is the command
+    that answers a request (its `answers` key); a frame that answers none (a notification on a
+    stream) is the last command the flow gave for it."""
     if not data.strip():
         return Forward(HOST, data), []
     host = await proxy.through_peer(route, request, session, data)
-    answer = next((c for c in reversed(host) if type(c) is Forward or getattr(c, "answers", False)), None)
+    answer = next((c for c in reversed(host) if isinstance(c, (Forward, Send, Reply)) and c.answers is not None),
+                  host[-1] if host else None)
     extras = [c for c in host if c is not answer]
     if answer is None:  # the flow kept the answer back (nothing to relay): the extras are all there is
         return (extras[-1], extras[:-1]) if extras else (Forward(HOST, b""), [])

@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from bridge.jsonrpc import dumps
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.rules import Limits
 from bridge.transports.driver import FlowDriver
@@ -24,7 +24,7 @@ from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
 
 
-def written(session: Session, messages: list[Command]) -> None:
+def written(session: Session, messages: list[Write]) -> None:
     """``messages`` are on the host's connection: what they deliver counts as delivered now."""
     receipts = receipts_of(messages)
     if receipts:
@@ -55,11 +55,11 @@ class OwnCalls:
         """A session's timers and deferred work: what its flow sends on its own (a coalesced reminder
         released, an outbox poll) goes to the session's host stream, or upstream."""
 
-        def write(command: Command) -> None:
-            if command.to == HOST:  # type: ignore[union-attr]
+        def write(command: Write) -> None:
+            if command.to == HOST:
                 self._to_host(session, [command])
             else:
-                self.spawn(self._post(route, session, command.data))  # type: ignore[union-attr]
+                self.spawn(self._post(route, session, command.data))
 
         return FlowDriver(session.flow, write, lambda call: self.spawn(self._call_and_push(route, session, call)))
 
@@ -68,7 +68,7 @@ class OwnCalls:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _to_host(self, session: Session, messages: list[Command]) -> None:
+    def _to_host(self, session: Session, messages: list[Write]) -> None:
         """Messages the session's flow sends on its own: on its open stream, else ahead of its next answer."""
         stream = next((s for s in session.streams if not s.task_done), None)
         if stream is None:
@@ -76,12 +76,12 @@ class OwnCalls:
             return
         self.spawn(self.write_messages(session, stream.response, messages))
 
-    async def write_messages(self, session: Session, response: web.StreamResponse, messages: list[Command]) -> bool:
+    async def write_messages(self, session: Session, response: web.StreamResponse, messages: list[Write]) -> bool:
         """``messages`` on an open SSE answer, one event each, each reported written once it is; if the
         stream ends under us, the rest wait for the session's next answer (False)."""
         for i, message in enumerate(messages):
             try:
-                await response.write(message_event(message.data))  # type: ignore[union-attr]
+                await response.write(message_event(message.data))
             except (ConnectionError, RuntimeError):
                 session.hold(messages[i:])
                 return False
@@ -90,19 +90,19 @@ class OwnCalls:
 
     async def _call_and_push(self, route: HttpRoute, session: Session, call: Call) -> None:
         """A call the flow made on its own: what its answer gives the host goes to the session."""
-        host = [c for c in await self.calls(route, session, [call], None) if c.to == HOST]  # type: ignore[union-attr]
+        host = [c for c in await self.calls(route, session, [call], None) if c.to == HOST]
         if host:
             self._to_host(session, host)
 
     async def calls(self, route: HttpRoute, session: Session, calls: list[Call],
-                    request: web.Request | None) -> list[Command]:
+                    request: web.Request | None) -> list[Write]:
         """POST the proxy's own requests upstream and feed every answer back to the flow that asked;
         returns what the answers give the host (e.g. the reply to an inject checked with `GetTask`).
         An upstream that cannot answer is told to the flow as a JSON-RPC error for its call."""
         flow = session.flow
         headers = dict(session.headers) if session.headers else dict(route.target.own)
         headers["Content-Type"] = "application/json"
-        out: list[Command] = []
+        out: list[Write] = []
         for call in calls:
             answers: list[bytes] = []
             try:
@@ -113,9 +113,9 @@ class OwnCalls:
                 answers = [dumps(upstream_error(route, call.id, exc))]
             for frame in answers:
                 for command in await session.driver.settle(through(flow, frame, PEER)):
-                    if type(command) is Call:
-                        out += await self.calls(route, session, [command], request)  # type: ignore[list-item]
-                    elif command.to == HOST:  # type: ignore[union-attr]
+                    if isinstance(command, Call):
+                        out += await self.calls(route, session, [command], request)
+                    elif isinstance(command, Write) and command.to == HOST:
                         out.append(command)
         return out
 
@@ -147,20 +147,22 @@ class OwnCalls:
                                 own=route.target.own, websocket=websocket)
 
     async def through_peer(self, route: HttpRoute, request: web.Request, session: Session,
-                           data: bytes) -> list[Command]:
+                           data: bytes) -> list[Write]:
         """One upstream frame through the session's flow; the proxy's own follow-ups (an inject once
         the answer names the task) go upstream on their own; the rest is for the host."""
         commands = await settled(session, data, PEER)
         if route.shared is not None:  # a handshake answer this frame settled is recorded before it goes on
             await route.record_before_answer(session)
-        if len(commands) == 1 and type(commands[0]) is Forward:
-            return commands
-        host: list[Command] = []
+        if len(commands) == 1 and isinstance(only := commands[0], Forward):
+            return [only]
+        host: list[Write] = []
         for command in await session.driver.settle(commands):
-            if type(command) is Call:
-                self.spawn(self._call_and_push(route, session, command))  # type: ignore[arg-type]
-            elif command.to == PEER:  # type: ignore[union-attr]
-                self.spawn(self._post(route, session, command.data))  # type: ignore[union-attr]
+            if isinstance(command, Call):
+                self.spawn(self._call_and_push(route, session, command))
+            elif not isinstance(command, Write):
+                continue
+            elif command.to == PEER:
+                self.spawn(self._post(route, session, command.data))
             else:
                 host.append(command)
         return host

@@ -9,7 +9,7 @@ import math
 import aiohttp
 from aiohttp import web
 
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Reply, Send, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Call, Forward, Reply, Send, Write, receipts_of
 from bridge.transports.forwarding import redact
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
@@ -18,7 +18,7 @@ from bridge.transports.http.own_calls import OwnCalls, settled, written
 from bridge.transports.http.passthrough import response_headers, stream_raw
 from bridge.transports.http.routes import HttpRoute
 from bridge.transports.http.sse_streams import relay_sse
-from bridge.transports.http.upstream_errors import cause, request_id, upstream_error
+from bridge.transports.http.upstream_errors import cause, unanswered
 from bridge.transports.sessions import Session
 from bridge.transports.sse import message_event
 
@@ -35,16 +35,15 @@ async def jsonrpc(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         return await relay(proxy, route, request, body, session, kept=kept, holding=holding,
                            headers=headers)  # the common case
     commands = await session.driver.settle(commands)
-    main: Forward | Send | None = None
+    main: Forward | Send | None = None  # the request itself, as it goes upstream
     calls: list[Call] = []
-    host: list[Command] = []
+    host: list[Write] = []
     for command in commands:
-        kind = type(command)
-        if kind is Call:
-            calls.append(command)  # type: ignore[arg-type]
-        elif command.to == PEER and main is None and kind in (Forward, Send):  # type: ignore[union-attr]
-            main = command  # type: ignore[assignment]
-        elif command.to == HOST:  # type: ignore[union-attr]
+        if isinstance(command, Call):
+            calls.append(command)
+        elif isinstance(command, (Forward, Send)) and command.to == PEER and main is None:
+            main = command
+        elif isinstance(command, Write) and command.to == HOST:
             host.append(command)
     if calls:
         host += await proxy.calls(route, session, calls, request)
@@ -56,8 +55,8 @@ async def jsonrpc(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     try:
         return await _reply(host, request, session)
     finally:
-        if session.provisional:  # an id no upstream confirmed takes no room (made-up ids cannot evict)
-            route.sessions.forget(session.id, session)  # type: ignore[arg-type]
+        if session.provisional and session.id is not None:  # an id no upstream confirmed takes no room
+            route.sessions.forget(session.id, session)  # (made-up ids cannot evict)
         if not kept or session.provisional:
             session.close("the request was answered by the proxy; nothing of it outlives the request")
 
@@ -87,11 +86,12 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         route.recorder.log("upstream_error", why=route.shown(cause(exc)), url=redact(url))
         if session is not None and (not kept or session.provisional):
-            route.sessions.forget(session.id, session)  # type: ignore[arg-type]
+            if session.id is not None:
+                route.sessions.forget(session.id, session)
             session.close("the upstream could not be reached")
-        msg_id = request_id(body)
-        if msg_id is not None:
-            return web.json_response(upstream_error(route, msg_id, exc))
+        answers = unanswered(route, session, body, exc)
+        if len(answers) == 1:  # one request: its error is the answer (a batch gets the HTTP error)
+            return web.Response(body=answers[0], content_type="application/json", charset="utf-8")
         return web.Response(status=502, text=f"reminder-bridge: route {route.name!r}: upstream "
                                              f"{redact(url)}: {route.shown(cause(exc))}\n")
     adopted = kept
@@ -112,13 +112,13 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
                     route.recorder.log("upstream_error", why=route.shown(cause(exc)), url=redact(url))
                     busy = isinstance(exc, TooLarge) and exc.status == 503  # the memory budget, not the upstream
                     retry = {"Retry-After": "1"} if busy else None
-                    msg_id = request_id(body)
-                    if msg_id is None:
+                    answers = unanswered(route, session, body, exc)
+                    if len(answers) != 1:
                         return web.Response(status=503 if busy else 502, headers=retry,
                                             text=f"reminder-bridge: route {route.name!r}: upstream "
                                                  f"{redact(url)}: {route.shown(cause(exc))}\n")
-                    return web.json_response(upstream_error(route, msg_id, exc), status=503 if busy else 200,
-                                             headers=retry)
+                    return web.Response(body=answers[0], content_type="application/json", charset="utf-8",
+                                        status=503 if busy else 200, headers=retry)
                 answer, extras = await json_answer(proxy, route, request, session, data)
                 return await _answer(session, request, upstream.status, answer, response_headers(upstream),
                                      extras)
@@ -126,6 +126,7 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
         finally:
             route.live.discard(session)
             if session is not None:
+                session.flow.exchange_ended(body)
                 route.learn(session.flow)
                 route.remember(session)
                 if not adopted:
@@ -133,20 +134,19 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
                                   "(no session to deliver them to later)")
 
 
-async def _answer(session: Session | None, request: web.Request, status: int, answer: Command,
-                  headers: dict[str, str], extras: list[Command] | None = None) -> web.StreamResponse:
+async def _answer(session: Session | None, request: web.Request, status: int, answer: Write,
+                  headers: dict[str, str], extras: list[Write] | None = None) -> web.StreamResponse:
     """One JSON answer to the host. Messages its session holds, and what the flow added before the
     answer, go first, as SSE when the host takes it (a JSON body carries one message).  An answer
     that delivers something (an outbox event) is written here, so it can be reported written."""
-    data = answer.data  # type: ignore[union-attr]
+    data = answer.data
     waiting = session.take_waiting() if session is not None and session.waiting else []
     before = waiting + (extras or [])
     sent = [answer]
     if before and "text/event-stream" in request.headers.get("Accept", ""):
         headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
         headers["Content-Type"] = "text/event-stream"
-        data = b"".join(message_event(c.data) for c in before) + (  # type: ignore[union-attr]
-            message_event(data) if data.strip() else b"")
+        data = b"".join(message_event(c.data) for c in before) + (message_event(data) if data.strip() else b"")
         sent += before
     elif before and session is not None:
         session.hold(waiting)  # the session's own wait for a stream
@@ -159,9 +159,9 @@ async def _answer(session: Session | None, request: web.Request, status: int, an
     return response
 
 
-async def _reply(host: list[Command], request: web.Request, session: Session | None) -> web.StreamResponse:
+async def _reply(host: list[Write], request: web.Request, session: Session | None) -> web.StreamResponse:
     """The proxy answers the host itself (an invalid reminder, a queued inject, a refusal)."""
-    reply = next((c for c in reversed(host) if type(c) is Reply), None)
+    reply = next((c for c in reversed(host) if isinstance(c, Reply)), None)
     if reply is None and not host:
         return web.Response(status=202)
     answer = reply if reply is not None else host[-1]

@@ -164,7 +164,7 @@ class HttpRoute:
             session_id = request.headers.get(SESSION_HEADER)
             if session_id is not None and (held := self.sessions.get(session_id)) is not None:
                 if held.recorded is None and self.shared is not None:  # taken up before another replica
-                    await self._catch_up(held)  # recorded the handshake it saw: look again
+                    await self._catch_up(held, session_id)  # recorded the handshake it saw: look again
                 self.remember(held, refresh=True)
                 return held, True
             if request.query_string and (held := self.sessions.get("q:" + request.query_string)) is not None:
@@ -222,20 +222,20 @@ class HttpRoute:
 
     def learn(self, flow: Flow) -> None:
         """Remember what a pipeline learned about the server (its handshake, the A2A card)."""
-        if flow.peer.learned is None:
+        learned = flow.learned()
+        if learned is None:
             return
-        self.learned = {"peer_dialect": flow.peer.learned}
-        declared = getattr(getattr(flow, "state", None), "peer_declared", None)
-        if self.protocol == "mcp" and declared is not None:
-            self.learned["peer_declared"] = declared
+        self.learned = {"peer_dialect": learned.dialect}
+        if self.protocol == "mcp" and learned.declared is not None:
+            self.learned["peer_declared"] = learned.declared
 
     def _record_key(self, session_id: str) -> str:
         """Where another replica finds what this session's handshake settled (its scope digests the id)."""
         return Scope.mcp_session(self.name, session_id).key("record")
 
-    async def _catch_up(self, session: Session) -> None:
+    async def _catch_up(self, session: Session, session_id: str) -> None:
         """A session held without its handshake goes on with what another replica recorded of it."""
-        record = await self._record(session.id)  # type: ignore[arg-type]
+        record = await self._record(session_id)
         if record is not None:
             session.flow.restore(record)
             session.recorded, session.recorded_at = record, session.flow.clock()
@@ -254,20 +254,20 @@ class HttpRoute:
         """Write what the session's handshake settled to shared state, for the other replicas: once
         it changes, and again (``refresh``) before a quarter of its idle time has gone, so a session
         busy on one replica stays known to the rest.  Never awaited by a request."""
-        record = self._due_record(session, refresh)
-        if record is not None:
-            self.proxy.spawn(self._put_record(session.id, record))  # type: ignore[arg-type]
+        due = self._due_record(session, refresh)
+        if due is not None:
+            self.proxy.spawn(self._put_record(*due))
 
     async def record_before_answer(self, session: Session) -> None:
         """The record of a handshake the flow just settled, written before its answer reaches the host:
         a host that sends its next request to another replica at once finds the session there."""
-        record = self._due_record(session, False)
-        if record is not None:
-            await self._put_record(session.id, record)  # type: ignore[arg-type]
+        due = self._due_record(session, False)
+        if due is not None:
+            await self._put_record(*due)
 
-    def _due_record(self, session: Session, refresh: bool) -> dict[str, Any] | None:
-        """The session's record when shared state should get it now (it changed, or ``refresh`` and
-        it is getting old), marked as written; else None."""
+    def _due_record(self, session: Session, refresh: bool) -> tuple[str, dict[str, Any]] | None:
+        """(session id, record) when shared state should get the session's record now (it changed,
+        or ``refresh`` and it is getting old), marked as written; else None."""
         if self.shared is None or session.id is None or self.proxy is None:
             return None
         record = session.flow.negotiated()
@@ -276,7 +276,7 @@ class HttpRoute:
                               (not refresh or now - session.recorded_at < self.limits.session_idle_s / 4)):
             return None
         session.recorded, session.recorded_at = record, now
-        return record
+        return session.id, record
 
     async def _put_record(self, session_id: str, record: dict[str, Any]) -> None:
         try:
@@ -290,7 +290,8 @@ class HttpRoute:
         if not session.provisional:
             return True
         if upstream.status >= 400:
-            self.sessions.forget(session.id, session)  # type: ignore[arg-type]
+            if session.id is not None:
+                self.sessions.forget(session.id, session)
             return False
         session.provisional = False
         return True

@@ -4,21 +4,18 @@ proxy, and a stream the upstream breaks ended cleanly with the host's request an
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 
-from bridge.jsonrpc import classify, dumps
-from bridge.pipeline.commands import Command, Forward
+from bridge.pipeline.commands import Forward, Write
 from bridge.transports.forwarding import redact
 from bridge.transports.http.own_calls import OwnCalls, written
 from bridge.transports.http.passthrough import Relayed, response_headers, start_relay
 from bridge.transports.http.routes import HttpRoute
-from bridge.transports.http.upstream_errors import cause, request_id, upstream_error
+from bridge.transports.http.upstream_errors import cause, unanswered
 from bridge.transports.sessions import Session
 from bridge.transports.sse import Event, EventTooLarge, SseSplitter, message_event
 
@@ -28,8 +25,8 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
     """Relay an SSE stream event by event, as the upstream sends them: never buffered.
 
     An upstream that goes away mid-stream, or sends an event over `max_event_bytes`, ends the
-    stream cleanly; if the host's request has not been answered on it yet, a JSON-RPC error
-    event answers it first (spec §8.3)."""
+    stream cleanly; if the host's request has not been answered yet (the flow saw no response to
+    it), a JSON-RPC error event answers it first (spec §8.3)."""
     response = Relayed(status=upstream.status, headers=response_headers(upstream))
     first = await start_relay(request, upstream, response)
     stream = _Stream(response)
@@ -39,15 +36,14 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
             session.streams.insert(0, stream)  # the session's own stream is where pushes go first
         else:
             session.streams.append(stream)
-    last: Event | None = None
     failure: BaseException | None = None
     splitter = SseSplitter(proxy.limits.max_event_bytes)
     try:
         if first:
-            last = await _sse_events(proxy, route, request, splitter.feed(first), session, response)
+            await _sse_events(proxy, route, request, splitter.feed(first), session, response)
         async for chunk in upstream.content.iter_any():
-            last = await _sse_events(proxy, route, request, splitter.feed(chunk), session, response) or last
-        last = await _sse_events(proxy, route, request, splitter.close(), session, response) or last
+            await _sse_events(proxy, route, request, splitter.feed(chunk), session, response)
+        await _sse_events(proxy, route, request, splitter.close(), session, response)
     except EventTooLarge as exc:
         failure = exc
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.TimeoutError) as exc:
@@ -61,9 +57,9 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
     if failure is not None:
         route.recorder.log("upstream_error", why=route.shown(cause(failure)), url=redact(str(upstream.url)),
                            during="stream")
-        msg_id = request_id(body)
-        if msg_id is not None and not (last is not None and last.data is not None and _answers(last.data, msg_id)):
-            await response.write(message_event(dumps(upstream_error(route, msg_id, failure))))
+        answers = unanswered(route, session, body, failure)
+        if answers:
+            await response.write(b"".join(message_event(answer) for answer in answers))
         elif isinstance(failure, EventTooLarge):
             await response.write(f": reminder-bridge: stream ended: {failure}\n\n".encode())
     await response.write_eof()
@@ -71,27 +67,23 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
 
 
 async def _sse_events(proxy: OwnCalls, route: HttpRoute, request: web.Request, batch: list[Event],
-                      session: Session | None, response: web.StreamResponse) -> Event | None:
+                      session: Session | None, response: web.StreamResponse) -> None:
     """The events of one upstream read, each through the pipeline, to the host in one write: none
-    waits for a later read, and a burst costs one write, not one per event. Returns the last
-    event written."""
+    waits for a later read, and a burst costs one write, not one per event."""
     out: list[bytes] = []
-    delivered: list[Command] = []  # what the flow rewrote into them, reported once written
-    last = None
+    delivered: list[Write] = []  # what the flow rewrote into them, reported once written
     for event in batch:
         data = await _sse_event(proxy, route, request, event, session, delivered)
         if data:
             out.append(data)
-            last = event
     if out:
         await response.write(out[0] if len(out) == 1 else b"".join(out))
         if session is not None and delivered:
             written(session, delivered)
-    return last
 
 
 async def _sse_event(proxy: OwnCalls, route: HttpRoute, request: web.Request, event: Event, session: Session | None,
-                     delivered: list[Command]) -> bytes:
+                     delivered: list[Write]) -> bytes:
     """One upstream event as the host gets it; the flow's commands for it join ``delivered``."""
     if event.data is None:
         return event.raw  # keep-alive comments and retry hints pass as they are
@@ -107,8 +99,7 @@ async def _sse_event(proxy: OwnCalls, route: HttpRoute, request: web.Request, ev
     if len(host) == 1 and type(host[0]) is Forward:
         return event.raw
     delivered += host
-    return b"".join(event.with_data(c.data, keep_id=i == len(host) - 1)  # type: ignore[union-attr]
-                    for i, c in enumerate(host))
+    return b"".join(event.with_data(c.data, keep_id=i == len(host) - 1) for i, c in enumerate(host))
 
 
 @dataclass(eq=False)
@@ -117,9 +108,3 @@ class _Stream:
 
     response: web.StreamResponse
     task_done: bool = False
-
-
-def _answers(data: bytes, msg_id: Any) -> bool:
-    """Whether ``data`` is the response to the request ``msg_id`` (read off its bytes)."""
-    kind, token = classify(data)
-    return kind == "response" and token is not None and json.loads(token) == msg_id

@@ -1,36 +1,20 @@
-"""What the host is told when the upstream cannot answer: a JSON-RPC error for the request it sent
-(spec §8.3), with the cause said without the upstream's secrets."""
+"""What the host is told when the upstream cannot answer: a JSON-RPC error for each request it sent
+that is still unanswered (spec §8.3), with the cause said without the upstream's secrets."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Any
 
 import aiohttp
 
-from bridge.jsonrpc import classify, error_response
+from bridge.jsonrpc import error_response
+from bridge.pipeline.inflight import Unanswered
 from bridge.transports.http.routes import HttpRoute
+from bridge.transports.sessions import Session
 
 #: The answer to a JSON-RPC request the upstream could not give (spec §8.3).
 UPSTREAM_ERROR = -32603
-
-
-def request_id(body: bytes) -> Any:
-    """The id of the JSON-RPC request ``body``, read off its bytes (for error answers only: the
-    flow did not need to parse a request it passed)."""
-    if not body:
-        return None
-    kind, token = classify(body)
-    if kind == "request" and token is not None:
-        return json.loads(token)
-    if kind == "slow" and len(body) <= 1 << 20:
-        try:
-            msg = json.loads(body)
-        except (ValueError, RecursionError):
-            return None
-        return msg.get("id") if isinstance(msg, dict) and "method" in msg else None
-    return None
 
 
 def cause(exc: BaseException) -> str:
@@ -48,3 +32,15 @@ def upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[st
     return error_response(msg_id, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: upstream "
                                                   f"{route.target.shown} {shown}",
                           {"route": route.name, "upstream": route.target.shown, "cause": shown})
+
+
+def unanswered(route: HttpRoute, session: Session | None, body: bytes, exc: BaseException) -> list[bytes]:
+    """The error answers for the requests ``body`` carried that no response has answered yet: the
+    session's flow knows which (it saw ``body`` and every answer); a body no flow saw (a request
+    relayed as it came) has all of its requests answered."""
+    error = upstream_error(route, None, exc)["error"]
+    if session is not None:
+        return [reply.data for reply in session.flow.upstream_gone(error, body)]
+    unseen = Unanswered()
+    unseen.asked(body)
+    return [data for _, data in unseen.errors(error)]

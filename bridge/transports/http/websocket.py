@@ -9,7 +9,7 @@ import aiohttp
 import websockets
 from aiohttp import web
 
-from bridge.pipeline.commands import HOST, PEER, Command
+from bridge.pipeline.commands import HOST, PEER, Write
 from bridge.transports.driver import FlowDriver
 from bridge.transports.forwarding import redact
 from bridge.transports.http.own_calls import OwnCalls, through, written
@@ -36,9 +36,9 @@ async def websocket(proxy: OwnCalls, route: HttpRoute, request: web.Request) -> 
         await host.close(code=1011, message=reason.encode()[:120])
         return host
     flow = route.new_flow()
-    outgoing: asyncio.Queue[Command | None] = asyncio.Queue()
+    outgoing: asyncio.Queue[Write | None] = asyncio.Queue()
 
-    def write(command: Command) -> None:
+    def write(command: Write) -> None:
         outgoing.put_nowait(command)
 
     session = route.open_session(flow)
@@ -47,10 +47,10 @@ async def websocket(proxy: OwnCalls, route: HttpRoute, request: web.Request) -> 
 
     async def sender() -> None:
         while (command := await outgoing.get()) is not None:
-            if command.to == PEER:  # type: ignore[union-attr]
-                await peer.send(command.data.decode())  # type: ignore[union-attr]
+            if command.to == PEER:
+                await peer.send(command.data.decode())
             else:
-                await host.send_str(command.data.decode())  # type: ignore[union-attr]
+                await host.send_str(command.data.decode())
                 written(session, [command])
 
     async def host_to_peer() -> None:
