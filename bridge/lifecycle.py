@@ -10,13 +10,16 @@ events that also ride the session's next tool result, each once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from bridge.model import Reminder
+from bridge.model import Reminder, size_at_most
+from bridge.pending import PendingQueue
 
 
 @dataclass
-class Held:
+class Kept:
+    """A reminder a session keeps, and the prompt turns it has left (None: no TTL)."""
+
     reminder: Reminder
     turns_left: int | None
 
@@ -35,52 +38,54 @@ class Expired:
     at_turn: int
 
 
-@dataclass
 class SessionReminders:
-    """The pending reminders of one session, in arrival order."""
+    """The pending reminders of one session, in arrival order (a `PendingQueue` by arrival number,
+    so the same id sent twice is kept twice, as the agent would)."""
 
-    limit: int = 64
-    turn: int = 0
-    pending: list[Held] = field(default_factory=list)
+    def __init__(self, limit: int = 64):
+        self.turn = 0
+        self.pending: PendingQueue[Kept] = PendingQueue(limit)
+        self._arrivals = 0
+
+    @property
+    def limit(self) -> int:
+        return self.pending.limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        self.pending.limit = limit
 
     def add(self, reminder: Reminder) -> tuple[Deduped | None, list[Expired]]:
-        """Queue a reminder; a newer one with the same dedupe key replaces older pending ones.
+        """Queue a reminder; a newer one with the same dedupe key replaces the older pending one.
 
         Returns the dedupe event (if any) and reminders pushed out by the pending limit.
         """
+        self._arrivals += 1
+        put = self.pending.put(self._arrivals, Kept(reminder, reminder.ttl_turns), dedupe=reminder.dedupe_key,
+                               size=size_at_most(reminder))
         deduped = None
-        if reminder.dedupe_key is not None:
-            dropped = [h.reminder.id for h in self.pending if h.reminder.dedupe_key == reminder.dedupe_key]
-            if dropped:
-                self.pending = [h for h in self.pending if h.reminder.dedupe_key != reminder.dedupe_key]
-                deduped = Deduped(reminder.id, reminder.dedupe_key, dropped)
-        self.pending.append(Held(reminder, reminder.ttl_turns))
-        overflow = []
-        while len(self.pending) > self.limit:
-            oldest = self.pending.pop(0)
-            overflow.append(Expired(oldest.reminder.id, "cleared", self.turn))
-        return deduped, overflow
+        if put.deduped is not None:
+            assert reminder.dedupe_key is not None
+            deduped = Deduped(reminder.id, reminder.dedupe_key, [put.deduped.reminder.id])
+        return deduped, [Expired(gone.reminder.id, "cleared", self.turn) for gone in put.evicted]
 
     def reminders(self) -> list[Reminder]:
-        return [h.reminder for h in self.pending]
+        return [kept.reminder for kept in self.pending]
 
     def to_render(self) -> list[Reminder]:
         """What the model should see this turn: every pending reminder except `audit_only` ones."""
-        return [h.reminder for h in self.pending if h.reminder.mode != "audit_only"]
+        return [kept.reminder for kept in self.pending if kept.reminder.mode != "audit_only"]
 
     def end_turn(self) -> list[Expired]:
         """A `session/prompt` turn completed: count TTLs down and expire what ran out."""
         self.turn += 1
         expired = []
-        kept = []
-        for held in self.pending:
-            if held.turns_left is not None:
-                held.turns_left -= 1
-                if held.turns_left <= 0:
-                    expired.append(Expired(held.reminder.id, "ttl_expired", self.turn))
-                    continue
-            kept.append(held)
-        self.pending = kept
+        for key, kept in self.pending.items():
+            if kept.turns_left is not None:
+                kept.turns_left -= 1
+                if kept.turns_left <= 0:
+                    self.pending.pop(key)
+                    expired.append(Expired(kept.reminder.id, "ttl_expired", self.turn))
         return expired
 
     def __len__(self) -> int:
@@ -94,31 +99,24 @@ class ToolResultRides:
 
     A reminder rides once: one is pending per id (a re-sent one replaces it), a newer one with the
     same dedupe key replaces the older, and one that rode never rides again (the last ``limit`` ids
-    that rode are remembered).  At most ``limit`` wait, the oldest pushed out first; each was
-    admitted under the trust limits (`max_reminder_bytes`, `max_id_bytes`), so the whole is
-    bounded in bytes too.  Owned by one session's flow, never shared.
+    that rode are remembered).  At most ``limit`` wait (and `PENDING_BYTES`), the oldest pushed out
+    first: a `PendingQueue` by id.  Owned by one session's flow, never shared.
     """
 
     def __init__(self) -> None:
-        self.pending: dict[str, Reminder] = {}  # by id, oldest first
+        self.pending: PendingQueue[Reminder] = PendingQueue()  # by id, oldest first
         self.rode: dict[str, None] = {}  # ids that rode a tool result, oldest first
 
     def add(self, reminder: Reminder, limit: int) -> list[Reminder]:
         """Hold ``reminder`` for the next tool result; returns what ``limit`` pushed out, oldest first."""
         if reminder.id in self.rode:
             return []
-        self.pending.pop(reminder.id, None)
-        if reminder.dedupe_key is not None:
-            self.pending = {i: r for i, r in self.pending.items() if r.dedupe_key != reminder.dedupe_key}
-        self.pending[reminder.id] = reminder
-        pushed_out = []
-        while len(self.pending) > limit:
-            pushed_out.append(self.pending.pop(next(iter(self.pending))))
-        return pushed_out
+        self.pending.limit = limit
+        return self.pending.put(reminder.id, reminder, dedupe=reminder.dedupe_key, size=size_at_most(reminder)).evicted
 
     def take(self, limit: int) -> list[Reminder]:
         """Everything pending, oldest first, for the tool result at hand: from now on, seen."""
-        taken, self.pending = list(self.pending.values()), {}
+        taken = self.pending.take()
         for reminder in taken:
             self.rode[reminder.id] = None
         while len(self.rode) > limit:

@@ -223,6 +223,17 @@ class ClaudeChannel:
     dialect = "claude-channel"
 
     @staticmethod
+    def offer(result: dict[str, Any], server_name: str, template: str | None = None,
+              also_in_tool_results: bool = False) -> dict[str, Any]:
+        """The server's handshake result as this host must see it to listen: :func:`patch_initialize_result`."""
+        return patch_initialize_result(result, server_name, template, also_in_tool_results)
+
+    @staticmethod
+    def label(server_name: Any) -> str | None:
+        """A server name this host may be told (:func:`server_label`), or None."""
+        return server_label(server_name)
+
+    @staticmethod
     def is_reminder(msg: dict[str, Any]) -> bool:
         return isinstance(msg, dict) and msg.get("method") == CHANNEL_METHOD
 

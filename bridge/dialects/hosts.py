@@ -35,6 +35,12 @@ def codecs_toward_host(protocol: str) -> dict[str, Any]:
     return {a.name: a.codec for a in HOST_ADAPTERS.values() if a.protocol == protocol}
 
 
+def adapter_of(dialect: str | None, protocol: str) -> HostAdapter | None:
+    """The host adapter ``dialect`` names on a ``protocol`` route; None for a reminder dialect."""
+    adapter = HOST_ADAPTERS.get(dialect or "")
+    return adapter if adapter is not None and adapter.protocol == protocol else None
+
+
 def protocol_of(dialect: str | None) -> str | None:
     """The protocol a host adapter belongs to; None for a dialect that is no adapter."""
     adapter = HOST_ADAPTERS.get(dialect or "")

@@ -12,6 +12,14 @@ REMINDER_METHOD = "notifications/reminder"
 LOG_METHOD = "notifications/message"
 LEGACY_LOGGER = "harn.reminder"
 
+#: The 2026-07-28 `_meta` envelope (every request self-contained): its key names, read by the MCP
+#: flow and the outbox alike.
+PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+
 #: ReminderSpec of the proposed schema: standard has no slot for mode, source, authority and the ids.
 SPEC_SHAPE = ReminderShape(
     "mcp.standard", STANDARD, extras_inline=False,

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from bridge.dialects.mcp import CODECS, HOST_CODECS
+from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, PROTOCOL_KEY
 from bridge.model import Reminder, uuid7
 from bridge.outbox.base import HANDSHAKES, StoreAddOn, run_quietly
 from bridge.declaration import read_uri
@@ -42,9 +42,6 @@ from bridge.pipeline.addons import Message
 from bridge.pipeline.commands import PEER, Call, Command, Defer, Receipt
 from bridge.state.scope import IDENTITY
 
-PROTOCOL_KEY = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
-CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 EVENTS_EXTENSION = "io.modelcontextprotocol/events"
 #: What the proxy promises a listening host about the reminders it makes from events.
 REMINDER_CAPABILITY = {"emit": True, "propagate": ["session"], "roleHints": ["user_block"]}

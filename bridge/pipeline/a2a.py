@@ -17,6 +17,7 @@ from bridge.envelope import render
 from bridge.jsonrpc import error_response
 from bridge.model import Reminder, ReminderError
 from bridge.policy.budget import Coalescer
+from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, refuses_legacy
@@ -29,6 +30,8 @@ from bridge.state.scope import Scope
 TASK_NOT_FOUND = -32001
 #: A2A's `UnsupportedOperationError`: what a message to a task in a terminal state gets (§3.1.1)
 UNSUPPORTED_OPERATION = -32004
+#: The caller is told the agent's capability in the caller's dialect only, unless it reads it already.
+CAPABILITIES = CapabilityRule(CODECS, borrow=True, exclusive=True, replaces=False)
 
 
 @dataclass
@@ -404,16 +407,14 @@ class A2AFlow(Flow):
         changed = False
         caps = out.get("capabilities")
         if isinstance(caps, dict):
-            declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-            self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
-                                    protocol=self.protocol,
+            declared = CAPABILITIES.read(caps)
+            self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
                                     client=out.get("name") if isinstance(out.get("name"), str) else None)
-            self.peer.learn(next((n for n, c in declared.items() if c is not None), "none"))
+            self.peer.learn(declared.spoken)
             caller = self.host.dialect
-            cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c), None)
-            if caller in CODECS and cap is not None and declared.get(caller) is None:
-                for name, codec in CODECS.items():
-                    codec.write_capability(caps, cap if name == caller else None)
+            cap = CAPABILITIES.told(declared, peer=self.peer.dialect, host=caller)
+            if cap is not None:
+                CAPABILITIES.write(caps, caller, cap)
                 changed = True
         if url_for is None and self.public_url:
             url_for = lambda _url: self.public_url  # noqa: E731 - one fixed address

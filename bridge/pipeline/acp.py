@@ -13,6 +13,8 @@ from bridge.envelope import render
 from bridge.lifecycle import Deduped, Expired, SessionReminders
 from bridge.jsonrpc import error_response
 from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
+from bridge.pending import PendingQueue
+from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Send
 from bridge.pipeline.flow import Flow, Handled, invalid_params
 from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, refuses_legacy
@@ -26,6 +28,9 @@ HELD_CAPABILITY = {"inject": True, "emit": True, "propagate": ["session", "none"
 #: The most bytes of injects one connection holds while they wait for the agent's `initialize`
 #: answer (they are also at most `trust.max_pending_per_session` in number).
 WAITING_BYTES = 1024 * 1024
+#: The client is told what the agent's own dialect declared (or what the proxy holds for it), added
+#: beside the agent's own declarations.
+CAPABILITIES = CapabilityRule(CODECS, borrow=False, exclusive=False, replaces=False)
 
 
 @dataclass
@@ -61,8 +66,8 @@ class AcpFlow(Flow):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.sessions: dict[Any, SessionReminders] = {}
-        self.early: list[_Early] = []
-        self.early_bytes = 0
+        self.early: PendingQueue[_Early] = PendingQueue(max_bytes=WAITING_BYTES)  # by arrival number
+        self._arrivals = 0
         self.initializing = False  # the client's `initialize` went to the agent, unanswered yet
         self.host_markers = (b"emind", b"initialize")
         self.peer_markers = (b"emind",)
@@ -172,17 +177,18 @@ class AcpFlow(Flow):
         """Keep an inject until the agent's `initialize` answer tells its dialect; one that would pass
         the bound (in number or in bytes) is refused now, and the connection goes on."""
         frame = self.frame_bytes()
-        limit = self.settings.trust.max_pending_per_session
-        size = self.early_bytes + len(frame)
-        if len(self.early) >= limit:
+        limit = self.early.limit = self.settings.trust.max_pending_per_session
+        self._arrivals += 1
+        full = self.early.room(self._arrivals, len(frame))
+        if full == "count":
             refusal = ("max_pending_per_session", limit, f"{len(self.early)} injects already wait for it "
                                                           f"(max_pending_per_session = {limit})")
-        elif size > WAITING_BYTES:
+        elif full == "bytes":
+            size = self.early.bytes + len(frame)
             refusal = ("waiting_bytes", WAITING_BYTES,
                        f"the injects waiting for it would hold {size} bytes (at most {WAITING_BYTES})")
         else:
-            self.early.append(_Early(msg, source, reminder, frame))
-            self.early_bytes += len(frame)
+            self.early.put(self._arrivals, _Early(msg, source, reminder, frame), size=len(frame))
             self.record("queued", msg["method"], reminder, source=source, session=session_of(msg.get("params")),
                         why="waiting for the agent's initialize answer (its dialect decides the translation)")
             return []
@@ -200,7 +206,7 @@ class AcpFlow(Flow):
     def _after_initialize(self, out: list[Command]) -> list[Command]:
         """The agent answered `initialize` (``out``: what its answer gives): the injects that waited
         for it, in arrival order, each handled as any other (one that needs no rewrite leaves as it came)."""
-        early, self.early, self.early_bytes = self.early, [], 0
+        early = self.early.take()
         return self._early_from(out, early, 0, self._inbound, self._direction)
 
     def _early_from(self, out: list[Command], early: list[_Early], i: int, answer: Any, direction: Any) -> list[Command]:
@@ -228,7 +234,7 @@ class AcpFlow(Flow):
         if session is None:
             return 0
         key = reminder.dedupe_key
-        return sum(1 for h in session.pending if key is None or h.reminder.dedupe_key != key)
+        return sum(1 for kept in session.pending if key is None or kept.reminder.dedupe_key != key)
 
     def pending_counts(self) -> dict[str, int]:
         held = sum(len(s) for s in self.sessions.values()) if self.peer.dialect == "none" else 0
@@ -242,7 +248,7 @@ class AcpFlow(Flow):
                 self.record("dropped", waited.msg["method"], waited.reminder, source=waited.source, why=why)
             finally:
                 self._inbound = None
-        self.early, self.early_bytes = [], 0
+        self.early.take()
         super().close(why)
 
     def _hold(self, msg: dict[str, Any], codec: Any, reminder: Reminder, session_id: Any) -> Handled:
@@ -313,20 +319,19 @@ class AcpFlow(Flow):
         caps = get_path(msg, "result", "agentCapabilities")
         if not isinstance(caps, dict):
             return None
-        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
+        declared = CAPABILITIES.read(caps)
         info = get_path(msg, "result", "agentInfo")
-        self.recorder.handshake("peer", next((n for n, c in declared.items() if c is not None), "none"),
-                                protocol=self.protocol, client=info.get("name") if isinstance(info, dict) else None)
-        self.peer.learn(next((n for n, c in declared.items() if c is not None), "none"))
+        self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
+                                client=info.get("name") if isinstance(info, dict) else None)
+        self.peer.learn(declared.spoken)
         client = self.host.dialect
         agent = self.peer.dialect
-        cap = declared.get(agent)
-        if cap is None and agent == "none" and self.settings.fallback.acp_agent_none == "hold":
-            cap = dict(HELD_CAPABILITY)
-        if client not in CODECS or cap is None or declared.get(client) is not None:
+        held = agent == "none" and self.settings.fallback.acp_agent_none == "hold"
+        cap = CAPABILITIES.told(declared, peer=agent, host=client, held=dict(HELD_CAPABILITY) if held else None)
+        if cap is None:
             return None
         out = copy.deepcopy(msg)
-        CODECS[client].write_capability(out["result"]["agentCapabilities"], cap)
+        CAPABILITIES.write(out["result"]["agentCapabilities"], client, cap)
         self.record("rewritten", "initialize", source=agent, target=client)
         return [self.send(HOST, out, answers=True)]
 

@@ -36,7 +36,7 @@ from bridge.pipeline.inflight import Answering, Unanswered
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.policing import Handled, Policing
 from bridge.pipeline.waiting import Backlog, Later, Step
-from bridge.policy import Held, Policy
+from bridge.policy import Coalesced, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
@@ -454,7 +454,7 @@ class Flow(Policing, Answering):
     def _deferred_done(self, value: Handled) -> list[Command]:
         return self._with_wakeup(list(value or []))
 
-    def _release_from(self, now: float, items: list[Held], i: int, admitted: set[int],
+    def _release_from(self, now: float, items: list[Coalesced], i: int, admitted: set[int],
                       waits: list[int]) -> list[Command]:
         """Coalesced reminders whose buckets have a token again, newest per key, in order: each
         charged in turn (``items[i:]`` still to charge), then released."""
@@ -470,7 +470,7 @@ class Flow(Policing, Answering):
         self.held.wake_at = now + min(waits) / 1000.0 if waits else None
         return self._release_next([], released, 0)
 
-    def _release_paid(self, result: Any, now: float, items: list[Held], i: int, admitted: set[int],
+    def _release_paid(self, result: Any, now: float, items: list[Coalesced], i: int, admitted: set[int],
                       waits: list[int]) -> list[Command]:
         exceeded = self.policy.held_wait(result)
         if exceeded is None:
@@ -479,7 +479,7 @@ class Flow(Policing, Answering):
             waits.append(exceeded.retry_after_ms)
         return self._release_from(now, items, i + 1, admitted, waits)
 
-    def _release_next(self, value: Handled, released: list[Held], j: int) -> list[Command]:
+    def _release_next(self, value: Handled, released: list[Coalesced], j: int) -> list[Command]:
         out = list(value or [])
         while j < len(released):
             item = released[j]

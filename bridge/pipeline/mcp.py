@@ -5,13 +5,17 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.dialects.claude_channel import ClaudeChannel, patch_initialize_result, server_label
-from bridge.dialects.mcp import CODECS, HOST_CODECS, McpLegacy, McpStandard
+from bridge.dialects.hosts import HostAdapter, adapter_of
+from bridge.dialects.mcp import (
+    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LOG_LEVEL_KEY, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
+    McpStandard,
+)
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
 from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
+from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled
 from bridge.pipeline.policing import held_key
@@ -19,10 +23,9 @@ from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
 
-MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
-LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
+#: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
+CAPABILITIES = CapabilityRule(CODECS, borrow=True, exclusive=True, replaces=True)
 
 
 @dataclass
@@ -111,7 +114,7 @@ class McpFlow(Flow):
     def on_reconfigure(self, old: Any) -> None:
         self._watch_host()
         answered = self.state.peer_declared is not None  # the server's handshake result went to the host
-        if self.host.dialect == ClaudeChannel.dialect and answered and not self.state.channel_offered:
+        if _adapter(self.host.dialect) is not None and answered and not self.state.channel_offered:
             self.recorder.warning("channel_not_offered", why="the host's handshake is over and did not offer it the "
                                   "claude/channel capability: Claude Code listens for channel events only once it "
                                   "reconnects")
@@ -132,11 +135,11 @@ class McpFlow(Flow):
             self._learn_host(params.get("capabilities"), params.get("clientInfo"), LEGACY_ERA)
             self.expect_response(msg, "handshake")
         elif method == "server/discover":
-            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), MODERN_ERA)
             self.expect_response(msg, "handshake")
-        elif MODERN_KEY in meta and not (self.modern and self.state.handshake_seen):
+        elif PROTOCOL_KEY in meta and not (self.modern and self.state.handshake_seen):
             # 2026-07-28 without a discover probe: every request carries the envelope
-            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get("io.modelcontextprotocol/clientInfo"), MODERN_ERA)
+            self._learn_host(meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), MODERN_ERA)
         if LOG_LEVEL_KEY in meta and "id" in msg:
             self.state.opted_in.add(id_key(msg["id"]))
             self.expect_response(msg, "call")
@@ -207,46 +210,43 @@ class McpFlow(Flow):
         caps = get_path(msg, "result", "capabilities")
         if not isinstance(caps, dict):
             return None
-        declared = {name: codec.read_capability(caps) for name, codec in CODECS.items()}
-        self.state.peer_declared = any(cap is not None for cap in declared.values())
-        spoken = next((n for n, c in declared.items() if c is not None), "none")
+        declared = CAPABILITIES.read(caps)
+        self.state.peer_declared = declared.any
         info = get_path(msg, "result", "serverInfo")
-        self.recorder.handshake("peer", spoken, protocol=self.protocol,
+        self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
                                 client=info.get("name") if isinstance(info, dict) else None)
-        self.peer.learn(spoken)
+        self.peer.learn(declared.spoken)
         target = self.host.dialect
-        if target == ClaudeChannel.dialect:
-            return self._offer_channel(msg)
-        cap = declared.get(self.peer.dialect) or next((c for c in declared.values() if c is not None), None)
-        if target not in CODECS or cap is None or declared.get(target) == cap:
+        adapter = _adapter(target)
+        if adapter is not None:
+            return self._offer_channel(msg, adapter)
+        cap = CAPABILITIES.told(declared, peer=self.peer.dialect, host=target)
+        if cap is None:
             return None
         out = copy.deepcopy(msg)
-        out_caps = out["result"]["capabilities"]
-        for name, codec in CODECS.items():
-            codec.write_capability(out_caps, cap if name == target else None)
+        CAPABILITIES.write(out["result"]["capabilities"], target, cap)
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
 
-    def _offer_channel(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _offer_channel(self, msg: dict[str, Any], adapter: HostAdapter) -> dict[str, Any]:
         """Toward a Claude Code channel host (spec §11): the `claude/channel` capability and the
         paragraph that tells the model what the events are. The reminder capabilities go: this host
         gets channel events instead, whatever the server declared (the outbox may have reminders)."""
-        result = patch_initialize_result(msg["result"], self._channel_name(msg["result"]),
-                                         self.settings.channel_instructions, self.settings.channel_also_tool_result)
-        for codec in CODECS.values():
-            codec.write_capability(result["capabilities"], None)
+        result = adapter.codec.offer(msg["result"], self._channel_name(msg["result"], adapter),
+                                     self.settings.channel_instructions, self.settings.channel_also_tool_result)
+        CAPABILITIES.withdraw(result["capabilities"])
         self.state.channel_offered = True
-        self.record("rewritten", "initialize", source=self.peer.dialect, target=ClaudeChannel.dialect, why=None)
+        self.record("rewritten", "initialize", source=self.peer.dialect, target=adapter.name, why=None)
         return {**msg, "result": result}
 
-    def _channel_name(self, result: dict[str, Any]) -> str:
+    def _channel_name(self, result: dict[str, Any], adapter: HostAdapter) -> str:
         """The name the host knows the server by, as far as the proxy can tell: the route's, else
         the server's own `serverInfo.name` (2026-07-28: in the result's `_meta`)."""
         if self.route != UNNAMED_ROUTE:
             return self.route
-        info = result.get("serverInfo", get_path(result, "_meta", "io.modelcontextprotocol/serverInfo"))
+        info = result.get("serverInfo", get_path(result, "_meta", SERVER_INFO_KEY))
         name = info.get("name") if isinstance(info, dict) else None
-        return name if server_label(name) is not None else self.route
+        return name if adapter.codec.label(name) is not None else self.route
 
     def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
         method = msg.get("method")
@@ -316,7 +316,7 @@ class McpFlow(Flow):
         """The reminder in the host's own dialect; one sent as a channel event is counted `channel`
         (and, with `channel_also_tool_result`, rides the next tool result too)."""
         target = self.target()
-        channel = target == ClaudeChannel.dialect
+        channel = _adapter(target) is not None
         self.record("channel" if channel else "rewritten", method, reminder, source=source, target=target)
         out = [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
         if channel and self.settings.channel_also_tool_result:
@@ -335,9 +335,10 @@ class McpFlow(Flow):
     def _unseen(self, reminder: Reminder, method: str | None, source: str | None) -> bool:
         """An `audit_only` reminder toward a channel host: dropped and counted before it costs budget,
         since every channel event reaches the model and audit_only ones never may."""
-        if reminder.mode != "audit_only" or self.target() != ClaudeChannel.dialect:
+        adapter = _adapter(self.target())
+        if reminder.mode != "audit_only" or adapter is None:
             return False
-        self.record("dropped", method, reminder, source=source, target=ClaudeChannel.dialect,
+        self.record("dropped", method, reminder, source=source, target=adapter.name,
                     why="audit_only reminders are never shown to the model")
         return True
 
@@ -363,7 +364,7 @@ class McpFlow(Flow):
                          source: str, receipts: tuple[Receipt, ...]) -> list[Command]:
         admitted, refusal = outcome
         if admitted is None:  # the policy said why
-            coalesced = self.held.holds(held_key(reminder))
+            coalesced = held_key(reminder) in self.held
             return refusal + ([] if coalesced else self._receipts_done(receipts))  # held: reported once released
         return self._push_or_fall_back(admitted, method, source, receipts)
 
@@ -395,7 +396,7 @@ class McpFlow(Flow):
     def _awaits_tool_results(self) -> bool:
         """Tool results to watch: those that may carry reminders (channel events riding them too),
         and the next one while reminders queued for it wait (the rules changed since: a reload)."""
-        rides = self.settings.channel_also_tool_result and self.host.dialect == ClaudeChannel.dialect
+        rides = self.settings.channel_also_tool_result and _adapter(self.host.dialect) is not None
         return rides or self._tool_results_carry_reminders() or bool(self.state.tool_results or self.state.rides)
 
     def _tool_results_carry_reminders(self) -> bool:
@@ -454,6 +455,11 @@ class McpFlow(Flow):
             self.record("dropped", "tools/call", reminder, target="none", why=why)
         self.state.tool_results.clear()
         self.state.rides = ToolResultRides()  # sent as channel events already: nothing is lost here
+
+
+def _adapter(dialect: str | None) -> HostAdapter | None:
+    """The host adapter (spec §11: a push path of the host's own, a channel) a dialect names, from the registry."""
+    return adapter_of(dialect, "mcp")
 
 
 def _is_handshake_result(msg: dict[str, Any]) -> bool:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from bridge.jsonrpc import error_response, is_request
-from bridge.model import Reminder
+from bridge.model import Reminder, size_at_most
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.negotiation import observes
 from bridge.pipeline.waiting import Step
-from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Held, Verdict
+from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Coalesced, Verdict
 from bridge.state.base import StateUnavailable
 
 Handled = list[Command] | None  # None: forward the frame untouched
@@ -137,13 +137,21 @@ class Policing:
                   source: str | None, target: str | None) -> list[Command]:
         reminder = verdict.reminder
         key = held_key(reminder)
-        limit = self.settings.trust.max_pending_per_session
-        if not self.held.holds(key) and len(self.held) >= limit:
+        limit = self.held.limit = self.settings.trust.max_pending_per_session
+        size = size_at_most(reminder)
+        full = self.held.room(key, size)
+        if full is not None:
             self.recorder.trust_refused(self.protocol, "max_pending_per_session")
             self.record("dropped", method, reminder, source=source, target=target, session=session,
-                        why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})")
+                        why=f"over budget and the coalesce queue is full (max_pending_per_session = {limit})"
+                        if full == "count" else f"over budget and the coalesce queue holds {self.held.bytes} bytes "
+                                                f"already (at most {self.held.max_bytes})")
             return []
-        replaced = self.held.hold(Held(key, reminder, deliver, (msg, session, self._direction)))
+        put = self.held.put(key, Coalesced(key, reminder, deliver, (msg, session, self._direction)), size=size)
+        replaced = put.previous
+        for gone in put.evicted:  # the limit fell (a reload) below what was held: the oldest go
+            self.record("dropped", method, gone.reminder, source=source, target=target, session=gone.context[1],
+                        why=f"pushed out of the coalesce queue (max_pending_per_session = {limit})")
         assert verdict.retry_after_ms is not None
         wake = self.clock() + verdict.retry_after_ms / 1000.0
         if self.held.wake_at is None or wake < self.held.wake_at:

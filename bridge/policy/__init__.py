@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.model import Reminder
-from bridge.policy.budget import GLOBAL, BudgetState, Coalescer, Exceeded, Held, Limit
+from bridge.policy.budget import GLOBAL, BudgetState, Coalesced, Coalescer, Exceeded, Limit
 from bridge.policy.trust import TrustRefusal, pending_refusal, screen
 from bridge.rules import GlobalBudget, RouteSettings
 from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
 from bridge.state.ops import Charge, Pay
 from bridge.state.scope import Scope
 
-__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalescer", "Exceeded", "Held", "Policy",
-           "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
+__all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalesced", "Coalescer", "Exceeded",
+           "Policy", "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
 
 #: A request over budget (spec §7).
 BUDGET_CODE = -32000

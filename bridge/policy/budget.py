@@ -10,13 +10,13 @@ of distinct keys (sessions, tags) can never hold more than ``max_keys`` buckets.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
 
+from bridge.pending import PendingQueue
 from bridge.state.base import Exceeded
 from bridge.state.buckets import Bucket, take_tokens
 from bridge.state.ops import GLOBAL, Charge, Op, Pay
@@ -132,9 +132,10 @@ def pay(state: BudgetState, route: str, pays: Sequence[Pay], max_keys: int, now:
 
 
 @dataclass
-class Held:
-    """A notification held by `coalesce` until its bucket has a token again: ``deliver`` is what
-    sends it then (a typed continuation: ``deliver.run(reminder, *deliver.args)``)."""
+class Coalesced:
+    """A notification held by `coalesce` until its bucket has a token again: data, and ``deliver``,
+    the typed continuation that sends it then (a `Step`: ``deliver.run(reminder, *deliver.args)``,
+    a bound method, never a closure)."""
 
     key: str
     reminder: Any
@@ -142,36 +143,20 @@ class Held:
     context: Any = None
 
 
-class Coalescer:
-    """The newest over-budget notification per dedupe key, in the order the newest ones arrived.
+class Coalescer(PendingQueue[Coalesced]):
+    """The newest over-budget notification per key (`held_key`: its dedupe key, else its own id),
+    in the order the newest ones arrived, bounded as every pending queue; ``wake_at``: when the
+    first held item's bucket has a token again (monotonic seconds), or None."""
 
-    A reminder without a dedupe key is held under its own id, so nothing is merged that the
-    sender did not mark as replaceable.
-    """
+    __slots__ = ("wake_at",)
 
     def __init__(self) -> None:
-        self._held: OrderedDict[str, Held] = OrderedDict()
-        #: when the first held item's bucket has a token again (monotonic seconds), or None
+        super().__init__()
         self.wake_at: float | None = None
 
-    def hold(self, item: Held) -> Held | None:
-        """Hold ``item``; returns the older one it replaces (same key), if any."""
-        replaced = self._held.pop(item.key, None)
-        self._held[item.key] = item
-        return replaced
-
-    def holds(self, key: str) -> bool:
-        return key in self._held
-
-    def release(self, admit: Callable[[Held], bool]) -> list[Held]:
+    def release(self, admit: Callable[[Coalesced], bool]) -> list[Coalesced]:
         """Take out, in order, every held item ``admit`` accepts (it charges the budget)."""
-        out = [item for item in list(self._held.values()) if admit(item)]
+        out = [item for item in self if admit(item)]
         for item in out:
-            self._held.pop(item.key, None)
+            self.pop(item.key)
         return out
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def __iter__(self) -> Iterator[Held]:
-        return iter(list(self._held.values()))

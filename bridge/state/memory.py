@@ -16,32 +16,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from cachetools import TLRUCache, TTLCache
 
+from bridge.pending import PendingQueue
 from bridge.state.base import BucketCharge, Exceeded, exceeded, unique
 from bridge.state.buckets import Bucket, take_tokens
 from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
 
 DEFAULT_MAX_KEYS = 100_000
-
-
-class _Queue:
-    __slots__ = ("items", "by_dedupe", "ttl")
-
-    def __init__(self) -> None:
-        self.items: OrderedDict[str, tuple[str, str | None]] = OrderedDict()  # id → (item, dedupe key)
-        self.by_dedupe: dict[str, str] = {}
-        self.ttl = 0.0
-
-    def drop(self, item_id: str) -> None:
-        _, dedupe = self.items.pop(item_id)
-        if dedupe and self.by_dedupe.get(dedupe) == item_id:
-            del self.by_dedupe[dedupe]
 
 
 class _Entry:
@@ -126,43 +112,31 @@ class MemoryState:
 
     def queue_push_now(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
                        ttl_s: float) -> tuple[list[str], list[str]]:
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = _Queue()
-        replaced: list[str] = []
-        if dedupe_key:
-            old = queue.by_dedupe.get(dedupe_key)
-            if old is not None and old != item_id:
-                queue.drop(old)
-                replaced.append(old)
-        if item_id in queue.items:
-            queue.drop(item_id)
-        queue.items[item_id] = (item, dedupe_key or None)
-        if dedupe_key:
-            queue.by_dedupe[dedupe_key] = item_id
-        evicted: list[str] = []
-        while len(queue.items) > max(limit, 0):
-            oldest = next(iter(queue.items))
-            queue.drop(oldest)
-            evicted.append(oldest)
-        queue.ttl = ttl_s
-        if queue.items:
-            self._queues[key] = queue
+        """The rules of every pending queue (`bridge.pending`), as the Redis script keeps them."""
+        entry = self._queues.get(key)
+        queue: PendingQueue[tuple[str, str]] = entry.value if entry is not None else PendingQueue()
+        queue.limit = limit
+        size = len(item.encode("utf-8", "surrogatepass"))  # bytes, as Redis counts them
+        put = queue.put(item_id, (item_id, item), dedupe=dedupe_key or None, size=size)
+        replaced = [put.deduped[0]] if put.deduped is not None else []
+        evicted = [gone_id for gone_id, _ in put.evicted]
+        if queue:
+            self._queues[key] = _Entry(queue, ttl_s)
         else:
             self._queues.pop(key, None)
         return replaced, evicted
 
     def queue_take_now(self, key: str) -> list[str]:
-        queue = self._queues.pop(key, None)
-        return [] if queue is None else [item for item, _ in queue.items.values()]
+        entry = self._queues.pop(key, None)
+        return [] if entry is None else [item for _, item in entry.value.take()]
 
     def queue_len_now(self, key: str) -> int:
-        queue = self._queues.get(key)
-        return 0 if queue is None else len(queue.items)
+        entry = self._queues.get(key)
+        return 0 if entry is None else len(entry.value)
 
     def queued(self) -> int:
         """Items in every queue (the pending gauge)."""
-        return sum(len(queue.items) for queue in list(self._queues.values()))
+        return sum(len(entry.value) for entry in list(self._queues.values()))
 
     # -- records ---------------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from bridge.pending import PENDING_BYTES
 from bridge.state.base import BucketCharge, Exceeded, exceeded, ttl_ms, unique
 from bridge.state.failures import MalformedAnswer
 from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
@@ -92,14 +93,16 @@ end
 return out
 """
 
-# KEYS: the queue's id list, its hash (i:<id> → item, d:<id> → dedupe key, k:<dedupe key> → id).
-# ARGV: id, item, dedupe key ('' = none), limit, ttl in ms.  Returns {replaced ids, pushed-out ids}.
+# KEYS: the queue's id list, its hash (i:<id> → item, d:<id> → dedupe key, k:<dedupe key> → id, b → bytes held).
+# ARGV: id, item, dedupe key ('' = none), limit, ttl in ms, most bytes.  Returns {replaced ids, pushed-out ids}.
+# The rules of every pending queue (`bridge.pending.PendingQueue`), fleet-wide.
 QUEUE_PUSH = """
 local list, meta = KEYS[1], KEYS[2]
 local id, item, dedupe = ARGV[1], ARGV[2], ARGV[3]
-local limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local limit, ttl, most = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function forget(old)
   local d = redis.call('HGET', meta, 'd:' .. old)
+  redis.call('HINCRBY', meta, 'b', -redis.call('HSTRLEN', meta, 'i:' .. old))
   redis.call('HDEL', meta, 'i:' .. old, 'd:' .. old)
   if d and redis.call('HGET', meta, 'k:' .. d) == old then redis.call('HDEL', meta, 'k:' .. d) end
 end
@@ -113,10 +116,13 @@ end
 if redis.call('HEXISTS', meta, 'i:' .. id) == 1 then redis.call('LREM', list, 1, id); forget(id) end
 redis.call('RPUSH', list, id)
 redis.call('HSET', meta, 'i:' .. id, item)
+local held = redis.call('HINCRBY', meta, 'b', string.len(item))
 if dedupe ~= '' then redis.call('HSET', meta, 'd:' .. id, dedupe, 'k:' .. dedupe, id) end
-while redis.call('LLEN', list) > limit do
+local count = redis.call('LLEN', list)
+while count > 0 and (count > limit or held > most) do
   local oldest = redis.call('LPOP', list)
   forget(oldest); evicted[#evicted + 1] = oldest
+  count, held = count - 1, tonumber(redis.call('HGET', meta, 'b'))
 end
 redis.call('PEXPIRE', list, ttl)
 redis.call('PEXPIRE', meta, ttl)
@@ -255,7 +261,8 @@ class RedisState:
 
     async def queue_push(self, key: str, item_id: str, item: str, *, dedupe_key: str | None, limit: int,
                          ttl_s: float) -> tuple[list[str], list[str]]:
-        answer = await self._push(self.queue_keys(key), [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s)])
+        answer = await self._push(self.queue_keys(key), [item_id, item, dedupe_key or "", int(limit), ttl_ms(ttl_s),
+                                                         PENDING_BYTES])
         with _shaped("QUEUE_PUSH", answer):
             replaced, evicted = answer
             return _strings(replaced), _strings(evicted)

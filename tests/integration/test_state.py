@@ -264,6 +264,22 @@ async def test_queue_push_dedupes_limits_and_take_empties(backend):
     assert await backend.queue_len("t") == 0
 
 
+async def test_a_queue_is_bounded_in_bytes_on_both_backends(backend):
+    """The pending queues' byte bound (`PENDING_BYTES`), fleet-wide as in one process: past it, the
+    oldest go, counting what a replaced or pushed-out item held no more."""
+    from bridge.pending import PENDING_BYTES
+    third = "x" * (PENDING_BYTES // 3)
+    push = backend.queue_push
+    assert await push("big", "a", third, dedupe_key=None, limit=64, ttl_s=60) == ([], [])
+    assert await push("big", "b", third, dedupe_key="k", limit=64, ttl_s=60) == ([], [])
+    accented = third[:-2] + "é"  # as many bytes as the others, one character fewer
+    assert await push("big", "c", accented, dedupe_key="k", limit=64, ttl_s=60) == (["b"], [])  # b's bytes freed
+    assert await push("big", "d", third, dedupe_key=None, limit=64, ttl_s=60) == ([], [])
+    assert await push("big", "e", "yy", dedupe_key=None, limit=64, ttl_s=60) == ([], ["a"])  # 2 bytes over
+    assert await backend.queue_len("big") == 3
+    assert await backend.queue_take("big") == [accented, third, "yy"]
+
+
 async def test_queues_expire_after_their_last_push(redis_url):
     """Redis expires the keys on its own clock: a queue pushed to once, at the same moment with the
     same time-to-live, shows when the first push's time-to-live is over."""

@@ -92,3 +92,12 @@ def test_hostile_ids_and_keys_are_held_as_given():
     session.add(reminder(huge_id, dedupe_key=odd_key))
     deduped, _ = session.add(reminder("next", dedupe_key=odd_key))
     assert deduped == Deduped("next", odd_key, [huge_id])
+
+
+def test_the_same_id_sent_twice_is_kept_twice_and_the_limit_follows_a_reload():
+    session = SessionReminders(limit=3)
+    session.add(reminder("a"))
+    session.add(reminder("a"))
+    assert ids(session) == ["a", "a"]
+    session.limit = 1
+    assert session.add(reminder("b")) == (None, [Expired("a", "cleared", 0), Expired("a", "cleared", 0)])

@@ -24,3 +24,18 @@ def test_an_adapter_on_another_protocol_is_refused_with_its_title():
     assert host_dialect_problem("claude-channel", "mcp") is None
     assert host_dialect_problem("claude-channel", None) is None  # a stdio route left to detect it
     assert host_dialect_problem("standard", "acp") is None
+
+
+def test_adapter_of_finds_an_adapter_on_its_own_protocol_only():
+    from bridge.dialects.hosts import adapter_of
+    assert adapter_of("claude-channel", "mcp") is HOST_ADAPTERS["claude-channel"]
+    assert adapter_of("claude-channel", "acp") is None
+    assert adapter_of("standard", "mcp") is None and adapter_of(None, "mcp") is None
+
+
+def test_the_mcp_flow_reaches_the_channel_adapter_through_the_registry_only():
+    import bridge.pipeline.mcp as flow
+    assert not any(getattr(v, "__module__", "") == "bridge.dialects.claude_channel" for v in vars(flow).values())
+    result = ClaudeChannel.offer({"capabilities": {}}, "srv")
+    assert "claude/channel" in result["capabilities"]["experimental"] and "srv" in result["instructions"]
+    assert ClaudeChannel.label("a\nb") == "a b" and ClaudeChannel.label("<>") is None

@@ -187,3 +187,14 @@ def test_an_unknown_field_named_like_another_dialects_id_never_lands_inline():
     legacy = HARN_SHAPE.encode(decoded)
     assert "reminderId" not in legacy and legacy["_meta"]["reminder-bridge/original"] == {"reminderId": None}
     assert HARN_SHAPE.decode(legacy).extra == {"reminderId": None}
+
+
+def test_the_modern_envelope_keys_are_named_once_for_the_flow_and_the_outbox():
+    import bridge.dialects.mcp as codecs
+    import bridge.outbox.pull as pull
+    import bridge.pipeline.mcp as flow
+    for name in ("PROTOCOL_KEY", "CLIENT_CAPS_KEY", "CLIENT_INFO_KEY"):
+        assert getattr(pull, name) is getattr(codecs, name)
+    for name in ("PROTOCOL_KEY", "CLIENT_CAPS_KEY", "CLIENT_INFO_KEY", "SERVER_INFO_KEY", "LOG_LEVEL_KEY"):
+        assert getattr(flow, name) is getattr(codecs, name)
+    assert codecs.PROTOCOL_KEY == "io.modelcontextprotocol/protocolVersion"

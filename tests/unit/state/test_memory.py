@@ -44,3 +44,14 @@ def test_a_memory_bucket_keeps_its_tokens_when_its_rate_changes():
     clock.advance(2)
     assert state.charge_now([BucketCharge("k", 30, 4)]) is None
     assert state.sizes()["buckets"] == 1
+
+
+def test_a_task_queue_follows_the_pending_queue_rules_and_reports_ids():
+    from bridge.state.memory import MemoryState
+    state = MemoryState()
+    assert state.queue_push_now("q", "a", "{}", dedupe_key="k", limit=2, ttl_s=60) == ([], [])
+    assert state.queue_push_now("q", "b", "{}", dedupe_key="k", limit=2, ttl_s=60) == (["a"], [])
+    state.queue_push_now("q", "c", "{}", dedupe_key=None, limit=2, ttl_s=60)
+    assert state.queue_push_now("q", "d", "{}", dedupe_key="", limit=2, ttl_s=60) == ([], ["b"])
+    assert state.queue_len_now("q") == 2 and state.queued() == 2
+    assert state.queue_take_now("q") == ["{}", "{}"] and state.queue_len_now("q") == 0
