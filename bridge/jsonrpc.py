@@ -13,6 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 #: A frame the cheap look cannot settle is decoded only below this size.
@@ -41,11 +42,18 @@ def loads(frame: bytes) -> Any:
 
 #: One encoder for every message: `json.dumps` with these options builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+#: The C encoder `_ENCODER.encode` builds afresh for every call, built once (the same output).  No
+#: circular-reference markers: a message is a tree decoded from JSON, and a cycle (a bug) still
+#: fails, as a RecursionError.
+_C_ENCODE = (c_make_encoder(None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, True)
+             if c_make_encoder is not None else None)
 
 
 def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8, non-ASCII kept as is (the way the proxy writes every message)."""
-    return _ENCODER.encode(obj).encode()
+    if _C_ENCODE is None:  # pragma: no cover - a Python without the `_json` accelerator
+        return _ENCODER.encode(obj).encode()
+    return "".join(_C_ENCODE(obj, 0)).encode()
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
