@@ -43,7 +43,7 @@ class Side:
 
     @property
     def dialect(self) -> str:
-        if self.fixed:
+        if self.configured != "auto":  # `fixed`, spelled out: read several times per reminder
             return self.configured
         return self.learned if self.learned is not None else self.assumed
 

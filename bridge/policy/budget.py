@@ -56,11 +56,14 @@ class BudgetState:
         self._global: Bucket | None = None
 
     def _table(self, route: str, kind: str, max_keys: int, rate: float, burst: int, now: float) -> _Keyed:
-        ttl = max(burst * 60.0 / rate, 1e-3)
+        ttl = burst * 60.0 / rate
+        if ttl < 1e-3:
+            ttl = 1e-3
         table = self._keyed.get((route, kind))
         if table is None or table.max_keys != max_keys or table.ttl != ttl:
             table = self._keyed[(route, kind)] = _Keyed(max_keys, ttl, now, table)
-        table.now = max(table.now, now)
+        if now > table.now:
+            table.now = now
         return table
 
     def bucket(self, route: str, kind: str, key: str, limit: Limit, max_keys: int, now: float) -> Bucket:
@@ -69,8 +72,9 @@ class BudgetState:
                 self._global = Bucket(float(limit.burst), now)
             return self._global
         table = self._table(route, kind, max_keys, limit.rate, limit.burst, now)
-        bucket = table.cache.get(key)
-        if bucket is None:
+        try:  # (not `get`: that asks the cache twice, each time through its timer)
+            bucket = table.cache[key]
+        except KeyError:  # never charged, or expired: full again
             bucket = Bucket(float(limit.burst), now)
         table.cache[key] = bucket  # (re)insert: refreshes its time-to-live
         return bucket
