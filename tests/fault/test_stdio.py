@@ -536,6 +536,28 @@ def test_a_host_that_goes_away_mid_burst_stops_the_child_and_the_proxy(tmp_path,
 
 
 @pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+def test_a_host_gone_while_the_proxy_is_still_starting_still_stops_the_child(tmp_path):
+    """The host's end of our stdout is closed before the proxy has put its child on the loop: the
+    child is stopped all the same, and the proxy ends.  (Found by the test above, whose stall check
+    can pass while the proxy is still starting: the proxy logged host_gone, then ran for ever
+    reading its flooding child.)  A pipe with no reader at all makes that order certain."""
+    read, write = os.pipe()
+    os.close(read)
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(PROXY + ["--"] + STUBBORN + ["--flood", "--ignore-term"], stdin=subprocess.PIPE,
+                                stdout=write, stderr=err)
+    os.close(write)
+    child = None
+    try:
+        child = child_of(proc.pid)
+        assert ended_within(proc, STOP_GRACE + KILL_GRACE + SLACK, "its host went away") == 128 + signal.SIGKILL
+        wait_for(lambda: not running(child), "the child to be gone", timeout=5)
+        assert log_events(tmp_path / "stderr", "host_gone") and log_events(tmp_path / "stderr", "child_stopping")
+    finally:
+        stop(proc, child)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
 @pytest.mark.parametrize("child", [CHILD, STUBBORN + ["--flood", "--ignore-term"]], ids=["child-stuck-on-its-goodbye",
                                                                                        "child-ignores-sigterm"])
 def test_sigterm_ends_the_proxy_within_the_drain_grace_while_the_host_is_not_reading(tmp_path, child):
