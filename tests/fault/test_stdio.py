@@ -494,6 +494,9 @@ def start_flood(tmp_path, child: list[str], first: bytes = INITIALIZE,
     proc.stdin.write(first)  # the initialize: the burst goes through the pipeline, not around it
     proc.stdin.flush()
     pid = child_of(proc.pid)
+    # read once the child and our stdin are on the loop: the child blocked on its pipe while the proxy
+    # still starts looks stalled too, and the burst would not go through the pipeline
+    wait_for(lambda: pipe_fill(proc.pid, 0)[0] == 0, "the proxy to read the initialize")
     wait_for(lambda: proxy_stalled(proc.pid, pid, 1), "the burst to fill the pipes", times=5)
     return proc, pid
 
