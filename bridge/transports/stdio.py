@@ -286,6 +286,8 @@ class StdioProxy:
         self._stdout_closed = False
         self._host_closed = False  # the host sent EOF: its goodbye
         self._host_gone = False  # nothing reaches the host any more: its end of our stdout is closed
+        #: the child and the host's stdin are on the loop: until then a host gone waits for `run` to see it
+        self._started = False
         self._child_paused = False
         #: the child wrote something since the stop timer last looked (one store per read, no allocation)
         self.child_spoke = False
@@ -304,6 +306,9 @@ class StdioProxy:
         self._child_stdin = self.child.get_pipe_transport(0)
         _read_at_most(self.child.get_pipe_transport(1), PIPE_READ)
         await self._open_host_input(loop)
+        self._started = True
+        if self._host_sink is not None and self._host_sink.closed.done():  # the host went while we started
+            self.host_output_lost()
         # Python-level handlers, swapped in one step for `child.start`'s: the loop's own
         # (`add_signal_handler`) arm a wakeup fd before they replace the handler, so a SIGTERM in
         # between ran both and reached the child twice (killing it during its own SIGTERM exit);
@@ -373,8 +378,8 @@ class StdioProxy:
     def host_output_lost(self) -> None:
         """The host closed its end of our stdout (EPIPE, or it died): nothing reaches it any more.
         Keep reading the child so it is never stuck writing to us, drop what it says, and stop it."""
-        if self._host_gone or self._finished is None or self._finished.done():
-            return  # our own close at the end, or already handled
+        if self._host_gone or not self._started or self._finished.done():
+            return  # our own close at the end, already handled, or for `run` once the child is attached
         self._host_gone = True
         self.child_framer = self.host_framer = _Discard
         self.resume_child()

@@ -494,6 +494,9 @@ def start_flood(tmp_path, child: list[str], first: bytes = INITIALIZE,
     proc.stdin.write(first)  # the initialize: the burst goes through the pipeline, not around it
     proc.stdin.flush()
     pid = child_of(proc.pid)
+    # read once the child and our stdin are on the loop: the child blocked on its pipe while the proxy
+    # still starts looks stalled too, and the burst would not go through the pipeline
+    wait_for(lambda: pipe_fill(proc.pid, 0)[0] == 0, "the proxy to read the initialize")
     wait_for(lambda: proxy_stalled(proc.pid, pid, 1), "the burst to fill the pipes", times=5)
     return proc, pid
 
@@ -531,6 +534,28 @@ def test_a_host_that_goes_away_mid_burst_stops_the_child_and_the_proxy(tmp_path,
         if closes == "stdout":  # stderr still there: the proxy says what it did, and nothing else
             log = tmp_path / "stderr"
             assert log_events(log, "host_gone") and b"Traceback" not in log.read_bytes(), log.read_bytes()[-3000:]
+    finally:
+        stop(proc, child)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
+def test_a_host_gone_while_the_proxy_is_still_starting_still_stops_the_child(tmp_path):
+    """The host's end of our stdout is closed before the proxy has put its child on the loop: the
+    child is stopped all the same, and the proxy ends.  (Found by the test above, whose stall check
+    can pass while the proxy is still starting: the proxy logged host_gone, then ran for ever
+    reading its flooding child.)  A pipe with no reader at all makes that order certain."""
+    read, write = os.pipe()
+    os.close(read)
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(PROXY + ["--"] + STUBBORN + ["--flood", "--ignore-term"], stdin=subprocess.PIPE,
+                                stdout=write, stderr=err)
+    os.close(write)
+    child = None
+    try:
+        child = child_of(proc.pid)
+        assert ended_within(proc, STOP_GRACE + KILL_GRACE + SLACK, "its host went away") == 128 + signal.SIGKILL
+        wait_for(lambda: not running(child), "the child to be gone", timeout=5)
+        assert log_events(tmp_path / "stderr", "host_gone") and log_events(tmp_path / "stderr", "child_stopping")
     finally:
         stop(proc, child)
 
