@@ -11,7 +11,6 @@ count.  Pure: no I/O, no clock; the Redis-backed A2A queue follows the same rule
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from typing import Generic, NamedTuple, TypeVar
 
@@ -43,8 +42,10 @@ class PendingQueue(Generic[T]):
         self.limit = limit
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._items: OrderedDict[Hashable, tuple[T, str | None, int]] = OrderedDict()  # key → (item, dedupe, size)
-        self._by_dedupe: dict[str, Hashable] = {}
+        # key → (item, dedupe, size), oldest first: a plain dict keeps insertion order, and a key put
+        # again is popped first, so it goes last (an OrderedDict costs ~100 B more a reminder)
+        self._items: dict[Hashable, tuple[T, str | None, int]] = {}
+        self._by_dedupe: dict[str, Hashable] | None = None  # made at the first dedupe key: most queues have none
 
     def room(self, key: Hashable, size: int = 0) -> str | None:
         """Why one more item under ``key`` would pass a bound (`count` or `bytes`), or None; one
@@ -59,7 +60,7 @@ class PendingQueue(Generic[T]):
     def put(self, key: Hashable, item: T, *, dedupe: str | None = None, size: int = 0) -> Put[T]:
         """Hold ``item`` under ``key``, newest last; see `Put` for what it let go."""
         deduped = None
-        if dedupe is not None:
+        if dedupe is not None and self._by_dedupe is not None:
             old = self._by_dedupe.get(dedupe)
             if old is not None and old != key:
                 deduped = self.pop(old)
@@ -67,6 +68,8 @@ class PendingQueue(Generic[T]):
         self._items[key] = (item, dedupe, size)
         self.bytes += size
         if dedupe is not None:
+            if self._by_dedupe is None:
+                self._by_dedupe = {}
             self._by_dedupe[dedupe] = key
         evicted: list[T] = []
         while self._items and (len(self._items) > max(self.limit, 0) or self.bytes > self.max_bytes):
@@ -80,7 +83,7 @@ class PendingQueue(Generic[T]):
             return None
         item, dedupe, size = held
         self.bytes -= size
-        if dedupe is not None and self._by_dedupe.get(dedupe) == key:
+        if dedupe is not None and self._by_dedupe is not None and self._by_dedupe.get(dedupe) == key:
             del self._by_dedupe[dedupe]
         return item
 
@@ -88,7 +91,7 @@ class PendingQueue(Generic[T]):
         """Every item, oldest first, and the queue emptied."""
         out = [item for item, _, _ in self._items.values()]
         self._items.clear()
-        self._by_dedupe.clear()
+        self._by_dedupe = None
         self.bytes = 0
         return out
 
