@@ -117,6 +117,9 @@ class Flow(Policing, Answering):
         self._chain: list[Step] = []
         self._saved: tuple[Any, ...] = ()
         self.backlog = Backlog()
+        #: the driver performs a `Perform` on in-process state at once, in the call that gave it
+        #: (`waiting.at_once` says so): the flow may then do it itself (`perform`)
+        self.performs_sync = False
         self.recorder.track(self)
 
     # -- framing -------------------------------------------------------------------------------
@@ -183,7 +186,16 @@ class Flow(Policing, Answering):
     def perform(self, op: Any, state: Any, then: Step) -> list[Command]:
         """Ask for shared-state work (``op`` on ``state``); ``then.run(result, *then.args)`` goes on
         once the transport hands the result to `performed`.  Asked while another waits: asked
-        once that one is done, after what follows it."""
+        once that one is done, after what follows it.
+
+        In-process state (``state.sync``), once the driver said it performs that at once
+        (`performs_sync`), is performed here, in the same call: the same steps in the same order,
+        without the round trip (no `Perform`, no saved context, no `Step` after it)."""
+        if self._ticket is None and self.performs_sync and state.sync:
+            return then.run(state.perform_now(op), *then.args)
+        return self._ask(op, state, then)
+
+    def _ask(self, op: Any, state: Any, then: Step) -> list[Command]:
         if self._ticket is not None:
             self._chain.append(Step(self._perform_next, (op, state, then)))
             return []
@@ -194,7 +206,7 @@ class Flow(Policing, Answering):
         return [Perform(op, ticket, state, self)]
 
     def _perform_next(self, value: Any, op: Any, state: Any, then: Step) -> list[Command]:
-        return list(value or []) + self.perform(op, state, then)
+        return list(value or []) + self._ask(op, state, then)
 
     def _waits(self, run: Callable[..., Any], args: tuple[Any, ...] = (),
                failed: Callable[..., Any] | None = None) -> bool:
