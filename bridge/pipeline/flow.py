@@ -169,7 +169,8 @@ class Flow(Policing, Answering):
         return self.unanswered.answered(data)
 
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
-        answers = self._note(frame, origin)  # as frames arrive, waiting in line or not
+        # the host's requests are noted as frames arrive, waiting in line or not (`_note`, spelled out)
+        answers = self.unanswered.answered(frame) if origin == PEER else self.unanswered.asked(frame)
         if self._ticket is not None:
             return self._later(Later(self._waited, (frame, origin, dest, headers), len(frame)))
         if self.passes(frame, origin):
@@ -289,7 +290,8 @@ class Flow(Policing, Answering):
             return self._frame_failed(exc, frame, origin, dest, started, single)
         finally:
             self._headers = self._frame = None
-        if self._waits(self._decoded, (frame, origin, dest, started, single), self._frame_failed):
+        if self._ticket is not None and self._waits(self._decoded, (frame, origin, dest, started, single),
+                                                    self._frame_failed):
             return _placed(out, frame)  # type: ignore[arg-type]
         return self._decoded(out, frame, origin, dest, started, single)
 
@@ -301,7 +303,7 @@ class Flow(Policing, Answering):
             out = [Forward(dest, frame)]
         else:
             out = [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
-        if out and not (len(out) == 1 and type(out[0]) is Forward):
+        if out and not (len(out) == 1 and type(out[0]) is Forward) and self.recorder.metrics is not None:
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
 
@@ -328,9 +330,9 @@ class Flow(Policing, Answering):
             return self._dispatch_failed(exc, msg, origin, calls)
         finally:
             self._inbound = None
-        if self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
+        if self._ticket is not None and self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
             return out
-        return self._dispatched(out, msg, origin, calls)
+        return out if out is None or not observes(self.stage) else self._dispatched(out, msg, origin, calls)
 
     def _dispatched(self, out: Handled, msg: dict[str, Any], origin: str, calls: int) -> Handled:
         self._inbound = None

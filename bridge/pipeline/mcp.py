@@ -274,14 +274,14 @@ class McpFlow(Flow):
         reminder, refusal = outcome
         if reminder is None:
             return refusal
-        return self._deliver(msg, codec, reminder, changed=reminder is not decoded)
+        return self._deliver(msg, codec, reminder, reminder is not decoded)
 
     def _released(self, reminder: Reminder, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy],
                   decoded: Reminder) -> Handled:
         """A reminder `coalesce` held, now that its bucket has a token again."""
-        return self._deliver(msg, codec, reminder, changed=reminder is not decoded, released=True)
+        return self._deliver(msg, codec, reminder, reminder is not decoded, released=True)
 
-    def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
+    def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder,
                  changed: bool, released: bool = False) -> Handled:
         """The admitted reminder to the host, in its dialect (``released``: a coalesced one, later)."""
         method = msg.get("method")
@@ -293,29 +293,31 @@ class McpFlow(Flow):
             extra += commands
             if kept:
                 return extra
-        delivered = self._to_host(msg, codec, reminder, changed=changed, released=released)
+        delivered = self._to_host(msg, codec, reminder, changed, released, target)
         if not extra:
             return delivered
         return (delivered if delivered is not None else [self.forward(HOST)]) + extra
 
-    def _to_host(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
-                 changed: bool, released: bool) -> Handled:
+    def _to_host(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder,
+                 changed: bool, released: bool, target: str) -> Handled:
         method = msg.get("method")
         source = codec.dialect
-        target = self.target()
         if target == source and not changed:
             self.record("passed", method, reminder, source=source, target=target)
             return [self.send(HOST, msg)] if released else None
         if target in HOST_CODECS:
             params_meta = codec.carried_meta(msg, keep_decoration=keeps_legacy(self.stage) and target != source)
-            return self._push(reminder, method, source, params_meta)
+            return self._push(reminder, method, source, params_meta, target=target)
         return self._fall_back(reminder, method, source)
 
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
-              params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = ()) -> list[Command]:
-        """The reminder in the host's own dialect; one sent as a channel event is counted `channel`
-        (and, with `channel_also_tool_result`, rides the next tool result too)."""
-        target = self.target()
+              params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = (),
+              target: str | None = None) -> list[Command]:
+        """The reminder in the host's own dialect (``target``: the host's, when the caller knows it);
+        one sent as a channel event is counted `channel` (and, with `channel_also_tool_result`,
+        rides the next tool result too)."""
+        if target is None:
+            target = self.target()
         channel = _adapter(target) is not None
         self.record("channel" if channel else "rewritten", method, reminder, source=source, target=target)
         out = [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
