@@ -215,9 +215,10 @@ class McpFlow(Flow):
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool":
-                # queued for a host that has a dialect of its own now (a reload): pushed after the result
+                # queued for a host that has a dialect of its own now (a reload): pushed after the result;
+                # never on 2026-07-28, where what follows a result belongs to no request (they ride it)
                 lift = bool(self.state.tool_results) and self.target() in HOST_CODECS \
-                    and not self._tool_results_carry_reminders()
+                    and not self._tool_results_carry_reminders() and not self.modern
                 if self.state.rides or (self.state.tool_results and not lift):
                     response, receipts = self._append_to_tool_result(msg, queued=not lift)
                 if lift:

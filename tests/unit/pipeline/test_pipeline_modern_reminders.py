@@ -242,3 +242,18 @@ def test_discover_moves_a_standard_servers_own_capability_to_the_hosts_key():
         "reminders": {"emit": True}, "experimental": {"other": {}}}}}
     [send] = f.from_peer(frame(standard))
     assert json.loads(send.data)["result"]["capabilities"] == {"experimental": {"other": {}, "reminders": {"emit": True}}}
+
+
+def test_held_reminders_ride_the_result_of_a_host_that_declares_support_too_never_after_it():
+    """What follows a 2026-07-28 result belongs to no request (over HTTP the stream has ended): the
+    reminders held for lack of a listen stream ride the result itself."""
+    book = Subscriptions()
+    listener = request_flow(book)
+    listener.from_host(listen("b", STANDARD))
+    listener.from_peer(ack("b"))
+    assert listener.from_peer(harn_reminder(1, sub_id="b")) == []
+    later = request_flow(book)
+    later.from_host(request(9, "tools/call", STANDARD, name="echo"))
+    result = frame({"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "ok"}]}})
+    [send] = later.from_peer(result)
+    assert send.answers is not None and "reminder 1" in json.loads(send.data)["result"]["content"][1]["text"]
