@@ -305,11 +305,11 @@ class McpFlow(Flow):
         return (isinstance(meta, dict) and SUBSCRIPTION_KEY in meta) or (self.sessionless and bool(self.state.listens))
 
     def _listen_stream(self) -> tuple[Any, Any] | None:
-        """Where an ambient reminder goes: the newest listen stream of the scope that took reminders
-        (this flow's own first), as (`Send.stream`, subscription id); None: nowhere, fall back."""
+        """Where an ambient reminder goes: the newest listen stream that took reminders, this flow's
+        own (its connection, or its exchange) first, else another request's of its scope, as
+        (`Send.stream`: None for its own, subscription id); None: nowhere, fall back."""
         if self.state.honoured:
-            own = self.state.honoured[-1]
-            return (None if self.sessionless else own), self.state.listens[own][0]
+            return None, self.state.listens[self.state.honoured[-1]][0]
         return self.subscriptions.stream(self.scope) if self.sessionless else None
 
     def _offer_channel(self, msg: dict[str, Any], adapter: HostAdapter) -> dict[str, Any]:
