@@ -520,8 +520,7 @@ class Flow(Policing, Answering):
         return None
 
     def subscription(self) -> Any:
-        """The id key of the host's listen request this flow carries (MCP 2026-07-28), whose stream a
-        transport keeps open for `Send.stream`; None when there is none."""
+        """The id key of the host's listen request (MCP 2026-07-28) whose stream is kept for `Send.stream`."""
         return None
 
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
