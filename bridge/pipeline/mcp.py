@@ -77,16 +77,22 @@ class McpFlow(Flow):
         super().__init__(*args, **kwargs)
         #: one request per flow (2026-07-28 over HTTP): what it carries is all of its exchange
         self.sessionless = self.scope.kind in (REQUEST, IDENTITY)
-        self.subscriptions = subscriptions if subscriptions is not None else Subscriptions()
+        self._book = subscriptions  # None: a book of its own, made at its first listen stream
         #: the scope's held reminders are the book's, shared by its flows, when the scope outlives a request
         self.shares_held = subscriptions is not None and self.scope.lasting
         if self.shares_held:
-            self.state.tool_results, evicted = self.subscriptions.held(self.scope)
+            self.state.tool_results, evicted = subscriptions.held(self.scope)
             for reminder, _ in evicted:
                 self.record("dropped", "tools/call", reminder, target="none",
                             why="held for the fallback of a scope the book had no room left for")
         self._watch_peer()
         self._watch_host()
+
+    @property
+    def subscriptions(self) -> Subscriptions:
+        if self._book is None:
+            self._book = Subscriptions(max_scopes=1)
+        return self._book
 
     def peer_declared(self) -> bool | None:
         return self.state.peer_declared
