@@ -195,3 +195,29 @@ async def test_an_ambient_reminder_for_a_host_without_support_waits_for_its_next
     assert listening.reminders() == []
     texts = [c["text"] for c in result["result"]["content"]]
     assert texts[0] == "touched c.py" and "tests are red" in texts[1] and "c.py changed externally" in texts[1]
+
+
+async def test_a_listen_stream_the_host_closed_takes_no_more_reminders(bridge):
+    url = f"http://127.0.0.1:{bridge.port}/pull"
+    async with aiohttp.ClientSession() as http:
+        gone = Listen(http, url, "dave-1", STANDARD, "dave", reminders=True)
+        await gone.wait(acked)
+        await gone.close()  # the host hangs up: the proxy lets the stream go with its request
+        other = Listen(http, url, "dave-2", STANDARD, "dave", toolsListChanged=True)
+        await other.wait(acked)
+        try:
+            # what the proxy has not yet seen go may still be written to the closed stream (and lost,
+            # logged): until it has, each round sends a new reminder
+            for n in range(50):
+                [sent] = await call(http, url, 100 + n, "tools/call", STANDARD, "dave", name="ping_listeners",
+                                    arguments={"body": f"round {n}"})
+                assert sent["result"]["content"][0]["text"] == "sent to dave-2"
+                *_, result = await call(http, url, 200 + n, "tools/call", STANDARD, "dave", name="touch_file",
+                                        arguments={"path": "d.py"})  # its own reminder first, on its stream
+                if any(f"round {n}" in c["text"] for c in result["result"]["content"]):
+                    break
+            else:
+                raise AssertionError("the held reminder never rode a tool result")
+        finally:
+            await other.close()
+    assert other.reminders() == [] and gone.reminders() == []

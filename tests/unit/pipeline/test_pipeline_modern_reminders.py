@@ -257,3 +257,16 @@ def test_held_reminders_ride_the_result_of_a_host_that_declares_support_too_neve
     result = frame({"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "ok"}]}})
     [send] = later.from_peer(result)
     assert send.answers is not None and "reminder 1" in json.loads(send.data)["result"]["content"][1]["text"]
+
+
+def test_on_one_connection_a_stamped_reminder_goes_to_the_listen_that_opted_in_named_by_its_id():
+    """stdio: every listen shares the pipe, demultiplexed by `subscriptionId`; no stream is named."""
+    f = request_flow(None, scope=Scope.connection("r"))
+    f.from_host(listen("quiet", STANDARD, toolsListChanged=True))
+    f.from_host(listen("loud", STANDARD, reminders=True))
+    f.from_peer(ack("quiet", toolsListChanged=True))
+    [acked] = sent(f.from_peer(ack("loud")))
+    assert acked["params"]["notifications"] == {"reminders": True}
+    [send] = f.from_peer(harn_reminder(1, sub_id="quiet"))
+    assert send.stream is None and json.loads(send.data)["params"]["_meta"][SUB] == "loud"
+    assert f.subscription() is None  # nothing for a transport to keep: it is the connection
