@@ -81,6 +81,8 @@ async def listen(ctx: ServerRequestContext[Any, Any], params: SubscriptionsListe
     return SubscriptionsListenResult(_meta=meta)
 
 
+# MCPServer's own listen handler carries only the SDK's typed change events; a Harn server's
+# reminders need a handler of their own, registered on the low-level server it wraps
 mcp._lowlevel_server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listen)
 
 
