@@ -533,6 +533,10 @@ class Flow(Policing, Answering):
         """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
         return None
 
+    def subscription(self) -> Any:
+        """The id key of the host's listen request (MCP 2026-07-28) whose stream is kept for `Send.stream`."""
+        return None
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
@@ -623,12 +627,13 @@ class Flow(Policing, Answering):
         member of a batch has no bytes of its own: it is encoded afresh)."""
         return self._frame if self._frame is not None else dumps(self._inbound)
 
-    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = ()) -> Send:
+    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = (),
+             stream: Any = None) -> Send:
         method = msg.get("method")
         params = msg.get("params")
         name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
         return Send(to, dumps(msg), id_key(msg.get("id")) if answers else None, method,
-                    name if isinstance(name, str) else None, receipts)
+                    name if isinstance(name, str) else None, receipts, stream)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
         if to == HOST:  # the proxy answered the host's request itself: nothing waits for the peer's
