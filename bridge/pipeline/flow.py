@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
-from bridge.model import Reminder, ReminderError
+from bridge.model import ReminderError
 from bridge.pipeline.addons import AddOns
 from bridge.pipeline.commands import (
     HOST, PEER, Call, Command, Defer, Forward, Learned, Pause, Perform, Receipt, Reply, Send, Wakeup,
@@ -35,13 +34,14 @@ from bridge.pipeline.expectations import Awaiting
 from bridge.pipeline.inflight import Answering, Unanswered
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.policing import Handled, Policing
+from bridge.pipeline.recording import Recording
 from bridge.pipeline.waiting import Backlog, Later, Step
 from bridge.policy import Coalesced, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.state.scope import IDENTITY, REQUEST, Scope
-from bridge.telemetry import Recorder, trace_keys
+from bridge.telemetry import Recorder
 
 #: Prefix of every JSON-RPC id the proxy invents (spec §8.6): random per process and made of
 #: letters and digits only (no writer escapes those), so no host or peer collides with it and the
@@ -61,7 +61,7 @@ def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
     return error_response(msg_id, -32602, str(exc))
 
 
-class Flow(Policing, Answering):
+class Flow(Policing, Recording, Answering):
     """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
     message in; commands out, or None for "forward it untouched")."""
 
@@ -662,53 +662,6 @@ class Flow(Policing, Answering):
             return None
         key = id_key(msg["id"])
         return None if key is None else self.awaiting.pop(key, None)
-
-    # -- decisions -----------------------------------------------------------------------------
-    def record(self, action: str, method: str | None, reminder: Reminder | None = None, *,
-               source: str | None = None, target: str | None = None, why: str | None = None,
-               session: Any = None) -> None:
-        """Count, trace and log one decision about a reminder of the message being handled."""
-        attributes, self._attributes = self._attributes, None
-        context = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
-                                         source=source, target=target, why=why, stage=self.stage,
-                                         carrier=self._carrier() if self.recorder.tracing.spans else None,
-                                         attributes=attributes, start_ns=self._start_ns,
-                                         session=self.scope if session is None else session,
-                                         direction=self._direction)
-        if context is not None:
-            self._span = context
-
-    def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
-        the span of the last decision as parent, else the incoming message's own context."""
-        inbound = self._carrier()
-        if self._span is None and inbound is None:  # nothing to carry: the common case without tracing
-            return msg
-        keys = self.recorder.carrier(self._span, inbound)
-        params = msg.get("params")
-        if keys and isinstance(params, dict):
-            meta = params.get("_meta")
-            params["_meta"] = {**(meta if isinstance(meta, dict) else {}), **keys}
-        return msg
-
-    def trace_context(self) -> dict[str, str]:
-        """Trace-context headers (`traceparent`, ...) for the request the proxy forwards after the
-        message just handled: for transports whose bodies have no `_meta` slot (A2A over HTTP)."""
-        return self.recorder.carrier(self._span, self._carrier())
-
-    def _carrier(self) -> dict[str, str] | None:
-        """Trace context of the message being handled (the propagators' keys): HTTP headers,
-        overridden by `params._meta`."""
-        carrier: dict[str, str] | None = None
-        meta = params_meta(self._inbound)
-        for source in (self._headers, meta):  # `_meta` last: it overrides the headers
-            if source and isinstance(source, Mapping):
-                for key in trace_keys():
-                    if isinstance(value := source.get(key), str):
-                        if carrier is None:
-                            carrier = {}
-                        carrier[key] = value
-        return carrier
 
 
 def _placed(out: list[Any], frame: bytes | None) -> list[Command]:
