@@ -288,25 +288,38 @@ _BIG = 10**18
 
 def size_at_most(reminder: Reminder) -> int:
     """An upper bound of `encoded_size`, far cheaper (the hot path: most reminders are far below
-    their limit).  A reminder of plain fields is bounded by counting characters; one carrying
-    `_meta`, unknown fields or originals (any JSON at all) is encoded by pydantic-core, which
+    their limit).  A reminder of plain fields (and string originals) is bounded by counting
+    characters; one carrying `_meta`, unknown fields or other originals (any JSON at all) is
+    encoded by pydantic-core, which
     writes the same JSON as the stdlib except that a float in exponent form may be one byte
     shorter (``1e-7``, not ``1e-07``), hence a quarter more."""
     values = reminder.__dict__
     ttl, fired = values["ttl_turns"], values["fired_at_turn"]
-    if not (values["extra"] or values["originals"] or values["meta"]) and (ttl is None or -_BIG < ttl < _BIG) \
+    originals = _strings_bytes(values["originals"])
+    if originals is not None and not (values["extra"] or values["meta"]) and (ttl is None or -_BIG < ttl < _BIG) \
             and (fired is None or -_BIG < fired < _BIG):
         tags = values["tags"]
         chars = len(values["id"]) + len(values["body"]) + sum(map(len, tags)) + 3 * len(tags)
         for name in ("dedupe_key", "source", "provider_id", "originating_agent_id"):
             if values[name] is not None:
                 chars += len(values[name])
-        return _SET_BYTES + _FIXED_BYTES + chars * _CHAR_BYTES
+        return _SET_BYTES + _FIXED_BYTES + chars * _CHAR_BYTES + originals
     try:
         values = len(Reminder.__pydantic_serializer__.to_json(reminder))
     except PydanticSerializationError:  # a lone surrogate: the stdlib decoder lets them through
         return encoded_size(reminder)
     return _SET_BYTES + values * 5 // 4 + 1
+
+
+def _strings_bytes(strings: dict[str, Any]) -> int | None:
+    """At most the bytes of ``strings`` (`originals`: wire values the canonical form cannot tell
+    apart) beyond the `{}` counted in `_FIXED_BYTES`; None when a value is not a string."""
+    size = 0
+    for key, value in strings.items():
+        if type(value) is not str:
+            return None
+        size += (len(key) + len(value)) * _CHAR_BYTES + 6  # two pairs of quotes, a colon, a comma
+    return size
 
 
 def load_json(text: str) -> Reminder:

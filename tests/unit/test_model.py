@@ -500,15 +500,18 @@ def test_the_cheap_size_bound_is_never_below_the_stored_size(body, texts, tags, 
        choices=st.tuples(st.sampled_from(["all", "session", "none"]),
                          st.sampled_from(["system", "developer", "user_block", "ephemeral_cache"]),
                          st.sampled_from(["interrupt_immediate", "finish_step", "audit_only"]),
-                         st.none() | st.sampled_from(["contract", "corrective", "advisory"]), st.booleans()))
-def test_the_bound_of_a_plain_reminder_counts_every_field_at_its_worst(body, texts, tags, numbers, choices):
-    """A reminder with no `_meta`, unknown fields or originals is bounded without encoding it: every
-    field set, the longest enum values, huge integers and control characters still fit under it."""
+                         st.none() | st.sampled_from(["contract", "corrective", "advisory"]), st.booleans()),
+       originals=st.dictionaries(st.text(max_size=20), st.text(), max_size=4))
+def test_the_bound_of_a_plain_reminder_counts_every_field_at_its_worst(body, texts, tags, numbers, choices,
+                                                                       originals):
+    """A reminder with no `_meta`, no unknown fields and only string originals is bounded without
+    encoding it: every field set, the longest enum values, huge integers and control characters
+    (in the originals too) still fit under it."""
     propagate, role_hint, mode, authority, preserve = choices
     reminder = Reminder(id=texts[0] or "r", body=body, tags=tags, dedupe_key=texts[1], source=texts[2],
                         provider_id=texts[3], originating_agent_id=texts[4], ttl_turns=numbers[0],
                         fired_at_turn=numbers[1], propagate=propagate, role_hint=role_hint, mode=mode,
-                        authority=authority, preserve_on_compact=preserve)
+                        authority=authority, preserve_on_compact=preserve, originals=originals)
     assert size_at_most(reminder) >= encoded_size(reminder)
 
 
@@ -517,5 +520,6 @@ def test_a_plain_reminder_of_control_characters_and_every_field_set_fits_its_bou
     reminder = Reminder(id=worst, body=worst, tags=[worst, worst + "x"], dedupe_key=worst, source=worst,
                         provider_id=worst, originating_agent_id=worst, ttl_turns=10**18 - 1,
                         fired_at_turn=10**18 - 1, propagate="session", role_hint="ephemeral_cache",
-                        mode="interrupt_immediate", authority="corrective", preserve_on_compact=True)
+                        mode="interrupt_immediate", authority="corrective", preserve_on_compact=True,
+                        originals={worst: worst, "source": worst})
     assert size_at_most(reminder) >= encoded_size(reminder)
