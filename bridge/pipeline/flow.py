@@ -519,6 +519,11 @@ class Flow(Policing, Answering):
         """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
         return None
 
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """The headers a host ``frame`` carries when the transport POSTs it to an HTTP peer that the
+        host does not speak HTTP to (`stdio --upstream`): what the protocol mirrors of a message."""
+        return {}
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
