@@ -1,0 +1,224 @@
+"""`reminder-bridge stdio --upstream URL`, real processes: the `mcp` SDK's stdio client as the host,
+the proxy in front of a remote MCP server over HTTP: the SDK's own Streamable HTTP server (both
+eras, its event store for resumption), the SDK's 2024-11-05 SSE server, and the bundled legacy
+example server (which declares its Harn reminders)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from tests.peers.mcp_host import Reminders
+from tests.peers.processes import free_port, get_json, peer
+
+SECRET = "s3cr3t-t0ken-value"
+
+
+@pytest.fixture(scope="module")
+def sdk_server():
+    server = peer("tests.peers.sdk_http_server")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def legacy_server():
+    server = peer("tests.peers.mcp_legacy_http")
+    yield server
+    server.stop()
+
+
+def rules(tmp_path: Path, text: str = "") -> str:
+    path = tmp_path / "rules.toml"
+    path.write_text("[defaults]\nrequire_declaration = false\n" + text)  # the SDK cannot declare Harn reminders
+    return str(path)
+
+
+def host(tmp_path: Path, url: str, *options: str, env: dict[str, str] | None = None) -> tuple[object, Path]:
+    """The SDK's stdio client launching the proxy (in the SDK's default environment, plus ``env``);
+    the proxy's stderr goes to a file the test reads."""
+    log = tmp_path / "proxy-stderr.txt"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bridge", "stdio", "--upstream", url,
+                                                                 "--log-level", "info", *options],
+                                   env={**get_default_environment(), **env} if env else None)
+    return stdio_client(params, errlog=log.open("a")), log
+
+
+async def settle(client: Client) -> None:
+    """A round trip after the call, so notifications sent before its result have been dispatched."""
+    await client.call_tool("echo", {"text": "sync"})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_sdk_host_lists_and_calls_tools_of_an_sdk_server_in_both_eras(sdk_server, tmp_path, mode):
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
+    async with Client(transport, mode=mode) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("echo", {"text": "hello"})
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert {"echo", "remind", "announce"} <= {tool.name for tool in tools.tools}
+    assert [c.text for c in result.content] == ["hello"]
+    seen = await get_json(sdk_server.port, "/seen")
+    if mode == "auto":  # 2026-07-28: self-contained requests, the headers the SDK server checks them against
+        calls = [s["headers"] for s in seen if s["headers"].get("mcp-method") == "tools/call"]
+        assert calls and calls[-1]["mcp-name"] == "echo" and calls[-1]["mcp-protocol-version"] == "2026-07-28"
+
+
+async def test_legacy_reminder_reaches_a_standard_host_as_notifications_reminder(sdk_server, tmp_path):
+    ext = Reminders()
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp", "--rules", rules(tmp_path))
+    async with Client(transport, mode="legacy", extensions=[ext]) as client:
+        result = await client.call_tool("remind", {"path": "src/lib.rs"})
+        await settle(client)
+    assert [c.text for c in result.content] == ["touched src/lib.rs"]
+    assert [(r["body"], r["dedupeKey"]) for r in ext.received] == [
+        ("src/lib.rs changed externally; re-read it before editing.", "file_changed:src/lib.rs")]
+
+
+async def test_legacy_reminder_reaches_a_host_without_support_in_the_tool_result(sdk_server, tmp_path):
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp", "--rules", rules(tmp_path))
+    async with Client(transport, mode="legacy") as client:
+        result = await client.call_tool("remind", {"path": "a.py"})
+    texts = [c.text for c in result.content]
+    assert texts[0] == "touched a.py"
+    assert texts[1].startswith("<system-reminder") and "a.py changed externally" in texts[1]
+
+
+async def test_a_declared_legacy_server_needs_no_rules(legacy_server, tmp_path):
+    """The bundled example declares `_meta.harn.reminders`: the default rules take its reminders."""
+    ext = Reminders()
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{legacy_server.port}/mcp")
+    async with Client(transport, mode="legacy", extensions=[ext]) as client:
+        await client.call_tool("touch_file", {"path": "b.py"})
+        await settle(client)
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:b.py"]
+
+
+async def test_the_get_stream_delivers_the_servers_own_messages(sdk_server, tmp_path):
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    transport, log = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
+    async with Client(transport, mode="legacy", logging_callback=on_log) as client:
+        await client.call_tool("announce", {"text": "on the session's stream"})
+        for _ in range(50):  # the GET stream's message races the call's answer: round trips until it came
+            if logs:
+                break
+            await settle(client)
+    assert [(entry.logger, entry.data) for entry in logs] == [("announce", "on the session's stream")]
+    seen = await get_json(sdk_server.port, "/seen")
+    gets = [s for s in seen if s["method"] == "GET" and s["path"] == "/mcp"]
+    assert gets and gets[0]["headers"]["accept"] == "text/event-stream" and "mcp-session-id" in gets[0]["headers"]
+    assert any(s["method"] == "DELETE" for s in seen)  # the session ended with the host
+
+
+async def test_a_stream_the_server_closes_is_resumed_with_last_event_id(sdk_server, tmp_path):
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
+    async with Client(transport, mode="legacy") as client:
+        result = await client.call_tool("interrupted", {"text": "answered after resumption"})
+    assert [c.text for c in result.content] == ["answered after resumption"]
+    seen = await get_json(sdk_server.port, "/seen")
+    assert any("last-event-id" in s["headers"] for s in seen if s["method"] == "GET")
+
+
+def cause_of(raised: BaseException) -> MCPError:
+    """The JSON-RPC error the SDK raised, out of the exception groups its task groups wrap it in."""
+    while isinstance(raised, BaseExceptionGroup):
+        raised = raised.exceptions[0]
+    assert isinstance(raised, MCPError), raised
+    return raised
+
+
+async def test_auth_headers_reach_the_server_and_never_the_log(sdk_server, tmp_path):
+    url = f"http://user:pw-{SECRET}@127.0.0.1:{sdk_server.port}/mcp?key={SECRET}"
+    transport, log = host(tmp_path, url, "--header", "Authorization: Bearer ${UPSTREAM_TOKEN}",
+                          "--header", f"X-Api-Key: {SECRET}", "--log-level", "debug",
+                          env={"UPSTREAM_TOKEN": SECRET})
+    async with Client(transport, mode="legacy") as client:
+        await client.call_tool("echo", {"text": "with auth"})
+    seen = await get_json(sdk_server.port, "/seen")
+    mine = [s["headers"] for s in seen if s["headers"].get("x-api-key") == SECRET]
+    assert mine and all(h["authorization"] == f"Bearer {SECRET}" for h in mine)  # the flag over the userinfo
+    text = log.read_text()
+    assert "upstream" in text and "127.0.0.1" in text  # it did log about the upstream ...
+    assert SECRET not in text and "pw-" not in text  # ... with none of its secrets
+
+
+async def test_an_upstream_that_dies_mid_call_answers_the_host_with_an_error(tmp_path):
+    server = peer("tests.peers.sdk_http_server")
+    try:
+        transport, log = host(tmp_path, f"http://127.0.0.1:{server.port}/mcp")
+        async with Client(transport, mode="legacy") as client:
+            with pytest.raises(MCPError) as died:
+                await client.call_tool("die", {})
+            with pytest.raises(MCPError) as after:
+                await client.call_tool("echo", {"text": "nobody there"})
+    finally:
+        server.stop()
+    assert died.value.error.code == -32603 and died.value.error.message.startswith("reminder-bridge route 'default'")
+    assert after.value.error.data["cause"] == "cannot connect (Connection refused)"
+    assert "upstream_error" in log.read_text()
+
+
+async def test_an_upstream_that_is_not_there_answers_initialize_with_an_error(tmp_path):
+    transport, _ = host(tmp_path, f"http://127.0.0.1:{free_port()}/mcp")
+    with pytest.raises(BaseException) as raised:
+        async with Client(transport, mode="legacy"):
+            pass
+    error = cause_of(raised.value).error
+    assert error.code == -32603 and error.data["cause"] == "cannot connect (Connection refused)"
+
+
+async def test_a_2024_11_05_sse_server_of_the_sdk(tmp_path):
+    """The SDK still ships the old HTTP+SSE server (`MCPServer.sse_app`): answers come on its stream."""
+    server = peer("tests.peers.sdk_http_server", "--sse")
+    try:
+        ext = Reminders()
+        for url in (f"http://127.0.0.1:{server.port}/sse", f"http://127.0.0.1:{server.port}/sse?x=1"):
+            transport, log = host(tmp_path, url, "--rules", rules(tmp_path))
+            async with Client(transport, mode="legacy", extensions=[ext]) as client:
+                tools = await client.list_tools()
+                result = await client.call_tool("remind", {"path": "c.py"})
+                await settle(client)
+            assert "remind" in {tool.name for tool in tools.tools}
+            assert [c.text for c in result.content] == ["touched c.py"]
+        assert [r["dedupeKey"] for r in ext.received] == ["file_changed:c.py"] * 2
+        seen = await get_json(server.port, "/seen")
+        assert any(s["method"] == "POST" and s["path"].startswith("/messages") for s in seen)
+    finally:
+        server.stop()
+
+
+async def test_auto_finds_the_sse_transport_when_the_url_refuses_posts(tmp_path):
+    server = peer("tests.peers.sdk_http_server", "--sse", "/events")
+    try:
+        # the path does not say /sse: only the first POST's 405 tells
+        transport, log = host(tmp_path, f"http://127.0.0.1:{server.port}/events")
+        async with Client(transport, mode="legacy") as client:
+            result = await client.call_tool("echo", {"text": "found"})
+        assert [c.text for c in result.content] == ["found"]
+    finally:
+        server.stop()
+
+
+def test_options_that_do_not_go_with_an_upstream_are_refused():
+    import subprocess
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bridge", "stdio", *args], capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+
+    both = run("--upstream", "http://127.0.0.1:9/mcp", "--", "true")
+    assert both.returncode == 2 and "not both" in both.stderr
+    header = run("--header", "X-A: b", "--", "true")
+    assert header.returncode == 2 and "--header is for --upstream" in header.stderr
+    websocket = run("--upstream", "ws://127.0.0.1:9/mcp")
+    assert websocket.returncode == 2 and "http(s)://" in websocket.stderr
+    acp = run("--upstream", "http://127.0.0.1:9/mcp", "--protocol", "acp")
+    assert acp.returncode == 2 and "ACP" in acp.stderr
