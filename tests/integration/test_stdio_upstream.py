@@ -222,3 +222,16 @@ def test_options_that_do_not_go_with_an_upstream_are_refused():
     assert websocket.returncode == 2 and "http(s)://" in websocket.stderr
     acp = run("--upstream", "http://127.0.0.1:9/mcp", "--protocol", "acp")
     assert acp.returncode == 2 and "ACP" in acp.stderr
+
+
+async def test_a_route_with_an_upstream_and_no_command_runs_against_it(sdk_server, tmp_path):
+    path = tmp_path / "remote.toml"
+    path.write_text(f'[routes.remote]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{sdk_server.port}/mcp"\n'
+                    '[routes.remote.headers]\nX-Route = "from-the-rules"\n')
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bridge", "stdio", "--rules", str(path),
+                                                                 "--route", "remote"])
+    async with Client(params, mode="legacy") as client:
+        result = await client.call_tool("echo", {"text": "routed"})
+    assert [c.text for c in result.content] == ["routed"]
+    seen = await get_json(sdk_server.port, "/seen")
+    assert any(s["headers"].get("x-route") == "from-the-rules" for s in seen)
