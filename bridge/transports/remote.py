@@ -28,7 +28,9 @@ from typing import Any
 
 import aiohttp
 
-from bridge.jsonrpc import error_response
+from bridge.jsonrpc import dumps, error_response
+from bridge.pipeline.commands import PEER, Call, Command
+from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
 from bridge.telemetry import Recorder
@@ -244,19 +246,45 @@ class RemoteProxy(StdioProxy):
         if to_host:
             super()._write(data, True)
             return
-        if self._closing or self.client is None:
-            return
         for line in data.split(b"\n"):
             if line.strip():
-                self._outbound += len(line)
-                task = self._spawn(self._post(line))
-                self._posts.add(task)
-                task.add_done_callback(self._posts.discard)
+                self._send(line)
+
+    def _sort(self, commands: list[Command], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
+        """As the stdio proxy sorts them, but each of the proxy's own requests goes on a POST of its
+        own, so that an upstream that cannot answer it answers the flow's call with an error."""
+        if not any(type(c) is Call for c in commands):
+            super()._sort(commands, to_host, to_peer, later)
+            return
+        for command in commands:
+            if type(command) is Call and command.to == PEER:
+                self._call(command)
+            else:
+                super()._sort([command], to_host, to_peer, later)
+
+    def _start_flow(self, first_frame: bytes) -> Flow:
+        flow = super()._start_flow(first_frame)
+        assert self.driver is not None
+        host_call = self.driver.call
+        self.driver.call = lambda call: self._call(call) if call.to == PEER else host_call(call)
+        return flow
+
+    def _call(self, call: Call) -> None:
+        self._send(call.data, call.id)
+
+    def _send(self, frame: bytes, call_id: Any = None) -> None:
+        """One message POSTed (``call_id``: the proxy's own request's id), bounded in bytes."""
+        if self._closing or self.client is None:
+            return
+        self._outbound += len(frame)
+        task = self._spawn(self._post(frame, call_id))
+        self._posts.add(task)
+        task.add_done_callback(self._posts.discard)
         if self._outbound > MAX_OUTBOUND_BYTES and not self._outbound_full:
             self._outbound_full = True
             self.pause_host()
 
-    async def _post(self, frame: bytes) -> None:
+    async def _post(self, frame: bytes, call_id: Any = None) -> None:
         try:
             first = self._first is None
             if first:
@@ -265,9 +293,9 @@ class RemoteProxy(StdioProxy):
                 await asyncio.shield(self._first)
             assert self._slots is not None
             async with self._slots:
-                await self._exchange(frame, first)
+                await self._exchange(frame, first, call_id)
         except asyncio.CancelledError:
-            self._gone(frame, Refused("the proxy stopped before the upstream answered"), quiet=True)
+            self._gone(frame, Refused("the proxy stopped before the upstream answered"), call_id, quiet=True)
             raise
         finally:
             if self._first is not None and not self._first.done() and first:
@@ -281,7 +309,7 @@ class RemoteProxy(StdioProxy):
         """What the protocol mirrors in headers: of ``frame``, or (none given) of the session."""
         return self.flow.http_headers(frame) if self.flow is not None else {}
 
-    async def _exchange(self, frame: bytes, first: bool) -> None:
+    async def _exchange(self, frame: bytes, first: bool, call_id: Any = None) -> None:
         """One host message POSTed; every message of its answer through the flow toward the host."""
         assert self.client is not None
         try:
@@ -292,30 +320,30 @@ class RemoteProxy(StdioProxy):
                                                   headers=self.remote.headers(self._mirrored(frame)),
                                                   allow_redirects=False)
         except (*FAILURES, Refused) as exc:
-            self._gone(frame, exc)
+            self._gone(frame, exc, call_id)
             return
         async with response:
             if self.remote.answered(response.status, response.headers, first):
                 response.release()
                 self._note("upstream_transport", level="info", transport=self.remote.transport,
                            why=f"the URL answered a POST with HTTP {response.status}: a 2024-11-05 SSE endpoint")
-                await self._exchange(frame, first)
+                await self._exchange(frame, first, call_id)
                 return
             if first and self._first is not None and not self._first.done():
                 self._first.set_result(None)
             try:
-                await self._answer(frame, response)
+                await self._answer(frame, response, call_id)
             except FAILURES as exc:
-                self._gone(frame, exc)
+                self._gone(frame, exc, call_id)
         if first and self.remote.listens and self._stream is None and not self._closing:
             self._stream = self._spawn(self._listen())
 
-    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse) -> None:
+    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any) -> None:
         ctype = response.headers.get("content-type", "")
         if response.status >= 300:
-            if "json" in ctype:  # a JSON-RPC error for the request, as servers send with 4xx
+            if "json" in ctype and call_id is None:  # a JSON-RPC error for the request, as servers send with 4xx
                 self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
-            self._gone(frame, Refused.status(response))
+            self._gone(frame, Refused.status(response), call_id)
             return
         if "text/event-stream" in ctype:
             resume = Resume()
@@ -419,12 +447,16 @@ class RemoteProxy(StdioProxy):
     def _awaits(self, frame: bytes) -> bool:
         return self.flow is not None and self.flow.awaits(frame)
 
-    def _gone(self, frame: bytes | None, exc: BaseException, quiet: bool = False) -> None:
+    def _gone(self, frame: bytes | None, exc: BaseException, call_id: Any = None, quiet: bool = False) -> None:
         """The upstream cannot answer ``frame`` (None: anything): each of its requests still waiting
-        gets the JSON-RPC error that says why, the upstream's secrets never in it."""
+        gets the JSON-RPC error that says why, the upstream's secrets never in it; the proxy's own
+        request (``call_id``) gets it as its answer, through the flow that asked."""
         if not quiet:
             self.recorder.log("upstream_error", why=self.shown(cause(exc)), url=self.target.shown)
         if self.flow is None or self._host_gone:
+            return
+        if call_id is not None:
+            self._feed(dumps(upstream_error(self, call_id, exc)))
             return
         error = upstream_error(self, None, exc)["error"]
         for reply in self.flow.upstream_gone(error, frame):
