@@ -68,10 +68,11 @@ async def test_sdk_host_lists_and_calls_tools_of_an_sdk_server_in_both_eras(sdk_
         assert calls and calls[-1]["mcp-name"] == "echo" and calls[-1]["mcp-protocol-version"] == "2026-07-28"
 
 
-async def test_legacy_reminder_reaches_a_standard_host_as_notifications_reminder(sdk_server, tmp_path):
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_legacy_reminder_reaches_a_standard_host_as_notifications_reminder(sdk_server, tmp_path, mode):
     ext = Reminders()
     transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp", "--rules", rules(tmp_path))
-    async with Client(transport, mode="legacy", extensions=[ext]) as client:
+    async with Client(transport, mode=mode, extensions=[ext]) as client:
         result = await client.call_tool("remind", {"path": "src/lib.rs"})
         await settle(client)
     assert [c.text for c in result.content] == ["touched src/lib.rs"]
@@ -79,9 +80,10 @@ async def test_legacy_reminder_reaches_a_standard_host_as_notifications_reminder
         ("src/lib.rs changed externally; re-read it before editing.", "file_changed:src/lib.rs")]
 
 
-async def test_legacy_reminder_reaches_a_host_without_support_in_the_tool_result(sdk_server, tmp_path):
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_legacy_reminder_reaches_a_host_without_support_in_the_tool_result(sdk_server, tmp_path, mode):
     transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp", "--rules", rules(tmp_path))
-    async with Client(transport, mode="legacy") as client:
+    async with Client(transport, mode=mode) as client:
         result = await client.call_tool("remind", {"path": "a.py"})
     texts = [c.text for c in result.content]
     assert texts[0] == "touched a.py"
