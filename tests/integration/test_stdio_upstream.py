@@ -5,6 +5,7 @@ example server (which declares its Harn reminders)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,9 +116,34 @@ async def test_the_get_stream_delivers_the_servers_own_messages(sdk_server, tmp_
             await settle(client)
     assert [(entry.logger, entry.data) for entry in logs] == [("announce", "on the session's stream")]
     seen = await get_json(sdk_server.port, "/seen")
-    gets = [s for s in seen if s["method"] == "GET" and s["path"] == "/mcp"]
-    assert gets and gets[0]["headers"]["accept"] == "text/event-stream" and "mcp-session-id" in gets[0]["headers"]
-    assert any(s["method"] == "DELETE" for s in seen)  # the session ended with the host
+    assert seen[-1]["method"] == "DELETE"  # the session ended with the host
+    session = seen[-1]["headers"]["mcp-session-id"]
+    gets = [s["headers"] for s in seen if s["method"] == "GET" and s["headers"].get("mcp-session-id") == session]
+    assert gets and gets[0]["accept"] == "text/event-stream"
+
+
+async def test_a_get_stream_the_server_closes_is_reopened_from_its_last_event(sdk_server, tmp_path):
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    transport, log = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
+    async with Client(transport, mode="legacy", logging_callback=on_log) as client:
+        await client.call_tool("announce", {"text": "the stream is open"})
+        for _ in range(50):  # a message on the GET stream says it is open
+            if logs:
+                break
+            await settle(client)
+        await client.call_tool("hang_up", {"text": "said while the stream was closed"})
+        deadline = time.monotonic() + 20  # the proxy waits 1 s (no `retry` on this stream) before it reopens it
+        while len(logs) < 2 and time.monotonic() < deadline:
+            await settle(client)
+    assert [entry.data for entry in logs] == ["the stream is open", "said while the stream was closed"]
+    seen = await get_json(sdk_server.port, "/seen")
+    session = next(s["headers"]["mcp-session-id"] for s in reversed(seen) if s["method"] == "DELETE")  # this test's
+    gets = [s["headers"] for s in seen if s["method"] == "GET" and s["headers"].get("mcp-session-id") == session]
+    assert len(gets) >= 2 and "last-event-id" in gets[-1]
 
 
 async def test_a_stream_the_server_closes_is_resumed_with_last_event_id(sdk_server, tmp_path):

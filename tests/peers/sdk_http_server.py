@@ -5,7 +5,8 @@ Streamable HTTP with an event store (resumption), or the 2024-11-05 HTTP+SSE tra
 
 Tools: `echo {text}`; `remind {path}` sends a legacy Harn reminder (`notifications/message` with
 `_meta.harn.reminder`) on the call's stream, then answers; `announce {text}` sends a log line on the
-session's own stream (the GET stream), not the call's; `interrupted {text}` closes its call's SSE
+session's own stream (the GET stream), not the call's; `hang_up {text}` closes the GET stream first
+(the line reaches only a client that resumes it); `interrupted {text}` closes its call's SSE
 stream, then answers (only a client that resumes gets the answer); `die` ends the process mid-call,
 after one notification. `/seen` lists every request that reached the server, with its headers.
 The SDK's capabilities have no slot for the legacy declaration: a proxy in front of it needs
@@ -56,6 +57,15 @@ def build() -> MCPServer:
         await ctx.session.send_notification(types.LoggingMessageNotification(
             params=types.LoggingMessageNotificationParams(level="info", logger="announce", data=text)))
         return "announced"
+
+    @server.tool()
+    async def hang_up(text: str, ctx: Context) -> str:
+        """Close the session's own stream (the GET stream), then send a log line on it: only a
+        client that comes back with `Last-Event-ID` gets it (the event store replays it)."""
+        await ctx.close_standalone_sse_stream()
+        await ctx.session.send_notification(types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level="info", logger="announce", data=text)))
+        return "hung up"
 
     @server.tool()
     async def interrupted(text: str, ctx: Context) -> str:
