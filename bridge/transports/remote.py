@@ -121,11 +121,7 @@ class RemoteProxy(StdioProxy):
             signal.signal(sig, lambda signum, _: loop.call_soon_threadsafe(self._forward_signal, signum))
         try:
             await self._finished
-            if not self._host_gone and self.flow is not None:  # what the upstream never answered
-                error = error_response(None, CONNECTION_CLOSED, "Connection closed: reminder-bridge stopped before "
-                                       f"{self.target.shown} answered", {"upstream": self.target.shown})["error"]
-                for reply in self.flow.upstream_gone(error):
-                    self._write(reply.data + b"\n", to_host=True)
+            self._stopped(None)  # what the upstream never answered
             if self._host_writer is not None and self._host_sink is not None:
                 self._host_writer.close()  # flushes what is still buffered for the host, within the grace
                 try:
@@ -295,7 +291,7 @@ class RemoteProxy(StdioProxy):
             async with self._slots:
                 await self._exchange(frame, first, call_id)
         except asyncio.CancelledError:
-            self._gone(frame, Refused("the proxy stopped before the upstream answered"), call_id, quiet=True)
+            self._stopped(frame, call_id)
             raise
         finally:
             if self._first is not None and not self._first.done() and first:
@@ -447,12 +443,24 @@ class RemoteProxy(StdioProxy):
     def _awaits(self, frame: bytes) -> bool:
         return self.flow is not None and self.flow.awaits(frame)
 
-    def _gone(self, frame: bytes | None, exc: BaseException, call_id: Any = None, quiet: bool = False) -> None:
+    def _stopped(self, frame: bytes | None, call_id: Any = None) -> None:
+        """The proxy stops (the host's goodbye, a signal) before the upstream answered ``frame`` (None:
+        anything): what MCP's SDKs answer a request with when the connection closes under it."""
+        if self.flow is None or self._host_gone:
+            return
+        error = error_response(call_id, CONNECTION_CLOSED, "Connection closed: reminder-bridge stopped before "
+                               f"{self.target.shown} answered", {"upstream": self.target.shown})
+        if call_id is not None:
+            self._feed(dumps(error))
+            return
+        for reply in self.flow.upstream_gone(error["error"], frame):
+            self._write(reply.data + b"\n", to_host=True)
+
+    def _gone(self, frame: bytes | None, exc: BaseException, call_id: Any = None) -> None:
         """The upstream cannot answer ``frame`` (None: anything): each of its requests still waiting
         gets the JSON-RPC error that says why, the upstream's secrets never in it; the proxy's own
         request (``call_id``) gets it as its answer, through the flow that asked."""
-        if not quiet:
-            self.recorder.log("upstream_error", why=self.shown(cause(exc)), url=self.target.shown)
+        self.recorder.log("upstream_error", why=self.shown(cause(exc)), url=self.target.shown)
         if self.flow is None or self._host_gone:
             return
         if call_id is not None:

@@ -4,7 +4,10 @@ eras, its event store for resumption), the SDK's 2024-11-05 SSE server, and the 
 example server (which declares its Harn reminders)."""
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,8 +16,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from bridge.transports.remote import MAX_OUTBOUND_BYTES
+from tests.peers.faulty_http import held_at, open_gate, stats_of
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import free_port, get_json, peer
+from tests.peers.processes import eventually, free_port, get_json, peer
 
 SECRET = "s3cr3t-t0ken-value"
 
@@ -236,8 +241,6 @@ async def test_auto_finds_the_sse_transport_when_the_url_refuses_posts(tmp_path)
 
 
 def test_options_that_do_not_go_with_an_upstream_are_refused():
-    import subprocess
-
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "bridge", "stdio", *args], capture_output=True, text=True,
                               timeout=30, stdin=subprocess.DEVNULL)
@@ -263,3 +266,79 @@ async def test_a_route_with_an_upstream_and_no_command_runs_against_it(sdk_serve
     assert [c.text for c in result.content] == ["routed"]
     seen = await get_json(sdk_server.port, "/seen")
     assert any(s["headers"].get("x-route") == "from-the-rules" for s in seen)
+
+
+class RawHost:
+    """A host that writes JSON-RPC lines to the proxy itself (the SDK's client cannot flood)."""
+
+    def __init__(self, url: str, *options: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "stdio", "--upstream", url, *options],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines = self.proc.stdout
+
+    def send(self, *messages: dict) -> None:
+        self.proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        self.proc.stdin.flush()
+
+    def read(self) -> dict:
+        line = self.lines.readline()
+        assert line, f"the proxy closed its output: {self.proc.stderr.read().decode()[-2000:]}"
+        return json.loads(line)
+
+    def initialize(self) -> None:
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        assert self.read()["id"] == 1
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def faulty():
+    server = peer("tests.peers.faulty_http")
+    yield server
+    server.stop()
+
+
+async def test_host_messages_waiting_for_their_post_are_bounded_in_bytes(faulty):
+    """40 requests of 512 KiB that the upstream holds: the proxy takes about 8 MiB of them, then stops
+    reading the host until they are answered (its stdin pipe fills, the host's write blocks)."""
+    raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
+    try:
+        raw.initialize()
+        pad = "x" * (512 * 1024)
+        flood = [{"jsonrpc": "2.0", "id": 100 + i, "method": "held", "params": {"pad": pad}} for i in range(40)]
+        writer = threading.Thread(target=raw.send, args=flood, daemon=True)
+        writer.start()
+        await eventually(lambda: held_above(faulty.port, 8))
+        writer.join(3)  # proving a negative: nothing the host does can make the proxy read on while held
+        assert writer.is_alive()  # 20 MiB written, ~8 MiB taken, 64 KiB in the pipe: the host waits
+        assert (await stats_of(faulty.port))["held"] <= MAX_OUTBOUND_BYTES // len(pad) + 1
+        await open_gate(faulty.port)
+        writer.join(30)
+        assert not writer.is_alive()
+        assert sorted(raw.read()["id"] for _ in flood) == [m["id"] for m in flood]  # every one answered
+    finally:
+        raw.close()
+
+
+async def held_above(port: int, n: int) -> bool:
+    return (await stats_of(port))["held"] > n
+
+
+async def test_a_request_the_upstream_never_answers_is_answered_when_the_host_says_goodbye(faulty):
+    raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "held", "params": {}})
+        await eventually(lambda: held_at(faulty.port, 1))
+        raw.proc.stdin.close()  # the host's goodbye: the answer gets STOP_GRACE, then the proxy ends
+        answer = raw.read()
+        assert answer["id"] == 2 and answer["error"]["code"] == -32000
+        assert "stopped before" in answer["error"]["message"]
+        assert raw.proc.wait(10) == 0
+    finally:
+        raw.close()
