@@ -341,7 +341,8 @@ class RemoteProxy(StdioProxy):
                 self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
             self._gone(frame, Refused.status(response), call_id)
             return
-        if "text/event-stream" in ctype:
+        streamed = "text/event-stream" in ctype
+        if streamed:
             resume = Resume()
             await self._relay(response, resume)
             await self._resume(frame, resume)
@@ -350,7 +351,8 @@ class RemoteProxy(StdioProxy):
             if data.strip():
                 self._feed(data)
         if not self.remote.legacy and self._awaits(frame):  # a 202, or a stream that ended unanswered
-            self._gone(frame, Refused(f"answered HTTP {response.status} without a response to the request"))
+            self._gone(frame, Refused("ended its event stream before the response" if streamed else
+                                      f"answered HTTP {response.status} without a response to the request"))
 
     async def _relay(self, response: aiohttp.ClientResponse, resume: Resume) -> int:
         """Every message of an SSE answer through the flow, as it comes; returns how many events came."""
