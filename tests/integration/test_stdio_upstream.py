@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
@@ -340,5 +341,24 @@ async def test_a_request_the_upstream_never_answers_is_answered_when_the_host_sa
         assert answer["id"] == 2 and answer["error"]["code"] == -32000
         assert "stopped before" in answer["error"]["message"]
         assert raw.proc.wait(10) == 0
+    finally:
+        raw.close()
+
+
+async def test_the_admin_port_says_ready_while_the_upstream_session_runs(faulty):
+    admin = free_port()
+    raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp", "--admin", f"127.0.0.1:{admin}")
+    try:
+        raw.initialize()
+
+        async def ready() -> str | None:
+            async with aiohttp.ClientSession() as http:
+                try:
+                    async with http.get(f"http://127.0.0.1:{admin}/readyz") as r:
+                        return await r.text() if r.status == 200 else None
+                except aiohttp.ClientError:
+                    return None
+
+        assert await eventually(ready) == "ready\n"
     finally:
         raw.close()
