@@ -15,9 +15,10 @@ the host leaves. A 2026-07-28 host's self-contained requests go as it wrote them
 HTTP+SSE transport (`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint`
 event names where to POST, carries every answer.
 
-Memory is bounded in bytes: host messages waiting for or in their POST (`MAX_OUTBOUND_BYTES`: the
-host is not read past it), answers read whole (the `max_inflight_bytes` budget, `max_response_bytes`
-each), events (`max_event_bytes`); and no answer is read further while the host's pipe is full.
+Memory is bounded in bytes: host messages waiting for or in their POST (`MAX_OUTBOUND_BYTES`, and
+`MAX_OUTBOUND` of them: the host is not read past either), answers read whole (the
+`max_inflight_bytes` budget, `max_response_bytes` each), events (`max_event_bytes`); and no answer
+is read further while the host's pipe is full.
 """
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ from bridge.transports.remote_session import AUTO, RemoteSession, Resume, one_li
 from bridge.transports.sse import EventTooLarge, events
 from bridge.transports.stdio import CONNECTION_CLOSED, DRAIN_GRACE, MAX_LINE, STOP_GRACE, StdioProxy, _Discard
 
-#: Host messages waiting for or in their POST, in bytes: past it the host is not read until they
-#: fall under half (one message larger than this still goes, alone).
+#: Host messages waiting for or in their POST, in bytes and in number (each holds a task): past
+#: either the host is not read until both fall under half (one message larger still goes, alone).
 MAX_OUTBOUND_BYTES = 8 * 1024 * 1024
+MAX_OUTBOUND = 1024
 #: POSTs in flight at once (the connection pool holds as many, and the streams beside them).
 MAX_POSTS = 64
 #: A stream that breaks is resumed this many times in a row without an event before the proxy gives up.
@@ -276,7 +278,7 @@ class RemoteProxy(StdioProxy):
         task = self._spawn(self._post(frame, call_id))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
-        if self._outbound > MAX_OUTBOUND_BYTES and not self._outbound_full:
+        if (self._outbound > MAX_OUTBOUND_BYTES or len(self._posts) > MAX_OUTBOUND) and not self._outbound_full:
             self._outbound_full = True
             self.pause_host()
 
@@ -297,7 +299,8 @@ class RemoteProxy(StdioProxy):
             if self._first is not None and not self._first.done() and first:
                 self._first.set_result(None)
             self._outbound -= len(frame)
-            if self._outbound_full and self._outbound <= MAX_OUTBOUND_BYTES // 2:
+            if self._outbound_full and self._outbound <= MAX_OUTBOUND_BYTES // 2 \
+                    and len(self._posts) <= MAX_OUTBOUND // 2 + 1:  # (this one is still among them)
                 self._outbound_full = False
                 self.resume_host()
 

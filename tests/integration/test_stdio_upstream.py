@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from bridge.transports.remote import MAX_OUTBOUND_BYTES
+from bridge.transports.remote import MAX_OUTBOUND_BYTES, MAX_POSTS
 from tests.peers.faulty_http import held_at, open_gate, stats_of
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, free_port, get_json, peer
@@ -304,22 +304,23 @@ def faulty():
     server.stop()
 
 
-async def test_host_messages_waiting_for_their_post_are_bounded_in_bytes(faulty):
-    """40 requests of 512 KiB that the upstream holds: the proxy takes about 8 MiB of them, then stops
-    reading the host until they are answered (its stdin pipe fills, the host's write blocks)."""
+@pytest.mark.parametrize("count, size", [(40, 512 * 1024), (3000, 0)], ids=["bytes", "number"])
+async def test_host_messages_waiting_for_their_post_are_bounded(faulty, count, size):
+    """Requests the upstream holds: the proxy takes about 8 MiB of them (or 1024 small ones), then
+    stops reading the host until they are answered (its stdin pipe fills, the host's write blocks)."""
     raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
     try:
         raw.initialize()
-        pad = "x" * (512 * 1024)
-        flood = [{"jsonrpc": "2.0", "id": 100 + i, "method": "held", "params": {"pad": pad}} for i in range(40)]
+        pad = "x" * size
+        flood = [{"jsonrpc": "2.0", "id": 100 + i, "method": "held", "params": {"pad": pad}} for i in range(count)]
         writer = threading.Thread(target=raw.send, args=flood, daemon=True)
         writer.start()
         await eventually(lambda: held_above(faulty.port, 8))
         writer.join(3)  # proving a negative: nothing the host does can make the proxy read on while held
-        assert writer.is_alive()  # 20 MiB written, ~8 MiB taken, 64 KiB in the pipe: the host waits
-        assert (await stats_of(faulty.port))["held"] <= MAX_OUTBOUND_BYTES // len(pad) + 1
+        assert writer.is_alive()  # more written than the proxy takes and the pipe holds: the host waits
+        assert (await stats_of(faulty.port))["held"] <= min(MAX_POSTS, MAX_OUTBOUND_BYTES // max(size, 1) + 1)
         await open_gate(faulty.port)
-        writer.join(30)
+        writer.join(60)
         assert not writer.is_alive()
         assert sorted(raw.read()["id"] for _ in flood) == [m["id"] for m in flood]  # every one answered
     finally:
