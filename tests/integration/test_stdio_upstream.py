@@ -196,7 +196,7 @@ async def test_an_upstream_that_dies_mid_call_answers_the_host_with_an_error(tmp
     finally:
         server.stop()
     assert died.value.error.code == -32603 and died.value.error.message.startswith("reminder-bridge route 'default'")
-    assert after.value.error.data["cause"] == "cannot connect (Connection refused)"
+    assert after.value.error.data["cause"].startswith("cannot connect (")  # refused, or reset on a kept connection
     assert "upstream_error" in log.read_text()
 
 
