@@ -161,10 +161,10 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
     if url is not None:
         from bridge.rules import Limits
+        from bridge.transports.forwarding import with_own
         from bridge.transports.remote import RemoteProxy
 
-        headers = {**{k: v for k, v in settings.headers.items() if k.lower() not in {n.lower() for n, _ in args.header}},
-                   **dict(args.header)}
+        headers = with_own(settings.headers, dict(args.header))  # --header in place of the route's of its name
         proxy: StdioProxy = RemoteProxy(url, headers, settings, protocol, recorder, args.host_dialect,
                                         args.peer_dialect, args.max_line or MAX_LINE, policy=policy,
                                         transport=args.upstream_transport,
