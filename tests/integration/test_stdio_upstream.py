@@ -5,6 +5,7 @@ example server (which declares its Harn reminders)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -361,5 +362,19 @@ async def test_the_admin_port_says_ready_while_the_upstream_session_runs(faulty)
                     return None
 
         assert await eventually(ready) == "ready\n"
+    finally:
+        raw.close()
+
+
+async def test_sigterm_ends_the_session_at_once_and_answers_what_waits(faulty):
+    raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "held", "params": {}})
+        await eventually(lambda: held_at(faulty.port, 1))
+        raw.proc.send_signal(signal.SIGTERM)
+        answer = raw.read()
+        assert answer["id"] == 2 and answer["error"]["code"] == -32000
+        assert raw.proc.wait(10) == 128 + signal.SIGTERM
     finally:
         raw.close()
