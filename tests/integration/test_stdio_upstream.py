@@ -378,3 +378,33 @@ async def test_sigterm_ends_the_session_at_once_and_answers_what_waits(faulty):
         assert raw.proc.wait(10) == 128 + signal.SIGTERM
     finally:
         raw.close()
+
+
+async def test_the_outbox_add_on_polls_a_remote_server_through_its_own_posts(tmp_path):
+    """The stdio route's add-ons come along: an outbox on the remote server is read by the proxy's
+    own requests (POSTs of their own, in the host's session) and its events reach the host."""
+    from tests.integration.test_outbox import _accepts, event, until
+    from tests.peers import outbox_server
+
+    db = str(tmp_path / "server.db")
+    outbox_server.connect(db).close()
+    port = free_port()
+    upstream = subprocess.Popen([sys.executable, "-m", "tests.peers.outbox_server", db, "--http", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = tmp_path / "outbox.toml"
+    path.write_text('[routes.acme]\nprotocol = "mcp"\n[routes.acme.outbox]\nresource = "acme://notifications"\n'
+                    'store = "proxy.sqlite3"\npoll_floor_ms = 100\npoll_ceiling_ms = 300\n')
+    try:
+        await until(lambda: _accepts(port), "the upstream to listen")
+        ext = Reminders()
+        transport, _ = host(tmp_path, f"http://127.0.0.1:{port}/mcp", "--rules", str(path), "--route", "acme",
+                            "--state-dir", str(tmp_path / "state"))
+        async with Client(transport, mode="legacy", extensions=[ext]) as client:
+            await until(lambda: outbox_server.reads(db), "the bootstrap read")
+            outbox_server.write_event(db, event("u1"))
+            await until(lambda: len(ext.received) == 1, "the event as a reminder")
+            assert [c.text for c in (await client.call_tool("echo", {"text": "hi"})).content] == ["hi"]
+        assert ext.received[0]["_meta"]["reminder-bridge/event"]["event"]["eventId"] == "u1"
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
