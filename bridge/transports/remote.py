@@ -97,6 +97,7 @@ class RemoteProxy(StdioProxy):
         self._readable: asyncio.Event | None = None  # clear while the host's pipe is full (or the backlog long)
         self._host_full = False
         self._closing = False
+        self._session_lost = False  # the server answered the session with 404 (said once)
         self._signal: int | None = None
 
     def shown(self, text: str) -> str:
@@ -340,6 +341,10 @@ class RemoteProxy(StdioProxy):
     async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any) -> None:
         ctype = response.headers.get("content-type", "")
         if response.status >= 300:
+            if response.status == 404 and self.remote.session_id is not None and not self._session_lost:
+                self._session_lost = True  # (MCP: the session is gone; only a new initialize starts another)
+                self._note("upstream_session_lost", why="the server no longer knows the session (HTTP 404): "
+                           "every request fails until the host starts the server again")
             if "json" in ctype and call_id is None:  # a JSON-RPC error for the request, as servers send with 4xx
                 self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
             self._gone(frame, Refused.status(response), call_id)

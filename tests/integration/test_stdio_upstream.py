@@ -408,3 +408,29 @@ async def test_the_outbox_add_on_polls_a_remote_server_through_its_own_posts(tmp
     finally:
         upstream.terminate()
         upstream.wait(10)
+
+
+async def test_a_server_that_lost_the_session_fails_each_request_with_its_error_and_says_so(tmp_path):
+    """The server restarted: it answers the old session with 404. MCP says only a new initialize
+    starts another, which a stdio host cannot know to send: each request gets the server's error,
+    and the log says what happened, once."""
+    port = free_port()
+    server = peer("tests.peers.mcp_legacy_http", "--port", str(port))
+    raw = RawHost(f"http://127.0.0.1:{port}/mcp")
+    try:
+        raw.initialize()
+        server.stop()
+        server = peer("tests.peers.mcp_legacy_http", "--port", str(port))
+        for n in (2, 3):
+            raw.send({"jsonrpc": "2.0", "id": n, "method": "tools/list"})
+            got = raw.read()
+            while got.get("id") != n:  # the server's own error names no id (it never read the request)
+                assert got["id"] is None and "Session not found" in got["error"]["message"]
+                got = raw.read()
+            assert got["error"]["data"]["cause"] == "answered HTTP 404 Not Found"
+        raw.proc.stdin.close()
+        assert raw.proc.wait(10) == 0
+        assert raw.proc.stderr.read().decode().count("upstream_session_lost") == 1
+    finally:
+        raw.close()
+        server.stop()
