@@ -41,7 +41,7 @@ from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.upstream_errors import cause, upstream_error
 from bridge.transports.remote_session import AUTO, RemoteSession, Resume, one_line
 from bridge.transports.sse import EventTooLarge, events
-from bridge.transports.stdio import CONNECTION_CLOSED, DRAIN_GRACE, MAX_LINE, STOP_GRACE, StdioProxy, _Discard
+from bridge.transports.stdio import CONNECTION_CLOSED, DRAIN_GRACE, MAX_LINE, STOP_GRACE, StdioProxy
 
 #: Host messages waiting for or in their POST, in bytes and in number (each holds a task): past
 #: either the host is not read until both fall under half (one message larger still goes, alone).
@@ -53,15 +53,12 @@ MAX_POSTS = 64
 MAX_RESUMES = 3
 #: How long the DELETE that ends the session may take when the host leaves.
 DELETE_TIMEOUT_S = 2.0
-#: What an upstream error may be (the HTTP client's, a timeout, a limit) and what cannot be read.
+#: What an upstream failure may raise: the HTTP client's errors, a timeout, a socket, a limit passed.
 FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge, EventTooLarge)
 
 
 class Refused(Exception):
     """The upstream answered with an HTTP error, or not as MCP answers."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
 
     @classmethod
     def status(cls, response: aiohttp.ClientResponse) -> Refused:
@@ -148,24 +145,20 @@ class RemoteProxy(StdioProxy):
     def status(self) -> dict[str, Any]:
         return {**super().status(), "upstream": self.target.shown}
 
-    def _host_eof(self) -> None:
-        """The host's goodbye: answers in flight get STOP_GRACE to arrive, then the session ends."""
-        if self._host_closed:
-            return
-        self._host_closed = True
-        self.host_framer.eof()
-        self._spawn(self._wind_down(STOP_GRACE))
+    def _stop_child(self, abort: bool) -> None:
+        """Where the stdio proxy stops its child (the host's goodbye: answers in flight get
+        STOP_GRACE to arrive; ``abort``: at once), the upstream session ends."""
+        self._spawn(self._wind_down(0 if abort else STOP_GRACE))
 
     def host_output_lost(self) -> None:
         """Nothing reaches the host any more: what is in flight is dropped and the session ended."""
         if self._host_gone or not self._started or self._finished is None or self._finished.done():
             return
-        self._host_gone = True
-        self.child_framer = self.host_framer = _Discard
+        self._host_gone = True  # what the upstream still says is dropped (`_write` to a closed pipe)
         self.resume_child()
         if self._host_reader is not None:
             self._host_reader.close()
-        self._spawn(self._wind_down(0))
+        self._stop_child(abort=True)
         self._note("host_gone", why="the host closed its end of stdout; ending the upstream session")
 
     def _forward_signal(self, sig: int) -> None:

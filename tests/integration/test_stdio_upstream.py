@@ -434,3 +434,16 @@ async def test_a_server_that_lost_the_session_fails_each_request_with_its_error_
     finally:
         raw.close()
         server.stop()
+
+
+async def test_a_host_that_closes_stdout_ends_the_proxy_at_once(faulty):
+    raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "held", "params": {}})
+        await eventually(lambda: held_at(faulty.port, 1))
+        raw.proc.stdout.close()  # the host is gone: nothing the upstream says can reach it
+        assert raw.proc.wait(10) == 0
+        assert "host_gone" in raw.proc.stderr.read().decode()
+    finally:
+        raw.close()
