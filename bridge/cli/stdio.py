@@ -1,5 +1,7 @@
 """`reminder-bridge stdio -- COMMAND`: wrap an MCP server or ACP agent that a host launches
-(the transport is `bridge.transports.stdio`; this is its command line, reload and admin port)."""
+(the transport is `bridge.transports.stdio`; this is its command line, reload and admin port);
+`reminder-bridge stdio --upstream URL`: the same, in front of a remote MCP server over HTTP
+(`bridge.transports.remote`)."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +18,7 @@ from bridge.rules import (
     HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, load_rules,
 )
 from bridge.transports import child
+from bridge.transports.remote_session import AUTO, TRANSPORTS
 
 if TYPE_CHECKING:
     from bridge.policy.reload import RulesFile
@@ -34,12 +37,15 @@ EXAMPLES = [
      "run the route's own `command` (with its `env` and `cwd`) under the route's rules"),
     ("reminder-bridge stdio --host-dialect claude-channel --route workspace -- harn mcp serve --root .",
      "push every reminder into Claude Code as a channel event (docs/hosts.md)"),
+    ("reminder-bridge stdio --upstream https://mcp.example/mcp --header 'Authorization: Bearer ${TOKEN}'",
+     "a remote MCP server over HTTP (Streamable HTTP, or 2024-11-05 SSE) for a stdio host; the token is read "
+     "from $TOKEN (never from argv, never logged)"),
 ]
 
 
 def add_stdio_parser(sub: Any) -> None:
-    p = add_command(sub, "stdio", "wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS",
-                    EXAMPLES)
+    p = add_command(sub, "stdio", "wrap an MCP server or ACP agent command: reminder-bridge stdio -- CMD ARGS; "
+                    "or a remote MCP server: reminder-bridge stdio --upstream URL", EXAMPLES)
     p.add_argument("--rules", metavar="FILE",
                    help="rules file (TOML); default: built-in defaults. Reloaded on SIGHUP and on change")
     p.add_argument("--route", metavar="NAME", help="route name in the rules file; its `command` runs when none "
@@ -49,6 +55,16 @@ def add_stdio_parser(sub: Any) -> None:
                         "for more); ${VAR} in VALUE is read from this environment")
     p.add_argument("--cwd", type=options.directory, metavar="DIR",
                    help="the child's working directory (default: the route's `cwd`, else this one)")
+    p.add_argument("--upstream", type=options.upstream_url, metavar="URL",
+                   help="a remote MCP server over HTTP instead of a command: Streamable HTTP (sessions, the GET "
+                        "stream, resumption) or the 2024-11-05 HTTP+SSE transport (default: the route's "
+                        "`upstream` when it has no `command`)")
+    p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
+                   help="with --upstream: a header on every upstream request, on top of the route's `headers` "
+                        "(repeat for more); ${VAR} in VALUE is read from this environment. Values are never logged")
+    p.add_argument("--upstream-transport", choices=TRANSPORTS, default=AUTO,
+                   help="with --upstream: auto (default) POSTs to the URL and falls back to 2024-11-05 SSE when "
+                        "the URL refuses POSTs (a path ending in /sse is taken as SSE at once)")
     p.add_argument("--protocol", choices=("mcp", "acp"), help="default: the route's, else detected from initialize")
     p.add_argument("--host-dialect", choices=HOST_DIALECTS,
                    help="claude-channel: the host is a Claude Code launched with channels (MCP only)")
@@ -82,29 +98,37 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
     command = command or list(settings.command or ())
-    if not command:
+    url = args.upstream or (settings.upstream if not command else None)
+    problem = _upstream_problem(args, url, command)
+    if problem is not None:
+        sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
+        return 2
+    if not command and url is None:
         where = f"route {route_name!r} of {args.rules} has no `command`; " if args.rules else ""
         sys.stderr.write(f"reminder-bridge stdio: no command given: {where}put one after -- "
                          "(reminder-bridge stdio [options] -- CMD ARGS)\n")
         return 2
     dialect = args.host_dialect or settings.host_dialect
     # a host adapter belongs to one protocol: it settles a protocol left to detection
-    protocol = args.protocol or settings.protocol or protocol_of(dialect)
+    protocol = args.protocol or settings.protocol or protocol_of(dialect) or ("mcp" if url is not None else None)
     problem = host_dialect_problem(dialect, protocol)
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2
-    try:  # first the child (the host waits for its answer), then what the route needs
-        started = child.start(command, env=child_environment(settings, args.env), cwd=args.cwd or settings.cwd)
-    except OSError as exc:
-        message, code = child.cannot_start(command, exc)
-        sys.stderr.write(message)
-        return code
+    started = None
+    if url is None:
+        try:  # first the child (the host waits for its answer), then what the route needs
+            started = child.start(command, env=child_environment(settings, args.env), cwd=args.cwd or settings.cwd)
+        except OSError as exc:
+            message, code = child.cannot_start(command, exc)
+            sys.stderr.write(message)
+            return code
     stop_logging = configure_logging(args.log_format)
 
     def refuse(message: str) -> int:
         """A setting refused once the child runs: the child is stopped, the host told why."""
-        child.stop(started)
+        if started is not None:
+            child.stop(started)
         stop_logging()
         sys.stderr.write(f"reminder-bridge: {message}\n")
         return 2
@@ -135,16 +159,42 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         return refuse(str(exc))
     policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
-    proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
-                       args.max_line or MAX_LINE, policy=policy, started=started)
+    if url is not None:
+        from bridge.rules import Limits
+        from bridge.transports.forwarding import with_own
+        from bridge.transports.remote import RemoteProxy
+
+        headers = with_own(settings.headers, dict(args.header))  # --header in place of the route's of its name
+        proxy: StdioProxy = RemoteProxy(url, headers, settings, protocol, recorder, args.host_dialect,
+                                        args.peer_dialect, args.max_line or MAX_LINE, policy=policy,
+                                        transport=args.upstream_transport,
+                                        limits=rules.limits if rules is not None else Limits())
+    else:
+        proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
+                           args.max_line or MAX_LINE, policy=policy, started=started)
     try:
         return run_loop(_serve(proxy, admin, token, rules_file, rules.admin if rules is not None else None,
                                shared), "stdio")
     finally:
         tracing.shutdown()
-        if proxy.child is None:  # refused before the proxy took the child over (an --admin that cannot listen)
-            child.stop(started)
+        if proxy.child is None and started is not None:  # refused before the proxy took the child over
+            child.stop(started)  # (an --admin that cannot listen)
         stop_logging()
+
+
+def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[str]) -> str | None:
+    """Why the options cannot go together with (or without) an upstream URL, or None."""
+    if url is None:
+        return "--header is for --upstream (a child command gets --env)" if args.header else None
+    if command and args.upstream:
+        return "give --upstream URL or -- COMMAND, not both"
+    if args.env or args.cwd:
+        return "--env and --cwd are for a child command; --upstream starts none"
+    if not url.startswith(("http://", "https://")):
+        return f"--upstream needs an http(s):// URL for stdio (got {url.split(':', 1)[0]}://)"
+    if args.protocol == "acp":
+        return "--upstream speaks MCP over HTTP; ACP agents are wrapped with -- COMMAND"
+    return None
 
 
 def child_environment(settings: RouteSettings, flags: list[tuple[str, str]]) -> dict[str, str] | None:
@@ -186,8 +236,7 @@ async def _serve(proxy: StdioProxy, admin: str | None, token: str, rules_file: R
         from bridge.admin import AdminError, start_admin
 
         try:
-            runner = await start_admin(admin, proxy.recorder, ready=lambda: proxy.child is not None
-                                       and proxy.child.get_returncode() is None, token=token,
+            runner = await start_admin(admin, proxy.recorder, ready=proxy.ready, token=token,
                                        settings=admin_settings,
                                        degraded=degraded(shared))
         except AdminError as exc:

@@ -1,6 +1,8 @@
 """MCP codecs (spec §3): `notifications/reminder` (standard) and Harn's logging channel (legacy)."""
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any
 
 from bridge.dialects.hosts import codecs_toward_host
@@ -26,6 +28,38 @@ LISTEN_METHOD = "subscriptions/listen"
 ACK_METHOD = "notifications/subscriptions/acknowledged"
 #: The filter key that opts a listen stream in to reminders (spec §3).
 REMINDERS_FILTER = "reminders"
+
+#: What MCP 2026-07-28 over HTTP mirrors of a request in headers (the server checks them against the
+#: body), and the methods whose `Mcp-Name` names what they act on (the params key).
+VERSION_HEADER, METHOD_HEADER, NAME_HEADER = "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_SAFE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
+
+
+def header_value(value: str) -> str:
+    """``value`` as an HTTP header carries it: printable ASCII as it is, anything else wrapped in
+    `=?base64?…?=` as the transport says (so the server recovers the exact text)."""
+    if _HEADER_SAFE.fullmatch(value) and not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
+
+
+def routing_headers(msg: dict[str, Any]) -> dict[str, str]:
+    """The headers a 2026-07-28 message carries over HTTP: its envelope's protocol version, its
+    method and, for a method that names what it acts on, that name (empty without an envelope)."""
+    meta = params_meta(msg)
+    version = meta.get(PROTOCOL_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str):
+        return {}
+    out = {VERSION_HEADER: header_value(version)}
+    method = msg.get("method")
+    if isinstance(method, str):
+        out[METHOD_HEADER] = header_value(method)
+        name = _get(msg, "params", NAME_BEARING[method]) if method in NAME_BEARING else None
+        if isinstance(name, str):
+            out[NAME_HEADER] = header_value(name)
+    return out
+
 
 #: ReminderSpec of the proposed schema: standard has no slot for mode, source, authority and the ids.
 SPEC_SHAPE = ReminderShape(

@@ -533,6 +533,11 @@ class Flow(Policing, Recording, Answering):
         """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
         return None
 
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """The headers a host ``frame`` carries when the transport POSTs it to an HTTP peer that the
+        host does not speak HTTP to (`stdio --upstream`): what the protocol mirrors of a message."""
+        return {}
+
     def subscription(self) -> Any:
         """The id key of the host's listen request (MCP 2026-07-28) whose stream is kept for `Send.stream`."""
         return None

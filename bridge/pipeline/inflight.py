@@ -87,6 +87,10 @@ class Unanswered:
                 if kind == "request":
                     self.ids.pop(key, None)
 
+    def waiting_in(self, block: bytes) -> bool:
+        """Whether a request in ``block`` still waits for its response."""
+        return bool(self.ids) and any(kind == "request" and key in self.ids for kind, key, _ in ids_in(block))
+
     def forget(self, msg_id: Any) -> None:
         """The proxy answered the request ``msg_id`` itself (a `Reply`): nothing waits for it."""
         if self.ids and (key := wire_key(msg_id)) is not None:
@@ -127,6 +131,11 @@ class Answering:
         (a JSON-RPC error object) for each host request still unanswered, ``frame``: of those it
         carried, in the order they were sent, each id as the host wrote it."""
         return [Reply(HOST, data, json.loads(token)) for token, data in self.unanswered.errors(error, frame)]
+
+    def awaits(self, frame: bytes) -> bool:
+        """Whether a host request of ``frame`` is still unanswered: an HTTP transport whose answer
+        stream ended asks before it resumes the stream or gives up on it (`upstream_gone`)."""
+        return self.unanswered.waiting_in(frame)
 
     def exchange_ended(self, frame: bytes) -> None:
         """The transport's exchange for the host's ``frame`` is over (HTTP: its response ended):

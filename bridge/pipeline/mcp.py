@@ -8,11 +8,11 @@ from typing import Any
 from bridge.dialects.hosts import HostAdapter, adapter_of
 from bridge.dialects.mcp import (
     ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, PROTOCOL_KEY,
-    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, McpLegacy, McpStandard,
+    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, VERSION_HEADER, McpLegacy, McpStandard, routing_headers,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.envelope import render
-from bridge.jsonrpc import id_key
+from bridge.jsonrpc import id_key, loads
 from bridge.lifecycle import ToolResultRides
 from bridge.model import Reminder, ReminderError
 from bridge.pipeline.capabilities import CapabilityRule
@@ -26,6 +26,7 @@ from bridge.rules import UNNAMED_ROUTE
 from bridge.state.scope import IDENTITY, REQUEST
 
 LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
+_ENVELOPE = PROTOCOL_KEY.encode()
 #: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
 CAPABILITIES = CapabilityRule(CODECS, borrow=True, exclusive=True, replaces=True)
 
@@ -50,6 +51,8 @@ class McpState:
     channel_offered: bool = False
     #: channel events that also ride the next tools/call result (`channel_also_tool_result`)
     rides: ToolResultRides = field(default_factory=ToolResultRides)
+    #: the protocol version the server's `initialize` answer settled (HTTP mirrors it in a header)
+    version: str | None = None
     #: where the host declared reminders (`McpStandard.host_key`): a 2026-07-28 host is told there
     host_key: tuple[str, ...] | None = None
     #: the host's `subscriptions/listen` requests, by id key → (the id as written, whether its filter
@@ -115,6 +118,17 @@ class McpFlow(Flow):
             if isinstance(learned, str) and learned in SPOKEN + ("none",):
                 side.learn(learned)
         self._watch_host()
+
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """A 2026-07-28 request's envelope version, method and name (decoded only when it carries an
+        envelope); any other frame the version the server's `initialize` answer settled, if any."""
+        if _ENVELOPE not in frame:
+            return {VERSION_HEADER: self.state.version} if self.state.version else {}
+        try:
+            msg = loads(frame)
+        except ValueError:
+            return {}
+        return routing_headers(msg) if isinstance(msg, dict) else {}
 
     @property
     def modern(self) -> bool:
@@ -249,6 +263,9 @@ class McpFlow(Flow):
 
     def _handshake_result(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The server's capabilities: learn its dialect, rewrite what the host is told it will get."""
+        version = get_path(msg, "result", "protocolVersion")
+        if isinstance(version, str):
+            self.state.version = version
         caps = get_path(msg, "result", "capabilities")
         if not isinstance(caps, dict):
             return None

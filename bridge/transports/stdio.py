@@ -249,7 +249,7 @@ class StdioProxy:
 
     def __init__(self, command: list[str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
-                 max_line: int = MAX_LINE, policy: Policy | None = None, *, started: subprocess.Popen):
+                 max_line: int = MAX_LINE, policy: Policy | None = None, *, started: subprocess.Popen | None):
         self.command = command
         #: the child, started by `bridge.transports.child.start` before the proxy's imports (cold start)
         self.started = started
@@ -480,6 +480,10 @@ class StdioProxy:
         if self._exited and (self._stdout_closed or self._host_gone) and self._finished is not None \
                 and not self._finished.done():
             self._finished.set_result(None)
+
+    def ready(self) -> bool:
+        """What the admin port's /readyz says: the peer is there to answer."""
+        return self.child is not None and self.child.get_returncode() is None
 
     def status(self) -> dict[str, Any]:
         """What the admin port's status page shows of this route (see `Recorder.status_source`)."""

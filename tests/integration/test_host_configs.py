@@ -1,7 +1,7 @@
 """The host configurations in docs/hosts.md and docs/http.md are what each host really reads
 (issue 22, point 6): Claude Desktop's `claude_desktop_config.json` holds stdio servers only (a
 remote server is a connector, and needs public HTTPS), while Cursor and Claude Code also take a
-`url`; and every `reminder-bridge` command line in them parses with the real CLI."""
+`url`; and every `reminder-bridge` command line in them (docs/stdio.md's too) parses with the real CLI."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 from bridge.cli import build_parser
 from tests.paths import ROOT
 
-DOCS = ("hosts.md", "http.md")
+DOCS = ("hosts.md", "http.md", "stdio.md")
 #: a section (`## Cursor`) or a bullet (`- **Cursor** (...)`) that names the host its blocks are for
 HOST_NAMED = re.compile(r"^(?:## (?P<heading>.+)|- \*\*(?P<bullet>[^*]+)\*\*)")
 
@@ -57,7 +57,10 @@ def test_cursor_and_claude_code_take_the_proxy_url(doc, host, name, entry):
 
 @pytest.mark.parametrize("doc, host, name, entry", [e for e in ENTRIES if "command" in e[3]
                                                     and PurePath(e[3]["command"]).name == "reminder-bridge"])
-def test_every_reminder_bridge_command_line_parses(doc, host, name, entry):
+def test_every_reminder_bridge_command_line_parses(doc, host, name, entry, monkeypatch):
     assert entry["args"][0] == "stdio"  # a host launches its servers: the proxy it launches is `stdio`
+    for key, value in entry.get("env", {}).items():  # what the host sets for the proxy (`${VAR}` in --header)
+        monkeypatch.setenv(key, value)
     args = build_parser().parse_args(entry["args"])  # exits, failing the test, on one that does not parse
-    assert args.command[0] == "--" and args.command[1:], entry  # the wrapped server's own command line
+    # the wrapped server's own command line, or the remote server's URL
+    assert (args.command[:1] == ["--"] and args.command[1:]) or args.upstream, entry

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
 from bridge.jsonrpc import error_response
 from bridge.pipeline.inflight import Unanswered
-from bridge.transports.http.routes import HttpRoute
-from bridge.transports.sessions import Session
+
+if TYPE_CHECKING:
+    from bridge.transports.forwarding import Upstream
+    from bridge.transports.sessions import Session
 
 #: The answer to a JSON-RPC request the upstream could not give (spec §8.3).
 UPSTREAM_ERROR = -32603
@@ -27,14 +29,23 @@ def cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def upstream_error(route: HttpRoute, msg_id: Any, exc: BaseException) -> dict[str, Any]:
+class Proxied(Protocol):
+    """What an error names: a route of `serve`, or the upstream of `stdio --upstream`."""
+
+    name: str
+    target: Upstream
+
+    def shown(self, text: str) -> str: ...
+
+
+def upstream_error(route: Proxied, msg_id: Any, exc: BaseException) -> dict[str, Any]:
     shown = route.shown(cause(exc))
     return error_response(msg_id, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: upstream "
                                                   f"{route.target.shown} {shown}",
                           {"route": route.name, "upstream": route.target.shown, "cause": shown})
 
 
-def unanswered(route: HttpRoute, session: Session | None, body: bytes, exc: BaseException) -> list[bytes]:
+def unanswered(route: Proxied, session: Session | None, body: bytes, exc: BaseException) -> list[bytes]:
     """The error answers for the requests ``body`` carried that no response has answered yet: the
     session's flow knows which (it saw ``body`` and every answer); a body no flow saw (a request
     relayed as it came) has all of its requests answered."""

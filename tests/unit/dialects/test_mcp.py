@@ -213,3 +213,18 @@ def test_the_modern_envelope_keys_are_named_once_for_the_flow_and_the_outbox():
     for name in ("PROTOCOL_KEY", "CLIENT_CAPS_KEY", "CLIENT_INFO_KEY", "SERVER_INFO_KEY", "LOG_LEVEL_KEY"):
         assert getattr(flow, name) is getattr(codecs, name)
     assert codecs.PROTOCOL_KEY == "io.modelcontextprotocol/protocolVersion"
+
+
+def test_routing_headers_mirror_a_modern_request_and_wrap_what_a_header_cannot_carry():
+    from bridge.dialects.mcp import PROTOCOL_KEY, header_value, routing_headers
+
+    meta = {"_meta": {PROTOCOL_KEY: "2026-07-28"}}
+    assert routing_headers({"method": "tools/call", "params": {"name": "echo", **meta}}) == {
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+    assert routing_headers({"method": "resources/read", "params": {"uri": "file:///a b", **meta}})["Mcp-Name"] \
+        == "file:///a b"
+    assert routing_headers({"method": "tools/list", "params": meta}) == {
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    assert routing_headers({"method": "tools/call", "params": {"name": "echo"}}) == {}  # no envelope: none
+    assert header_value("café") == "=?base64?Y2Fmw6k=?=" and header_value(" x") == "=?base64?IHg=?="
+    assert header_value("=?base64?eA==?=") == "=?base64?PT9iYXNlNjQ/ZUE9PT89?="  # never read as wrapped

@@ -138,3 +138,16 @@ def test_an_exchange_that_ended_leaves_nothing_of_its_requests_behind():
     play(flow, (HOST, request(1)), (HOST, request(2)))
     flow.exchange_ended(request(1))
     assert [r.request_id for r in flow.upstream_gone(GONE)] == [2]
+
+
+def test_awaits_says_whether_a_request_of_a_frame_is_still_unanswered():
+    """What an HTTP transport asks when an answer stream ended: resume it, or give up on it."""
+    flow = make_flow("mcp", recorder=Recorder())
+    call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}'
+    note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    flow.from_host(call)
+    assert flow.awaits(call) and not flow.awaits(note)
+    flow.from_peer(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"x"}}')
+    assert flow.awaits(call)
+    flow.from_peer(b'{"jsonrpc":"2.0","id":7,"result":{}}')
+    assert not flow.awaits(call)

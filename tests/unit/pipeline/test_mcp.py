@@ -558,3 +558,19 @@ def test_a_reload_that_turns_the_key_on_watches_the_next_tool_call():
     flow.from_host(call)
     assert pushed(flow, "r1") == ["r1"]
     assert carried(flow.from_peer(tool_result(2))) == [ride("r1")]
+
+
+def test_http_headers_mirror_a_modern_request_and_the_version_initialize_settled():
+    """What `stdio --upstream` POSTs beside each host frame (MCP over HTTP checks them)."""
+    from bridge.pipeline.mcp import McpFlow
+
+    flow = McpFlow()
+    init = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}'
+    assert flow.http_headers(init) == {}
+    flow.from_host(init)
+    flow.from_peer(b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}')
+    assert flow.http_headers(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}') == {"MCP-Protocol-Version": "2025-06-18"}
+    modern = (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","_meta":'
+              b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}')
+    assert flow.http_headers(modern) == {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                                         "Mcp-Name": "echo"}
