@@ -29,7 +29,7 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
     it), a JSON-RPC error event answers it first (spec §8.3)."""
     response = Relayed(status=upstream.status, headers=response_headers(upstream))
     first = await start_relay(request, upstream, response)
-    stream = _Stream(response)
+    stream = OpenStream(response)
     if session is not None:
         await proxy.write_messages(session, response, session.take_waiting())
         if request.method == "GET":
@@ -103,7 +103,7 @@ async def _sse_event(proxy: OwnCalls, route: HttpRoute, request: web.Request, ev
 
 
 @dataclass(eq=False)
-class _Stream:
+class OpenStream:
     """An SSE answer open to a session's host, which pushes may use until it ends."""
 
     response: web.StreamResponse

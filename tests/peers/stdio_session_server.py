@@ -1,0 +1,52 @@
+"""A legacy (Harn) MCP server on stdio with state of its own, for `serve --upstream-command`: the
+bundled example's tools and reminders (`touch_file`, `echo`), plus
+
+  remember {text}  keep ``text`` in this process; `recall` gives it back (a session's own data)
+  recall {text}    what `remember` kept, and this process's pid, as "<pid> <text>"
+  crash {text}     exit with code 3 before answering (a server that dies mid-call)
+
+    python -m tests.peers.stdio_session_server
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from bridge.examples._stdio import serve
+from bridge.examples.mcp_legacy_server import LegacyMcpServer, _string_tool
+
+EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
+         _string_tool("recall", "The text kept, and this process's pid.", "text"),
+         _string_tool("crash", "Exit before answering.", "text")]
+kept = {"text": ""}
+
+
+def text_result(msg_id, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+def handle(msg: dict) -> list[dict]:
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    name = params.get("name")
+    text = str((params.get("arguments") or {}).get("text", ""))
+    if msg.get("method") == "tools/call" and name == "remember":
+        kept["text"] = text
+        return [text_result(msg["id"], "kept")]
+    if msg.get("method") == "tools/call" and name == "recall":
+        return [text_result(msg["id"], f"{os.getpid()} {kept['text']}")]
+    if msg.get("method") == "tools/call" and name == "crash":
+        os._exit(3)
+    replies = LegacyMcpServer().handle(msg)
+    for reply in replies:
+        result = reply.get("result")
+        if msg.get("method") == "tools/list" and isinstance(result, dict):
+            result["tools"] = [*result["tools"], *EXTRA]
+    return replies
+
+
+def main() -> int:
+    return serve("stdio_session_server", handle)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
