@@ -103,6 +103,8 @@ class ChildSession(Session):
             self.link.write(command.data)
             return
         key = getattr(command, "answers", None)
+        if key is None and self.exchanges:  # a response the flow passed on after decoding it says no more
+            key = _answered(command.data)
         if key is not None and key in self.exchanges:
             exchange = self.exchanges.pop(key)
             if exchange is None:
@@ -249,6 +251,7 @@ class CommandUpstream:
         self.env = {**os.environ, **route.settings.env} if route.settings.env else None
         self.children = Children(max_children)
         self.shared: Shared | None = None
+        self._starting = asyncio.Lock()
         #: what may wait for one session's host, in bytes
         self.queue_bytes = proxy.limits.max_response_bytes
         self.max_line = min(MAX_LINE, proxy.limits.max_response_bytes)
@@ -261,11 +264,12 @@ class CommandUpstream:
         session = ChildSession(self, flow)
         cwd = self.route.settings.cwd
         if shared:
-            if self.shared is None or not self.shared.child.alive:
-                fresh = Shared(self)
-                await self.children.start(fresh.child, self.env, cwd)
-                self.shared = fresh
-                self._started(fresh.child)
+            async with self._starting:  # sessions that start together share the one child
+                if self.shared is None or not self.shared.child.alive:
+                    fresh = Shared(self)
+                    await self.children.start(fresh.child, self.env, cwd)
+                    self.shared = fresh
+                    self._started(fresh.child)
             session.link = SharedLink(self.shared, session)
         else:
             child = self.new_child(lambda block: _each(block, session.from_child),
@@ -355,6 +359,10 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
 
 async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
     keys = [token_key(key) for kind, key, _ in ids_in(body) if kind == "request"]
+    if any(session.exchanges.get(key) is not None for key in keys):  # its answer could not tell the two apart
+        return web.Response(body=dumps(error_response(None, -32600, "a request with this id is still in flight in "
+                                                                   "this session (reminder-bridge)")),
+                            content_type="application/json")
     exchange = Exchange(keys, "text/event-stream" in request.headers.get("Accept", ""))
     for key in keys:
         session.exchanges[key] = exchange
@@ -470,6 +478,12 @@ def _refusal(status: int, code: int, message: str, data: Any = None, retry: bool
 def _line(data: bytes) -> bytes:
     """A frame as one line: a newline between JSON tokens is whitespace (inside a string it is escaped)."""
     return (data.replace(b"\n", b" ") if b"\n" in data else data) + b"\n"
+
+
+def _answered(data: bytes) -> Any:
+    """The id key of the request ``data`` answers, when it is one response (the cheap look at its id)."""
+    found = [token_key(key) for kind, key, _ in ids_in(data) if kind == "response"]
+    return found[0] if len(found) == 1 else None
 
 
 def _frames(block: bytes) -> list[bytes]:

@@ -1,0 +1,177 @@
+"""`serve --upstream-command`: the real `mcp` SDK's Streamable HTTP client in front of a stdio MCP
+server run by the proxy, one child per session (and shared), reminders translated on the way."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import signal
+import sys
+
+import aiohttp
+import pytest
+from mcp import Client
+
+from tests.peers.mcp_host import Reminders
+from tests.peers.processes import proxy
+
+SERVER = [sys.executable, "-m", "tests.peers.stdio_session_server"]
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "Mcp-Protocol-Version": "2025-11-25"}
+
+
+def serve(*flags: str):
+    return proxy("--protocol", "mcp", *flags, "--upstream-command", "--", *SERVER)
+
+
+@pytest.fixture
+def bridge():
+    running = serve()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def shared():
+    running = serve("--upstream-command-mode", "shared")
+    yield running
+    running.stop()
+
+
+def url(running) -> str:
+    return f"http://127.0.0.1:{running.port}/mcp"
+
+
+def ended(pid: int, timeout: float = 15.0) -> bool:
+    """Whether process ``pid`` (not ours) ends within ``timeout``: waited on through a pidfd."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+async def recall(client: Client) -> tuple[int, str]:
+    result = await client.call_tool("recall", {"text": ""})
+    pid, _, text = result.content[0].text.partition(" ")
+    return int(pid), text
+
+
+async def test_tools_and_a_legacy_reminder_reach_a_standard_host_translated(bridge):
+    ext = Reminders()
+    async with Client(url(bridge), mode="legacy", extensions=[ext]) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        result = await client.call_tool("touch_file", {"path": "src/lib.rs"})
+        echoed = await client.call_tool("echo", {"text": "sync"})
+    assert names[:2] == ["touch_file", "echo"] and "recall" in names
+    assert [x.text for x in result.content] == ["touched src/lib.rs"]
+    assert [x.text for x in echoed.content] == ["sync"]
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:src/lib.rs"]
+    assert ext.received[0]["body"] == "src/lib.rs changed externally; re-read it before editing."
+
+
+async def test_a_host_without_reminder_support_gets_the_fallback_in_the_tool_result(bridge):
+    async with Client(url(bridge), mode="legacy") as client:
+        result = await client.call_tool("touch_file", {"path": "a.py"})
+        later = await client.call_tool("echo", {"text": "nothing pending"})
+    texts = [x.text for x in result.content]
+    assert texts[0] == "touched a.py"
+    assert "<system-reminder" in texts[1] and "a.py changed externally" in texts[1]
+    assert [x.text for x in later.content] == ["nothing pending"]
+
+
+async def test_two_sessions_get_two_children_and_never_each_others_data(bridge):
+    async def session(text: str) -> tuple[int, str]:
+        async with Client(url(bridge), mode="legacy") as client:  # both use the same request ids
+            await client.call_tool("remember", {"text": text})
+            return await recall(client)
+
+    (pid_a, text_a), (pid_b, text_b) = await asyncio.gather(session("alpha"), session("beta"))
+    assert pid_a != pid_b
+    assert (text_a, text_b) == ("alpha", "beta")
+
+
+async def test_delete_reaps_the_sessions_child(bridge):
+    async with Client(url(bridge), mode="legacy") as client:
+        pid, _ = await recall(client)
+        assert not ended(pid, timeout=0)
+    assert ended(pid)  # the SDK's DELETE on leaving ended the session and its child
+
+
+async def test_the_child_limit_refuses_a_session_with_a_clear_error():
+    running = serve("--max-children", "1")
+    try:
+        async with Client(url(running), mode="legacy") as client:
+            await recall(client)
+            async with aiohttp.ClientSession() as http:
+                body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+                async with http.post(url(running), json=body, headers=HEADERS) as response:
+                    assert response.status == 503
+                    assert response.headers["Retry-After"] == "1"
+                    answer = await response.json()
+            assert answer["error"]["data"] == {"route": "default", "max_children": 1}
+            assert "max_children" in answer["error"]["message"]
+            await recall(client)  # the session that holds the child goes on
+    finally:
+        running.stop()
+
+
+async def test_a_child_that_dies_mid_call_answers_with_a_json_rpc_error(bridge):
+    async with Client(url(bridge), mode="legacy") as client:
+        pid, _ = await recall(client)
+        with pytest.raises(Exception) as failed:
+            await client.call_tool("crash", {"text": ""})
+    assert "Connection closed" in str(failed.value) and "exited with code 3" in str(failed.value)
+    assert ended(pid)
+
+
+async def test_shutdown_stops_every_child():
+    running = serve()
+    pids = []
+    for _ in range(2):
+        client = Client(url(running), mode="legacy")
+        await client.__aenter__()
+        pids.append((await recall(client))[0])
+    running.proc.send_signal(signal.SIGTERM)
+    assert running.proc.wait(20) == 0
+    assert all(ended(pid) for pid in pids)
+
+
+async def test_a_shared_child_serves_every_session_and_keeps_their_answers_apart(shared):
+    async def session(text: str) -> tuple[int, list[str]]:
+        async with Client(url(shared), mode="legacy") as client:  # the same request ids in both
+            echoes = [x.text for _ in range(5) for x in (await client.call_tool("echo", {"text": text})).content]
+            return (await recall(client))[0], echoes
+
+    (pid_a, echo_a), (pid_b, echo_b) = await asyncio.gather(session("alpha"), session("beta"))
+    assert pid_a == pid_b
+    assert echo_a == ["alpha"] * 5 and echo_b == ["beta"] * 5
+
+
+async def test_a_shared_child_answers_each_session_under_the_id_it_used(shared):
+    """Two raw sessions send the very same request ids at once: each gets its own answers, with
+    its id exactly as written."""
+    async with aiohttp.ClientSession() as http:
+        async def open_session() -> str:
+            body = {"jsonrpc": "2.0", "id": "x", "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            async with http.post(url(shared), json=body, headers=HEADERS) as response:
+                assert response.status == 200
+                return response.headers["Mcp-Session-Id"]
+
+        async def call(session: str, text: str) -> bytes:
+            body = b'{"jsonrpc":"2.0","id":  7.0,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}'
+            async with http.post(url(shared), data=body % text.encode(),
+                                 headers={**HEADERS, "Mcp-Session-Id": session}) as response:
+                return await response.read()
+
+        a, b = await asyncio.gather(open_session(), open_session())
+        for i in range(5):  # both sessions' requests in flight at once, each session's one after another
+            answers = await asyncio.gather(call(a, f"a-{i}"), call(b, f"b-{i}"))
+            assert [json.loads(answer)["result"]["content"][0]["text"] for answer in answers] == [f"a-{i}", f"b-{i}"]
+            assert all(answer.startswith(b'{"jsonrpc":"2.0","id":7.0,') for answer in answers)
