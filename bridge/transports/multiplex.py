@@ -22,6 +22,8 @@ from typing import Any
 from bridge.jsonrpc import dumps, ids_in, loads
 
 _CANCELLED = b"notifications/cancelled"
+#: the server's requests still waiting for a host's answer, at most
+ASKED_LIMIT = 10_000
 
 
 def with_id(msg: dict[str, Any], token: bytes) -> bytes:
@@ -84,9 +86,12 @@ class SharedIds:
             self.inflight[tag] = self.inflight.get(tag, 0) + 1
             self.last = tag
             return with_id(msg, dumps(self.wrap(tag, token or b"null")))
-        if "method" not in msg and "id" in msg:  # an answer to the server's request
-            return dumps(msg) if token is not None and self.asked.get(token) == tag and \
-                self.asked.pop(token) else None
+        if "method" not in msg and "id" in msg:  # an answer to the server's request: from the session it asked
+            key = _spelled(msg["id"])
+            if self.asked.get(key) != tag:
+                return None
+            del self.asked[key]
+            return dumps(msg)
         params = msg.get("params")
         if msg.get("method") == "notifications/cancelled" and isinstance(params, dict) and "requestId" in params:
             self.inflight[tag] = max(0, self.inflight.get(tag, 0) - 1)  # the child answers it no more
@@ -124,6 +129,8 @@ class SharedIds:
             if tag is None:
                 return []
             self.asked[_spelled(msg_id)] = tag
+            if len(self.asked) > ASKED_LIMIT:  # a server that asks and forgets cannot grow this for ever
+                del self.asked[next(iter(self.asked))]
             return [(tag, data)]
         if "method" in msg:
             return [(tag, data) for tag in self._listeners()]
