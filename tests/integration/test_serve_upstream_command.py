@@ -175,3 +175,41 @@ async def test_a_shared_child_answers_each_session_under_the_id_it_used(shared):
             answers = await asyncio.gather(call(a, f"a-{i}"), call(b, f"b-{i}"))
             assert [json.loads(answer)["result"]["content"][0]["text"] for answer in answers] == [f"a-{i}", f"b-{i}"]
             assert all(answer.startswith(b'{"jsonrpc":"2.0","id":7.0,') for answer in answers)
+
+
+async def test_a_rules_file_route_runs_its_command_behind_its_path(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.files]\nprotocol = "mcp"\npath = "/files"\ncommand = {json.dumps(SERVER)}\n'
+                     'command_mode = "shared"\n\n[limits]\nmax_children = 1\n')
+    running = proxy("--rules", str(rules))
+    try:
+        assert json.loads(running.announced)["routes"][0]["url"].endswith("/files")
+        pids = []
+        for _ in range(2):  # one shared child serves both sessions, within max_children = 1
+            async with Client(f"http://127.0.0.1:{running.port}/files", mode="legacy") as client:
+                pids.append((await recall(client))[0])
+        assert pids[0] == pids[1]
+    finally:
+        running.stop()
+
+
+async def test_a_2026_07_28_host_is_served_by_the_routes_shared_child_with_reminders(bridge):
+    ext = Reminders()
+    async with Client(url(bridge), mode="auto", extensions=[ext]) as client:
+        result = await client.call_tool("touch_file", {"path": "b.py"})
+        pids = {(await recall(client))[0] for _ in range(2)}
+        assert client.protocol_version == "2026-07-28"
+    assert [x.text for x in result.content] == ["touched b.py"]
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:b.py"]
+    assert len(pids) == 1  # requests without a session share one child
+
+
+async def test_an_idle_session_is_reaped_with_its_child():
+    running = serve("--session-idle", "0.5")
+    try:
+        client = Client(url(running), mode="legacy")
+        await client.__aenter__()
+        pid, _ = await recall(client)
+        assert ended(pid)  # no request for longer than --session-idle: the session and its child end
+    finally:
+        running.stop()

@@ -13,7 +13,7 @@ import os
 import sys
 
 from bridge.examples._stdio import serve
-from bridge.examples.mcp_legacy_server import LegacyMcpServer, _string_tool
+from bridge.examples.mcp_legacy_server import PROTOCOL_VERSION_KEY, LegacyMcpServer, _string_tool
 
 EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
          _string_tool("recall", "The text kept, and this process's pid.", "text"),
@@ -21,8 +21,9 @@ EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
 kept = {"text": ""}
 
 
-def text_result(msg_id, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": msg_id, "result": {"content": [{"type": "text", "text": text}]}}
+def text_result(msg: dict, text: str) -> dict:
+    modern = PROTOCOL_VERSION_KEY in ((msg.get("params") or {}).get("_meta") or {})  # 2026-07-28
+    return LegacyMcpServer._result(msg["id"], {"content": [{"type": "text", "text": text}]}, modern)
 
 
 def handle(msg: dict) -> list[dict]:
@@ -31,9 +32,9 @@ def handle(msg: dict) -> list[dict]:
     text = str((params.get("arguments") or {}).get("text", ""))
     if msg.get("method") == "tools/call" and name == "remember":
         kept["text"] = text
-        return [text_result(msg["id"], "kept")]
+        return [text_result(msg, "kept")]
     if msg.get("method") == "tools/call" and name == "recall":
-        return [text_result(msg["id"], f"{os.getpid()} {kept['text']}")]
+        return [text_result(msg, f"{os.getpid()} {kept['text']}")]
     if msg.get("method") == "tools/call" and name == "crash":
         os._exit(3)
     replies = LegacyMcpServer().handle(msg)

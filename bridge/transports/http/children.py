@@ -43,6 +43,7 @@ class Child:
         self.writable.set()
         self.ended = asyncio.get_running_loop().create_future()  # its exit code, once reaped
         self._reported = False
+        self._stdout_closed = False
         self._paused: set[object] = set()  # who holds its stdout unread (owners with a full queue)
         self.stopping = False
 
@@ -68,7 +69,11 @@ class Child:
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
             self.framer.eof()
-            self._report(None)
+            self._stdout_closed = True
+            if self.ended.done():
+                self._report(self.ended.result())
+            else:  # it can answer nothing more: it is stopped, and its exit tells how it ended
+                self.stop()
         elif fd == 0:
             self.writable.set()  # what is still written is dropped: nobody waits on it
 
@@ -79,10 +84,15 @@ class Child:
         self.writable.set()
 
     def process_exited(self) -> None:
+        """Told once its output is all read (what it wrote before it exited is answered first),
+        or STOP_GRACE later if a process it left behind holds its stdout open."""
         code = self.transport.get_returncode() if self.transport is not None else None
-        self._report(code)
         if not self.ended.done():
             self.ended.set_result(code)
+        if self._stdout_closed:
+            self._report(code)
+        else:
+            asyncio.get_running_loop().call_later(STOP_GRACE, self._report, code)
 
     def _report(self, code: int | None) -> None:
         """The child can answer nothing more: told once (stdout closed, or exited)."""
