@@ -121,6 +121,17 @@ async def test_the_child_limit_refuses_a_session_with_a_clear_error():
         running.stop()
 
 
+async def test_only_initialize_starts_a_session_and_an_unknown_session_is_not_found(bridge):
+    async with aiohttp.ClientSession() as http:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        async with http.post(url(bridge), json=call, headers=HEADERS) as response:
+            assert response.status == 400
+            assert "initialize" in (await response.json())["error"]["message"]
+        async with http.post(url(bridge), json=call, headers={**HEADERS, "Mcp-Session-Id": "made-up"}) as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == -32001
+
+
 async def test_a_child_that_dies_mid_call_answers_with_a_json_rpc_error(bridge):
     async with Client(url(bridge), mode="legacy") as client:
         pid, _ = await recall(client)

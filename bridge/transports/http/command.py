@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 from collections import deque
 from typing import Any
@@ -43,6 +44,8 @@ from bridge.transports.stdio import MAX_LINE
 
 #: What a host gets for a session the proxy does not hold (MCP: 404, and the host starts anew).
 SESSION_GONE = -32001
+#: A request that starts a session (no child is started for anything else).
+_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
 
 class Exchange:
@@ -322,9 +325,10 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
         return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
                             text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
-    own = session is None
-    if own:
+    if session is None:
         modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+        if not modern and not _INITIALIZE.search(body):  # MCP: a session starts at initialize, and only there
+            return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
         try:
             session = await _start(upstream, route, request, stateless=modern)
         except Full as exc:
