@@ -224,3 +224,15 @@ async def test_an_idle_session_is_reaped_with_its_child():
         assert ended(pid)  # no request for longer than --session-idle: the session and its child end
     finally:
         running.stop()
+
+
+async def test_an_answer_over_the_line_limit_becomes_an_error_and_the_session_goes_on():
+    running = serve("--max-response-bytes", "4096")
+    try:
+        async with Client(url(running), mode="legacy") as client:
+            with pytest.raises(Exception) as failed:
+                await client.call_tool("echo", {"text": "x" * 10_000})
+            assert "line limit of 4096 bytes" in str(failed.value)
+            assert [x.text for x in (await client.call_tool("echo", {"text": "short"})).content] == ["short"]
+    finally:
+        running.stop()

@@ -44,6 +44,8 @@ from bridge.transports.stdio import MAX_LINE
 
 #: What a host gets for a session the proxy does not hold (MCP: 404, and the host starts anew).
 SESSION_GONE = -32001
+#: Requests whose POST is gone (the host left) remembered per session, so their late answers are dropped
+ABANDONED_LIMIT = 10_000
 #: A request that starts a session (no child is started for anything else).
 _INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
@@ -57,10 +59,6 @@ class Exchange:
         self.items: deque[Write] = deque()
         self.arrived = asyncio.Event()
         self.over = False
-
-    def push(self, message: Write) -> None:
-        self.items.append(message)
-        self.arrived.set()
 
     def finish(self) -> None:
         self.over = True
@@ -113,21 +111,19 @@ class ChildSession(Session):
             if exchange is None:
                 return  # the host gave up on it: an answer on another stream would be a stray
             exchange.want.discard(key)
-            self._queue(exchange.items, command)
-            exchange.arrived.set()
+            self._queue(exchange.items, command, exchange.arrived)
             return
         exchange = next((e for e in self.open if e.sse and not e.complete), None)
         if exchange is not None:
-            self._queue(exchange.items, command)
-            exchange.arrived.set()
+            self._queue(exchange.items, command, exchange.arrived)
         elif any(not s.task_done for s in self.streams):
-            self._queue(self.pushes, command)
-            self.pushed.set()
+            self._queue(self.pushes, command, self.pushed)
         else:
             self.hold([command])
 
-    def _queue(self, queue: deque[Write], command: Write) -> None:
+    def _queue(self, queue: deque[Write], command: Write, arrived: asyncio.Event) -> None:
         queue.append(command)
+        arrived.set()
         self.queued += len(command.data)
         if self.queued > self.upstream.queue_bytes and not self.held_up:
             self.held_up = True
@@ -384,6 +380,9 @@ async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, bo
         for key in exchange.want:
             if key in session.exchanges:
                 session.exchanges[key] = None
+        if len(session.exchanges) > ABANDONED_LIMIT:  # answers a child never gives cannot grow this for ever
+            for key in [k for k, e in session.exchanges.items() if e is None][:ABANDONED_LIMIT // 2]:
+                del session.exchanges[key]
         session.taken(list(exchange.items))
 
 
