@@ -159,7 +159,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
             if served_by_serve(r):
                 check_dialect(name, r.protocol)
         served = {name: with_flags(args, r) for name, r in rules.routes.items() if served_by_serve(r)}
-        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream or stdio_upstream(r.command), r, dialects,
+        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream or stdio_upstream(r.command, r.cwd), r, dialects,
                             Policy(r, rules.global_budget, route=name, shared=shared), tracing, log_level, limits)
                   for name, r in served.items()]
         if not routes:
@@ -194,10 +194,16 @@ def served_by_serve(route: RouteSettings) -> bool:
     return bool(route.upstream) or bool(route.command and route.path is not None and route.protocol == "mcp")
 
 
-def stdio_upstream(command: list[str] | None) -> str:
+def stdio_upstream(command: list[str] | None, cwd: str | None = None) -> str:
     """How a route's stdio server is shown where an upstream URL would be (its program, not its
-    arguments, which may hold secrets)."""
-    return "stdio:" + os.path.basename((command or ["?"])[0])
+    arguments, which may hold secrets). A program that cannot be found is refused now, not at the
+    first host's initialize."""
+    import shutil
+
+    program = (command or ["?"])[0]
+    if cwd is None and shutil.which(program) is None:
+        raise ValueError(f"cannot start {program!r}: no such program (on PATH, or as a path)")
+    return "stdio:" + os.path.basename(program)
 
 
 def _cmd_serve(args: Any) -> int:
@@ -230,6 +236,11 @@ def _cmd_serve(args: Any) -> int:
         routes = build_routes(args, rules, tracing, limits, shared)
     except (ValueError, RuntimeError) as exc:  # RuntimeError: a Redis URL without the redis client installed
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
+        return 2
+    if args.workers > 1 and any(route.settings.command and not route.settings.upstream for route in routes):
+        sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a stdio server's sessions live in the "
+                         "process that runs it (its children and their state are not shared), so a host's next "
+                         "request on another worker would find no session; run one worker\n")
         return 2
     if supervising:
         tracing.shutdown()

@@ -236,3 +236,17 @@ async def test_an_answer_over_the_line_limit_becomes_an_error_and_the_session_go
             assert [x.text for x in (await client.call_tool("echo", {"text": "short"})).content] == ["short"]
     finally:
         running.stop()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--upstream-command", "--", "/nonexistent/server"], "cannot start '/nonexistent/server': no such program"),
+    (["--workers", "2", "--upstream-command", "--", *SERVER], "a stdio server's sessions live in the process"),
+    (["--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp", "--", *SERVER], "unexpected arguments"),
+    (["--upstream-command"], "--upstream-command runs the stdio server after `--`"),
+])
+def test_serve_refuses_what_it_cannot_run_at_start(argv, said):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *argv],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
