@@ -12,8 +12,9 @@ import sys
 import aiohttp
 import pytest
 from mcp import Client
+from mcp.client.extension import NotificationBinding
 
-from tests.peers.mcp_host import Reminders
+from tests.peers.mcp_host import ReminderParams, Reminders
 from tests.peers.processes import proxy
 
 SERVER = [sys.executable, "-m", "tests.peers.stdio_session_server"]
@@ -72,6 +73,30 @@ async def test_tools_and_a_legacy_reminder_reach_a_standard_host_translated(brid
     assert [x.text for x in echoed.content] == ["sync"]
     assert [r["dedupeKey"] for r in ext.received] == ["file_changed:src/lib.rs"]
     assert ext.received[0]["body"] == "src/lib.rs changed externally; re-read it before editing."
+
+
+class Awaited(Reminders):
+    """Reminders, and an event set at the first one (waited on, never slept for)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = asyncio.Event()
+
+    def notifications(self):
+        async def on_reminder(params: ReminderParams) -> None:
+            self.received.append(params.reminder)
+            self.first.set()
+
+        return [NotificationBinding(method="notifications/reminder", params_type=ReminderParams, handler=on_reminder)]
+
+
+async def test_what_the_server_says_outside_any_call_reaches_the_host_on_its_get_stream(bridge):
+    ext = Awaited()
+    async with Client(url(bridge), mode="legacy", extensions=[ext]) as client:
+        result = await client.call_tool("touch_after", {"text": "late.py"})
+        await asyncio.wait_for(ext.first.wait(), 15)
+    assert [x.text for x in result.content] == ["later"]
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:late.py"]
 
 
 async def test_a_host_without_reminder_support_gets_the_fallback_in_the_tool_result(bridge):
