@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.extension import NotificationBinding
 
 from tests.peers.mcp_host import ReminderParams, Reminders
-from tests.peers.processes import proxy
+from tests.peers.processes import eventually, proxy
 
 SERVER = [sys.executable, "-m", "tests.peers.stdio_session_server"]
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -275,3 +275,29 @@ def test_serve_refuses_what_it_cannot_run_at_start(argv, said):
     done = subprocess.run([sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", *argv],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+async def test_a_reload_applies_new_rules_to_a_command_route_and_refuses_a_new_command(tmp_path):
+    rules = tmp_path / "rules.toml"
+    route = f'[routes.files]\nprotocol = "mcp"\npath = "/files"\ncommand = {json.dumps(SERVER)}\n'
+    rules.write_text(route)
+    running = proxy("--rules", str(rules), "--log-level", "info")
+
+    def logged(event: str):
+        async def lines() -> list[dict]:
+            return [json.loads(line) for line in list(running.stderr) if f'"event": "{event}"' in line]
+        return lines
+
+    try:
+        async with Client(f"http://127.0.0.1:{running.port}/files", mode="legacy") as client:
+            pid, _ = await recall(client)
+            rules.write_text(route + 'stage = "observe"\n')
+            running.proc.send_signal(signal.SIGHUP)
+            await eventually(logged("rules_reloaded"))
+            rules.write_text(route.replace(json.dumps(SERVER), '["true"]'))
+            running.proc.send_signal(signal.SIGHUP)
+            refused = await eventually(logged("reload_refused"))
+            assert refused[0]["field"] == "command"
+            assert (await recall(client))[0] == pid  # the session and its child go on
+    finally:
+        running.stop()

@@ -462,7 +462,10 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
     finally:
         stream.task_done = True
         session.streams.remove(stream)
-    await response.write_eof()
+    try:
+        await response.write_eof()
+    except ConnectionError:  # the host left first (its DELETE ended the session)
+        pass
     return response
 
 

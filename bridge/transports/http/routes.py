@@ -114,7 +114,7 @@ class HttpRoute:
                 return "command_mode", "moving between one child per session and a shared child needs a restart"
         elif settings.upstream is None:
             return "upstream", "serve needs an upstream for every route it serves (a route leaves at a restart)"
-        if settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
+        elif settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
             return "upstream", ("moving the upstream between HTTP and WebSocket changes how clients connect; "
                                 "that needs a restart")
         prefix = route_prefix(settings.path)
