@@ -369,8 +369,8 @@ async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, bo
     session.open.append(exchange)
     headers = {"Mcp-Session-Id": session.id} if session.id else {}
     try:
-        await _writable(proxy, session, body)
         commands = await session.driver.settle(await settled(session, body, HOST, request.headers))
+        await _writable(proxy, session, body)  # (the flow has noted the body's requests: a timeout answers them)
         session.perform(commands)
         if not keys:
             return web.Response(status=202, headers=headers)
