@@ -166,6 +166,18 @@ async def test_a_child_that_dies_mid_call_answers_with_a_json_rpc_error(bridge):
     assert ended(pid)
 
 
+async def test_a_child_that_never_answers_gets_an_error_after_the_upstream_timeout():
+    running = serve("--upstream-timeout", "1")
+    try:
+        async with Client(url(running), mode="legacy") as client:
+            with pytest.raises(Exception) as failed:
+                await client.call_tool("hang", {"text": ""})
+            assert "took longer than 1 s to start answering" in str(failed.value)
+            assert [x.text for x in (await client.call_tool("echo", {"text": "on"})).content] == ["on"]
+    finally:
+        running.stop()
+
+
 async def test_shutdown_stops_every_child():
     running = serve()
     pids = []
@@ -187,6 +199,17 @@ async def test_a_shared_child_serves_every_session_and_keeps_their_answers_apart
     (pid_a, echo_a), (pid_b, echo_b) = await asyncio.gather(session("alpha"), session("beta"))
     assert pid_a == pid_b
     assert echo_a == ["alpha"] * 5 and echo_b == ["beta"] * 5
+
+
+async def test_a_shared_childs_reminder_reaches_the_session_whose_call_it_came_in(shared):
+    ext, plain = Reminders(), None
+    async with Client(url(shared), mode="legacy", extensions=[ext]) as standard:
+        async with Client(url(shared), mode="legacy") as without:
+            await standard.call_tool("touch_file", {"path": "mine.py"})
+            plain = await without.call_tool("touch_file", {"path": "theirs.py"})
+    assert [r["dedupeKey"] for r in ext.received] == ["file_changed:mine.py"]
+    texts = [x.text for x in plain.content]
+    assert "theirs.py changed externally" in texts[1] and "mine.py" not in " ".join(texts)
 
 
 async def test_a_shared_child_answers_each_session_under_the_id_it_used(shared):

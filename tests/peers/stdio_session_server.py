@@ -4,6 +4,7 @@ bundled example's tools and reminders (`touch_file`, `echo`), plus
   remember {text}  keep ``text`` in this process; `recall` gives it back (a session's own data)
   recall {text}    what `remember` kept, and this process's pid, as "<pid> <text>"
   crash {text}     exit with code 3 before answering (a server that dies mid-call)
+  hang {text}      never answered
   touch_after {text}  answer, then send the legacy reminder for file ``text`` (outside any call)
 
     python -m tests.peers.stdio_session_server
@@ -19,6 +20,7 @@ from bridge.examples.mcp_legacy_server import PROTOCOL_VERSION_KEY, LegacyMcpSer
 EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
          _string_tool("recall", "The text kept, and this process's pid.", "text"),
          _string_tool("crash", "Exit before answering.", "text"),
+         _string_tool("hang", "Never answered.", "text"),
          _string_tool("touch_after", "Answer, then remind the host that the file changed.", "text")]
 kept = {"text": ""}
 
@@ -39,6 +41,8 @@ def handle(msg: dict) -> list[dict]:
         return [text_result(msg, f"{os.getpid()} {kept['text']}")]
     if msg.get("method") == "tools/call" and name == "touch_after":
         return [text_result(msg, "later"), reminder_notification(text)]
+    if msg.get("method") == "tools/call" and name == "hang":
+        return []
     if msg.get("method") == "tools/call" and name == "crash":
         os._exit(3)
     replies = LegacyMcpServer().handle(msg)
