@@ -210,6 +210,9 @@ class Recorder:
         only reach listeners."""
         if self.metrics is not None:
             self.metrics.reminders[protocol, self.route, action, stage].inc()
+        level = 30 if why is not None and action not in QUIET else 20
+        if level < self._level and not self.listeners and self.tracing.tracer is None:
+            return None  # counted, and nothing else wants it: no listener, no span, below the log level
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
                       "stage": stage, "source": source, "target": target, "reason": why,
@@ -238,7 +241,6 @@ class Recorder:
                 return attrs
 
             context = tracing.record(method or "reminder", span_attributes, carrier, start_ns)
-        level = 30 if why is not None and action not in QUIET else 20
         if level >= self._level:
             fields: dict[str, Any] = dict(protocol=protocol, method=method, stage=stage if stage != "translate" else None,
                                           id=clip(reminder.id, MAX_SHOWN_ID) if reminder else None,

@@ -19,6 +19,13 @@ CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+#: 2026-07-28 has no GET stream: a host opens `subscriptions/listen`, whose answer is the stream of
+#: what its filter (`params.notifications`) opted in to, acknowledged first with what is honoured.
+LISTEN_METHOD = "subscriptions/listen"
+ACK_METHOD = "notifications/subscriptions/acknowledged"
+#: The filter key that opts a listen stream in to reminders (spec §3).
+REMINDERS_FILTER = "reminders"
 
 #: ReminderSpec of the proposed schema: standard has no slot for mode, source, authority and the ids.
 SPEC_SHAPE = ReminderShape(
@@ -62,13 +69,34 @@ class McpStandard:
 
     @staticmethod
     def host_declares(caps: Any) -> bool:
-        """`reminders`, `experimental.reminders`, or an extension named `<prefix>/reminders` (how the
-        official SDK's `ClientExtension` advertises a notification binding)."""
+        return McpStandard.host_key(caps) is not None
+
+    @staticmethod
+    def host_key(caps: Any) -> tuple[str, ...] | None:
+        """Where the host declared reminders: `reminders`, `experimental.reminders`, or an extension
+        named `<prefix>/reminders` (how the official SDK's `ClientExtension` advertises a notification
+        binding); None when it did not. A 2026-07-28 host is told the server's capability there."""
         if not isinstance(caps, dict):
-            return False
+            return None
+        if "reminders" in caps:
+            return ("reminders",)
+        if "reminders" in (_get(caps, "experimental") or {}):
+            return ("experimental", "reminders")
         extensions = caps.get("extensions")
-        named = isinstance(extensions, dict) and any(str(k).rpartition("/")[2] == "reminders" for k in extensions)
-        return named or "reminders" in caps or "reminders" in (_get(caps, "experimental") or {})
+        named = [k for k in extensions if str(k).rpartition("/")[2] == "reminders"] if isinstance(extensions, dict) \
+            else []
+        return ("extensions", str(named[0])) if named else None
+
+    @staticmethod
+    def move_capability(caps: dict[str, Any], key: tuple[str, ...]) -> bool:
+        """The capability at `reminders` moved to ``key`` (where the host declared it); False when
+        there is none to move or it is there already."""
+        if key == ("reminders",) or not isinstance(caps.get("reminders"), dict):
+            return False
+        cap = caps.pop("reminders")
+        parent = caps.get(key[0])
+        caps[key[0]] = {**(parent if isinstance(parent, dict) else {}), key[1]: cap}
+        return True
 
     @staticmethod
     def write_capability(caps: dict[str, Any], cap: dict[str, Any] | None) -> None:

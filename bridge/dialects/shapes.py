@@ -92,6 +92,11 @@ ALL_ATTRS = frozenset(attr for attr, _, _ in FIELDS)
 #: `reminderId` on an MCP reminder, whose id is `id`) would be read as the id by another
 #: dialect's reader, so it rides under `_meta[ORIGINAL_KEY]` instead of inline.
 ID_KEYS = frozenset({"id", "reminderId", "reminder_id"})
+#: How `ReminderShape.encode` writes a field: as it is, through the vocabulary, or under `_meta`.
+_PLAIN, _ENUM, _LOST = "plain", "enum", "lost"
+#: Encode plans a shape keeps (one per set of fields senders set: a hostile sender varying them
+#: gets plans made afresh, never an unbounded table).
+_PLANS = 64
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,14 @@ class ReminderShape:
     integral_floats: bool = False
     #: attr → the only wire values this slot accepts; another value rides in `_meta[ORIGINAL_KEY]`
     only_values: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: `encode`'s plans by the set of fields a reminder's sender set (`_plan`)
+    _plans: dict[frozenset[str], tuple[tuple[str, str, str, str, bool], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    #: wire name → attribute: both casings, and this slot's own name for the id
+    _attr_of: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_attr_of", {**ATTR_BY_WIRE, self.id_key: "id"})
 
     def decode(self, obj: Any, skip: frozenset[str] = frozenset(), where: str = "") -> Reminder:
         """Wire object → Reminder. Both casings are accepted; ``skip`` names envelope keys (sessionId…)."""
@@ -123,18 +136,18 @@ class ReminderShape:
         extra: dict[str, Any] = {}
         originals: dict[str, Any] = {}
         meta: Any = None
+        attr_of = self._attr_of
         for key, value in obj.items():
-            if key in skip:
+            attr = attr_of.get(key)
+            if skip and key in skip:
                 continue
-            if key == self.meta_key:
+            if attr is not None and attr not in values:
+                values[attr] = value
+                names[attr] = where + key
+            elif key == self.meta_key:
                 meta = value
-                continue
-            attr = "id" if key == self.id_key else ATTR_BY_WIRE.get(key)
-            if attr is None or attr in values:
+            else:
                 extra[key] = value
-                continue
-            values[attr] = value
-            names[attr] = where + key
         if meta is not None and not isinstance(meta, dict):
             raise ReminderError(where + self.meta_key, "must be an object")
         _tidy_id_and_key(values)
@@ -143,14 +156,15 @@ class ReminderShape:
                 value = values.get(attr)
                 if isinstance(value, float) and value.is_integer():
                     values[attr] = int(value)
+        vocab = self.vocab
         for attr in ENUM_ATTRS:
             wire = values.get(attr)
             if isinstance(wire, str):
-                canonical = self.vocab.to_canonical(attr, wire)
+                canonical = vocab.to_canonical(attr, wire)
                 if canonical is not None:
                     values[attr] = canonical
-                    lenient = wire in self.vocab.input_only.get(attr, ())  # normalised, not remembered
-                    if self.vocab.encode[attr].get(canonical, canonical) != wire and not lenient:
+                    lenient = wire in vocab.input_only.get(attr, ())  # normalised, not remembered
+                    if vocab.encode[attr].get(canonical, canonical) != wire and not lenient:
                         originals[CAMEL[attr]] = wire
         if meta and ORIGINAL_KEY in meta:
             meta = dict(meta)
@@ -170,31 +184,28 @@ class ReminderShape:
         """Reminder → wire object; fields this slot cannot carry go to ``_meta[ORIGINAL_KEY]``."""
         out: dict[str, Any] = {}
         lost: dict[str, Any] = {}
-        names = CAMEL if self.casing == "camel" else SNAKE
-        fields_set = reminder.model_fields_set
-        for attr, camel, _ in FIELDS:
-            if attr == "id":
-                if self.write_id == "always" or "id" in fields_set:
-                    out[self.id_key] = reminder.id
-                continue
-            if attr not in fields_set and attr not in self.always:
-                continue
-            value = getattr(reminder, attr)
-            if attr not in fields_set and value is None:
+        values = reminder.__dict__
+        originals = reminder.originals
+        for attr, name, camel, kind, defaulted in self._plan(reminder.model_fields_set):
+            value = values[attr]
+            if defaulted and value is None:
                 value = self.defaults_for_always.get(attr)
-            if attr not in self.carries:
-                if value is not None:
-                    lost[camel] = reminder.originals.get(camel, value)
+            if kind is _PLAIN:
+                out[name] = value
                 continue
-            if attr in ENUM_ATTRS and isinstance(value, str):
+            if kind is _LOST:
+                if value is not None:
+                    lost[camel] = originals.get(camel, value)
+                continue
+            if isinstance(value, str):  # an enum
                 canonical = value
-                value, loss = self.vocab.to_wire(attr, value, reminder.originals.get(camel))
+                value, loss = self.vocab.to_wire(attr, value, originals.get(camel))
                 if attr in self.only_values and value not in self.only_values[attr]:
-                    lost[camel] = reminder.originals.get(camel, canonical)
+                    lost[camel] = originals.get(camel, canonical)
                     continue
                 if loss is not None:
                     lost[camel] = loss
-            out[names[attr]] = value
+            out[name] = value
         for key, value in reminder.extra.items():
             if self.extras_inline and key not in out and key not in ID_KEYS:
                 out[key] = value
@@ -206,6 +217,30 @@ class ReminderShape:
         if meta or reminder.meta is not None:
             out[self.meta_key] = meta
         return out
+
+    def _plan(self, fields_set: set[str]) -> tuple[tuple[str, str, str, str, bool], ...]:
+        """What `encode` writes for a reminder whose sender set ``fields_set``, in wire order: (attr,
+        wire name, camelCase name, how: plain | enum | lost, defaulted: unset but always written).
+        Worked out once per set of fields (a route sees a handful); past `_PLANS` sets, afresh."""
+        key = frozenset(fields_set)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        names = CAMEL if self.casing == "camel" else SNAKE
+        steps = []
+        for attr, camel, _ in FIELDS:
+            if attr == "id":
+                if self.write_id == "always" or "id" in key:
+                    steps.append((attr, self.id_key, camel, _PLAIN, False))
+                continue
+            if attr not in key and attr not in self.always:
+                continue
+            kind = _LOST if attr not in self.carries else _ENUM if attr in ENUM_ATTRS else _PLAIN
+            steps.append((attr, names[attr], camel, kind, attr not in key))
+        plan = tuple(steps)
+        if len(self._plans) < _PLANS:
+            self._plans[key] = plan
+        return plan
 
 
 def _tidy_id_and_key(values: dict[str, Any]) -> None:

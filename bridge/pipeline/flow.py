@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
-from bridge.model import Reminder, ReminderError
+from bridge.model import ReminderError
 from bridge.pipeline.addons import AddOns
 from bridge.pipeline.commands import (
     HOST, PEER, Call, Command, Defer, Forward, Learned, Pause, Perform, Receipt, Reply, Send, Wakeup,
@@ -35,13 +34,14 @@ from bridge.pipeline.expectations import Awaiting
 from bridge.pipeline.inflight import Answering, Unanswered
 from bridge.pipeline.negotiation import Side, observes
 from bridge.pipeline.policing import Handled, Policing
+from bridge.pipeline.recording import Recording
 from bridge.pipeline.waiting import Backlog, Later, Step
 from bridge.policy import Coalesced, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
 from bridge.rules import RouteSettings
 from bridge.state.scope import IDENTITY, REQUEST, Scope
-from bridge.telemetry import Recorder, trace_keys
+from bridge.telemetry import Recorder
 
 #: Prefix of every JSON-RPC id the proxy invents (spec §8.6): random per process and made of
 #: letters and digits only (no writer escapes those), so no host or peer collides with it and the
@@ -61,7 +61,7 @@ def invalid_params(msg_id: Any, exc: ReminderError) -> dict[str, Any]:
     return error_response(msg_id, -32602, str(exc))
 
 
-class Flow(Policing, Answering):
+class Flow(Policing, Recording, Answering):
     """Base of the per-protocol pipelines. Subclasses implement `on_host` / `on_peer` (a parsed
     message in; commands out, or None for "forward it untouched")."""
 
@@ -117,6 +117,9 @@ class Flow(Policing, Answering):
         self._chain: list[Step] = []
         self._saved: tuple[Any, ...] = ()
         self.backlog = Backlog()
+        #: the driver performs a `Perform` on in-process state at once, in the call that gave it
+        #: (`waiting.at_once` says so): the flow may then do it itself (`perform`)
+        self.performs_sync = False
         self.recorder.track(self)
 
     # -- framing -------------------------------------------------------------------------------
@@ -166,7 +169,8 @@ class Flow(Policing, Answering):
         return self.unanswered.answered(data)
 
     def _handle(self, frame: bytes, origin: str, dest: str, headers: Mapping[str, str] | None = None) -> list[Command]:
-        answers = self._note(frame, origin)  # as frames arrive, waiting in line or not
+        # the host's requests are noted as frames arrive, waiting in line or not (`_note`, spelled out)
+        answers = self.unanswered.answered(frame) if origin == PEER else self.unanswered.asked(frame)
         if self._ticket is not None:
             return self._later(Later(self._waited, (frame, origin, dest, headers), len(frame)))
         if self.passes(frame, origin):
@@ -183,7 +187,16 @@ class Flow(Policing, Answering):
     def perform(self, op: Any, state: Any, then: Step) -> list[Command]:
         """Ask for shared-state work (``op`` on ``state``); ``then.run(result, *then.args)`` goes on
         once the transport hands the result to `performed`.  Asked while another waits: asked
-        once that one is done, after what follows it."""
+        once that one is done, after what follows it.
+
+        In-process state (``state.sync``), once the driver said it performs that at once
+        (`performs_sync`), is performed here, in the same call: the same steps in the same order,
+        without the round trip (no `Perform`, no saved context, no `Step` after it)."""
+        if self._ticket is None and self.performs_sync and state.sync:
+            return then.run(state.perform_now(op), *then.args)
+        return self._ask(op, state, then)
+
+    def _ask(self, op: Any, state: Any, then: Step) -> list[Command]:
         if self._ticket is not None:
             self._chain.append(Step(self._perform_next, (op, state, then)))
             return []
@@ -194,7 +207,7 @@ class Flow(Policing, Answering):
         return [Perform(op, ticket, state, self)]
 
     def _perform_next(self, value: Any, op: Any, state: Any, then: Step) -> list[Command]:
-        return list(value or []) + self.perform(op, state, then)
+        return list(value or []) + self._ask(op, state, then)
 
     def _waits(self, run: Callable[..., Any], args: tuple[Any, ...] = (),
                failed: Callable[..., Any] | None = None) -> bool:
@@ -277,7 +290,8 @@ class Flow(Policing, Answering):
             return self._frame_failed(exc, frame, origin, dest, started, single)
         finally:
             self._headers = self._frame = None
-        if self._waits(self._decoded, (frame, origin, dest, started, single), self._frame_failed):
+        if self._ticket is not None and self._waits(self._decoded, (frame, origin, dest, started, single),
+                                                    self._frame_failed):
             return _placed(out, frame)  # type: ignore[arg-type]
         return self._decoded(out, frame, origin, dest, started, single)
 
@@ -289,7 +303,7 @@ class Flow(Policing, Answering):
             out = [Forward(dest, frame)]
         else:
             out = [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
-        if out and not (len(out) == 1 and type(out[0]) is Forward):
+        if out and not (len(out) == 1 and type(out[0]) is Forward) and self.recorder.metrics is not None:
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
 
@@ -316,9 +330,9 @@ class Flow(Policing, Answering):
             return self._dispatch_failed(exc, msg, origin, calls)
         finally:
             self._inbound = None
-        if self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
+        if self._ticket is not None and self._waits(self._dispatched, (msg, origin, calls), self._dispatch_failed):
             return out
-        return self._dispatched(out, msg, origin, calls)
+        return out if out is None or not observes(self.stage) else self._dispatched(out, msg, origin, calls)
 
     def _dispatched(self, out: Handled, msg: dict[str, Any], origin: str, calls: int) -> Handled:
         self._inbound = None
@@ -519,6 +533,10 @@ class Flow(Policing, Answering):
         """Whether the peer's handshake declared the reminder capability (protocols that have one)."""
         return None
 
+    def subscription(self) -> Any:
+        """The id key of the host's listen request (MCP 2026-07-28) whose stream is kept for `Send.stream`."""
+        return None
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""
@@ -609,12 +627,13 @@ class Flow(Policing, Answering):
         member of a batch has no bytes of its own: it is encoded afresh)."""
         return self._frame if self._frame is not None else dumps(self._inbound)
 
-    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = ()) -> Send:
+    def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = (),
+             stream: Any = None) -> Send:
         method = msg.get("method")
         params = msg.get("params")
         name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
         return Send(to, dumps(msg), id_key(msg.get("id")) if answers else None, method,
-                    name if isinstance(name, str) else None, receipts)
+                    name if isinstance(name, str) else None, receipts, stream)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
         if to == HOST:  # the proxy answered the host's request itself: nothing waits for the peer's
@@ -643,53 +662,6 @@ class Flow(Policing, Answering):
             return None
         key = id_key(msg["id"])
         return None if key is None else self.awaiting.pop(key, None)
-
-    # -- decisions -----------------------------------------------------------------------------
-    def record(self, action: str, method: str | None, reminder: Reminder | None = None, *,
-               source: str | None = None, target: str | None = None, why: str | None = None,
-               session: Any = None) -> None:
-        """Count, trace and log one decision about a reminder of the message being handled."""
-        attributes, self._attributes = self._attributes, None
-        context = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
-                                         source=source, target=target, why=why, stage=self.stage,
-                                         carrier=self._carrier() if self.recorder.tracing.spans else None,
-                                         attributes=attributes, start_ns=self._start_ns,
-                                         session=self.scope if session is None else session,
-                                         direction=self._direction)
-        if context is not None:
-            self._span = context
-
-    def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
-        the span of the last decision as parent, else the incoming message's own context."""
-        inbound = self._carrier()
-        if self._span is None and inbound is None:  # nothing to carry: the common case without tracing
-            return msg
-        keys = self.recorder.carrier(self._span, inbound)
-        params = msg.get("params")
-        if keys and isinstance(params, dict):
-            meta = params.get("_meta")
-            params["_meta"] = {**(meta if isinstance(meta, dict) else {}), **keys}
-        return msg
-
-    def trace_context(self) -> dict[str, str]:
-        """Trace-context headers (`traceparent`, ...) for the request the proxy forwards after the
-        message just handled: for transports whose bodies have no `_meta` slot (A2A over HTTP)."""
-        return self.recorder.carrier(self._span, self._carrier())
-
-    def _carrier(self) -> dict[str, str] | None:
-        """Trace context of the message being handled (the propagators' keys): HTTP headers,
-        overridden by `params._meta`."""
-        carrier: dict[str, str] | None = None
-        meta = params_meta(self._inbound)
-        for source in (self._headers, meta):  # `_meta` last: it overrides the headers
-            if source and isinstance(source, Mapping):
-                for key in trace_keys():
-                    if isinstance(value := source.get(key), str):
-                        if carrier is None:
-                            carrier = {}
-                        carrier[key] = value
-        return carrier
 
 
 def _placed(out: list[Any], frame: bytes | None) -> list[Command]:

@@ -7,10 +7,10 @@ from typing import Any
 
 from bridge.dialects.hosts import HostAdapter, adapter_of
 from bridge.dialects.mcp import (
-    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LOG_LEVEL_KEY, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
-    McpStandard,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, PROTOCOL_KEY,
+    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, McpLegacy, McpStandard,
 )
-from bridge.dialects.paths import get_path
+from bridge.dialects.paths import get_path, params_meta
 from bridge.envelope import render
 from bridge.jsonrpc import id_key
 from bridge.lifecycle import ToolResultRides
@@ -20,8 +20,10 @@ from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled
 from bridge.pipeline.policing import held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
+from bridge.pipeline.subscriptions import Subscriptions
 from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
+from bridge.state.scope import IDENTITY, REQUEST
 
 LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
 #: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
@@ -48,6 +50,12 @@ class McpState:
     channel_offered: bool = False
     #: channel events that also ride the next tools/call result (`channel_also_tool_result`)
     rides: ToolResultRides = field(default_factory=ToolResultRides)
+    #: where the host declared reminders (`McpStandard.host_key`): a 2026-07-28 host is told there
+    host_key: tuple[str, ...] | None = None
+    #: the host's `subscriptions/listen` requests, by id key → (the id as written, whether its filter
+    #: asked for reminders); and those acknowledged as taking them (in the `Subscriptions` book)
+    listens: dict[Any, tuple[Any, bool]] = field(default_factory=dict)
+    honoured: list[Any] = field(default_factory=list)
 
 
 class McpFlow(Flow):
@@ -55,17 +63,36 @@ class McpFlow(Flow):
 
     ``peer_declared``: what the server's handshake said, when this flow will not see it (a
     2026-07-28 request over HTTP); the `translate` command passes True (the user named the dialect).
+    ``subscriptions``: the route's book of 2026-07-28 listen streams and held reminders, shared by
+    its sessionless requests' flows (a flow of its own otherwise).
     """
 
     protocol = "mcp"
     assumed = ("standard", "none")  # nothing learned: the standard message is harmless to unknowing hosts
 
-    def __init__(self, *args: Any, peer_declared: bool | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, peer_declared: bool | None = None, subscriptions: Subscriptions | None = None,
+                 **kwargs: Any):
         self.state = McpState(peer_declared=peer_declared)
         self.watchers: dict[Any, tuple[str | None, list[Any]]] = {}  # request id key → (method, add-ons)
         super().__init__(*args, **kwargs)
-        self.peer_markers = (b"emind",)
+        #: one request per flow (2026-07-28 over HTTP): what it carries is all of its exchange
+        self.sessionless = self.scope.kind in (REQUEST, IDENTITY)
+        self._book = subscriptions  # None: a book of its own, made at its first listen stream
+        #: the scope's held reminders are the book's, shared by its flows, when the scope outlives a request
+        self.shares_held = subscriptions is not None and self.scope.lasting
+        if self.shares_held:
+            self.state.tool_results, evicted = subscriptions.held(self.scope)
+            for reminder, _ in evicted:
+                self.record("dropped", "tools/call", reminder, target="none",
+                            why="held for the fallback of a scope the book had no room left for")
+        self._watch_peer()
         self._watch_host()
+
+    @property
+    def subscriptions(self) -> Subscriptions:
+        if self._book is None:
+            self._book = Subscriptions(max_scopes=1)
+        return self._book
 
     def peer_declared(self) -> bool | None:
         return self.state.peer_declared
@@ -103,9 +130,16 @@ class McpFlow(Flow):
             markers.append(b"logLevel")
         if self._awaits_tool_results():
             markers.append(b"tools")
+        if self.state.era != LEGACY_ERA:
+            markers.append(b"subscriptions/listen")
         for addon in self.addons:
             markers += addon.host_markers()
         self.host_markers = tuple(markers)
+
+    def _watch_peer(self) -> None:
+        """Server frames worth parsing: reminders, and acknowledgements while a listen waits for one."""
+        waiting = any(k not in self.state.honoured for k, (_, wants) in self.state.listens.items() if wants)
+        self.peer_markers = (b"emind", b"acknowledged") if waiting else (b"emind",)
 
     def refresh_markers(self) -> None:
         """An add-on's interests changed."""
@@ -145,6 +179,10 @@ class McpFlow(Flow):
             self.expect_response(msg, "call")
         if method == "tools/call" and self._awaits_tool_results():
             self.expect_response(msg, "tool")
+        if method == LISTEN_METHOD and "id" in msg:
+            wants = get_path(params, "notifications", REMINDERS_FILTER) is True
+            self.state.listens[id_key(msg["id"])] = (msg["id"], wants)
+            self._watch_peer()
         for addon in self.addons:
             answered = addon.on_host(msg)
             if answered is not None:  # the add-on answered in the server's place: nothing to wait for
@@ -169,6 +207,7 @@ class McpFlow(Flow):
         self.recorder.handshake("host", declared, protocol=self.protocol, client=name if isinstance(name, str) else None,
                                 version=info.get("version"), capabilities=caps, scope=self.scope)
         self.host.learn(declared)
+        self.state.host_key = McpStandard.host_key(caps)
         self._watch_host()
 
     # -- server → host -------------------------------------------------------------------------
@@ -182,9 +221,10 @@ class McpFlow(Flow):
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool":
-                # queued for a host that has a dialect of its own now (a reload): pushed after the result
+                # queued for a host that has a dialect of its own now (a reload): pushed after the result;
+                # never on 2026-07-28, where what follows a result belongs to no request (they ride it)
                 lift = bool(self.state.tool_results) and self.target() in HOST_CODECS \
-                    and not self._tool_results_carry_reminders()
+                    and not self._tool_results_carry_reminders() and not self.modern
                 if self.state.rides or (self.state.tool_results and not lift):
                     response, receipts = self._append_to_tool_result(msg, queued=not lift)
                 if lift:
@@ -195,6 +235,8 @@ class McpFlow(Flow):
             for codec in (McpStandard, McpLegacy):
                 if codec.is_reminder(msg):
                     return self._reminder(msg, codec)
+            if msg.get("method") == ACK_METHOD:
+                return self._acknowledged(msg)
         if watched is not None:  # add-ons patch the response after the flow's own rewrite
             method, addons = watched
             for addon in addons:
@@ -221,12 +263,60 @@ class McpFlow(Flow):
         if adapter is not None:
             return self._offer_channel(msg, adapter)
         cap = CAPABILITIES.told(declared, peer=self.peer.dialect, host=target)
-        if cap is None:
+        key = self.state.host_key if self.modern and target == "standard" else None
+        moves = key is not None and key != ("reminders",) and (cap is not None or isinstance(caps.get("reminders"), dict))
+        if cap is None and not moves:
             return None
         out = copy.deepcopy(msg)
-        CAPABILITIES.write(out["result"]["capabilities"], target, cap)
+        if cap is not None:
+            CAPABILITIES.write(out["result"]["capabilities"], target, cap)
+        if moves:  # a 2026-07-28 host is told where it declared reminders itself
+            McpStandard.move_capability(out["result"]["capabilities"], key)
         self.record("rewritten", "initialize", source=self.peer.dialect, target=target, why=None)
         return out
+
+    def _acknowledged(self, msg: dict[str, Any]) -> Handled:
+        """The server acknowledged a listen stream: one whose filter asked for reminders takes them
+        when the host can read them (the standard form; the legacy one never rides a listen stream),
+        and the acknowledgement says so."""
+        meta = params_meta(msg)
+        sub_id = meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
+        key = id_key(sub_id)
+        listen = self.state.listens.get(key)
+        if listen is None or not listen[1] or key in self.state.honoured or self.host.dialect != "standard":
+            return None
+        self.state.honoured.append(key)
+        self.subscriptions.opened(self.scope, key, listen[0])
+        self._watch_peer()
+        if get_path(msg, "params", "notifications", REMINDERS_FILTER) is True:
+            return None  # the server takes reminders itself and said so
+        out = copy.deepcopy(msg)
+        notifications = out["params"].get("notifications")
+        out["params"]["notifications"] = {**(notifications if isinstance(notifications, dict) else {}),
+                                          REMINDERS_FILTER: True}
+        return [self.send(HOST, out)]
+
+    def subscription(self) -> Any:
+        return next(iter(self.state.listens), None) if self.sessionless else None
+
+    def _ambient(self, msg: dict[str, Any] | None) -> bool:
+        """A 2026-07-28 reminder that belongs to no request of the host: one from a listen stream
+        (stamped with its subscription, or on a sessionless listen's own exchange), or one the flow
+        delivers on its own (``msg`` None: an add-on's)."""
+        if not self.modern:
+            return False
+        if msg is None:
+            return True
+        meta = params_meta(msg)
+        return (isinstance(meta, dict) and SUBSCRIPTION_KEY in meta) or (self.sessionless and bool(self.state.listens))
+
+    def _listen_stream(self) -> tuple[Any, Any] | None:
+        """Where an ambient reminder goes: the newest listen stream that took reminders, this flow's
+        own (its connection, or its exchange) first, else another request's of its scope, as
+        (`Send.stream`: None for its own, subscription id); None: nowhere, fall back."""
+        if self.state.honoured:
+            return None, self.state.listens[self.state.honoured[-1]][0]
+        return self.subscriptions.stream(self.scope) if self.sessionless else None
 
     def _offer_channel(self, msg: dict[str, Any], adapter: HostAdapter) -> dict[str, Any]:
         """Toward a Claude Code channel host (spec §11): the `claude/channel` capability and the
@@ -262,7 +352,7 @@ class McpFlow(Flow):
             return []
         if self._unseen(decoded, method, source):
             return []
-        target = self.target()
+        target = self.target(self._ambient(msg))
         held = target != source and target not in HOST_CODECS and self._fallback() == "tool_result"
         return self.police(msg, decoded, method, origin=PEER, source=source, target=target,
                            pending=len(self.state.tool_results) + len(self.held) if held else None,
@@ -274,51 +364,68 @@ class McpFlow(Flow):
         reminder, refusal = outcome
         if reminder is None:
             return refusal
-        return self._deliver(msg, codec, reminder, changed=reminder is not decoded)
+        return self._deliver(msg, codec, reminder, reminder is not decoded)
 
     def _released(self, reminder: Reminder, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy],
                   decoded: Reminder) -> Handled:
         """A reminder `coalesce` held, now that its bucket has a token again."""
-        return self._deliver(msg, codec, reminder, changed=reminder is not decoded, released=True)
+        return self._deliver(msg, codec, reminder, reminder is not decoded, released=True)
 
-    def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
+    def _deliver(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder,
                  changed: bool, released: bool = False) -> Handled:
         """The admitted reminder to the host, in its dialect (``released``: a coalesced one, later)."""
         method = msg.get("method")
         source = codec.dialect
-        target = self.target()
+        ambient = self._ambient(msg)
+        target = self.target(ambient)
         extra: list[Command] = []
         for addon in self.addons:
             commands, kept = addon.on_reminder(reminder, method, source, target)
             extra += commands
             if kept:
                 return extra
-        delivered = self._to_host(msg, codec, reminder, changed=changed, released=released)
+        delivered = self._to_host(msg, codec, reminder, changed, released, ambient, target)
         if not extra:
             return delivered
         return (delivered if delivered is not None else [self.forward(HOST)]) + extra
 
-    def _to_host(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder, *,
-                 changed: bool, released: bool) -> Handled:
+    def _to_host(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy], reminder: Reminder,
+                 changed: bool, released: bool, ambient: bool, target: str) -> Handled:
         method = msg.get("method")
         source = codec.dialect
-        target = self.target()
-        if target == source and not changed:
+        if target == source and not changed and not (ambient and self._elsewhere(msg)):
             self.record("passed", method, reminder, source=source, target=target)
             return [self.send(HOST, msg)] if released else None
         if target in HOST_CODECS:
             params_meta = codec.carried_meta(msg, keep_decoration=keeps_legacy(self.stage) and target != source)
-            return self._push(reminder, method, source, params_meta)
+            return self._push(reminder, method, source, params_meta, ambient=ambient, target=target)
         return self._fall_back(reminder, method, source)
 
+    def _elsewhere(self, msg: dict[str, Any]) -> bool:
+        """An ambient reminder goes on another listen stream than the one it came on."""
+        stream, sub_id = self._listen_stream() or (None, None)
+        meta = params_meta(msg)
+        if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:
+            return id_key(meta[SUBSCRIPTION_KEY]) != id_key(sub_id)
+        return stream is not None
+
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
-              params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = ()) -> list[Command]:
-        """The reminder in the host's own dialect; one sent as a channel event is counted `channel`
-        (and, with `channel_also_tool_result`, rides the next tool result too)."""
-        target = self.target()
+              params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = (), *,
+              ambient: bool = False, target: str | None = None) -> list[Command]:
+        """The reminder in the host's own dialect (an ``ambient`` one on the listen stream that takes
+        it, stamped with its subscription; ``target``: the host's, when the caller knows it); one sent
+        as a channel event is counted `channel` (and, with `channel_also_tool_result`, rides the next
+        tool result too)."""
+        if target is None:
+            target = self.target(ambient)
         channel = _adapter(target) is not None
         self.record("channel" if channel else "rewritten", method, reminder, source=source, target=target)
-        out = [self.send(HOST, self.stamp(HOST_CODECS[target].encode(reminder, params_meta)), receipts=receipts)]
+        message = HOST_CODECS[target].encode(reminder, params_meta)
+        stream = None
+        if ambient and target == "standard":
+            stream, sub_id = self._listen_stream() or (None, None)
+            message["params"]["_meta"] = {**message["params"].get("_meta", {}), SUBSCRIPTION_KEY: sub_id}
+        out = [self.send(HOST, self.stamp(message), receipts=receipts, stream=stream)]
         if channel and self.settings.channel_also_tool_result:
             self._ride(reminder, method, source)
         return out
@@ -352,7 +459,7 @@ class McpFlow(Flow):
         receipts = (receipt,) if receipt is not None else ()
         if self._unseen(reminder, method, source):
             return self._receipts_done(receipts)
-        target = self.target()
+        target = self.target(self._ambient(None))
         queued = target not in HOST_CODECS and self._fallback() == "tool_result"
         notification = {"jsonrpc": "2.0", "method": method}
         return self.police(notification, reminder, method, origin=PEER, source=source, target=target, request=False,
@@ -370,8 +477,9 @@ class McpFlow(Flow):
 
     def _push_or_fall_back(self, admitted: Reminder, method: str, source: str,
                            receipts: tuple[Receipt, ...]) -> list[Command]:
-        if self.target() in HOST_CODECS:
-            return self._push(admitted, method, source, receipts=receipts)
+        ambient = self._ambient(None)
+        if self.target(ambient) in HOST_CODECS:
+            return self._push(admitted, method, source, receipts=receipts, ambient=ambient)
         return self._fall_back(admitted, method, source, receipts)
 
     def _fall_back(self, reminder: Reminder, method: str | None, source: str,
@@ -386,9 +494,12 @@ class McpFlow(Flow):
         self.record("dropped", method, reminder, source=source, target="none", why=why)
         return self._receipts_done(receipts)
 
-    def target(self) -> str:
-        """The host's dialect, except that a modern host may only get a log message it asked for."""
+    def target(self, ambient: bool = False) -> str:
+        """The host's dialect, except that a modern host may only get a log message it asked for,
+        and an ``ambient`` reminder (2026-07-28) only on a listen stream that takes reminders."""
         target = self.host.dialect
+        if ambient and (target == "legacy" or (target == "standard" and self._listen_stream() is None)):
+            return "none"
         if target == "legacy" and self.modern and not self.state.opted_in:
             return "none"
         return target
@@ -420,7 +531,7 @@ class McpFlow(Flow):
             return None, ()
         held: list[tuple[Reminder, tuple[Receipt, ...]]] = []
         if queued:
-            held, self.state.tool_results = self.state.tool_results, []
+            held = self._take_tool_results()
         ids = {r.id for r, _ in held}
         rides = [r for r in self.state.rides.take(self.settings.trust.max_pending_per_session) if r.id not in ids]
         out = copy.deepcopy(msg)
@@ -436,7 +547,7 @@ class McpFlow(Flow):
     def _lift_tool_results(self) -> list[Command]:
         """Reminders queued for this tool result when the host has a dialect of its own now: pushed
         in it after the result, which goes on untouched (nothing is delivered twice)."""
-        queued, self.state.tool_results = self.state.tool_results, []
+        queued = self._take_tool_results()
         out: list[Command] = []
         for reminder, receipts in queued:
             if self._unseen(reminder, "tools/call", None):
@@ -449,11 +560,21 @@ class McpFlow(Flow):
     def pending_counts(self) -> dict[str, int]:
         return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results), "ride": len(self.state.rides)}
 
+    def _take_tool_results(self) -> list[tuple[Reminder, tuple[Receipt, ...]]]:
+        """The reminders waiting for a tool result, out of their list (which the scope's flows may share)."""
+        taken = list(self.state.tool_results)
+        self.state.tool_results.clear()
+        return taken
+
     def close(self, why: str) -> None:
         super().close(why)
-        for reminder, _ in self.state.tool_results:
-            self.record("dropped", "tools/call", reminder, target="none", why=why)
-        self.state.tool_results.clear()
+        for key in self.state.honoured:
+            self.subscriptions.closed(self.scope, key)
+        self.state.honoured.clear()
+        if not self.shares_held:  # a scope's held reminders wait for its next request
+            for reminder, _ in self.state.tool_results:
+                self.record("dropped", "tools/call", reminder, target="none", why=why)
+            self.state.tool_results.clear()
         self.state.rides = ToolResultRides()  # sent as channel events already: nothing is lost here
 
 

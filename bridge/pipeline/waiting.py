@@ -42,7 +42,8 @@ def at_once(commands: list[Any]) -> list[Any]:
     """``commands`` with every `Perform` on in-process state performed at once and replaced by what
     the flow gave for its result (and what waited behind it): the driver's job, for callers with no
     event loop (the `translate` command, the demo, unit tests).  A Perform on shared state stays in
-    the list: nothing here can wait for it."""
+    the list: nothing here can wait for it.  The flow is told (`Flow.performs_sync`), so it need
+    not build the next one on in-process state."""
     out: list[Any] = []
     while True:
         for i, command in enumerate(commands):
@@ -52,6 +53,7 @@ def at_once(commands: list[Any]) -> list[Any]:
             return out + commands if out else commands
         out += commands[:i]
         flow = command.flow
+        flow.performs_sync = True
         follows = flow.performed(command.ticket, command.state.perform_now(command.op))
         if flow.backlog.items or flow.backlog.full:
             follows += flow.drain()

@@ -125,6 +125,9 @@ class Policy:
         self._levels: dict[str, float] = {}
         self._limit = (Limit("", self.budget.rate, self.budget.burst) if self.budget is not None else None)
         self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
+        self._ceiling_pay = (Pay(GLOBAL, GLOBAL, GLOBAL, global_budget.rate, global_budget.burst),) \
+            if global_budget is not None else ()
+        self._last_pays: tuple[list[tuple[str, str]], tuple[Pay, ...]] | None = None
 
     @property
     def budgeted(self) -> bool:
@@ -207,17 +210,25 @@ class Policy:
         """
         if not self.budgeted or not self.enabled:
             return None
-        own: tuple[Pay, ...] = ()
-        if self._limit is not None:
-            kind, keys = self._keys(reminder, server, session)
-            rate, burst = self._limit.rate, self._limit.burst
-            own = tuple([Pay(kind, key, f"{kind}:{shown}", rate, burst) for key, shown in keys])
-            self._remember(keys)
-        ceiling = (Pay(GLOBAL, GLOBAL, GLOBAL, self._global.rate, self._global.burst),) if self._global else ()
-        max_keys = self.budget.max_keys if self.budget is not None else 1
+        own = self._own_pays(reminder, server, session) if self._limit is not None else ()
         if self.budget is not None and self.budget.shadow:
-            return Charge(self.route, ceiling, own, now, max_keys)
-        return Charge(self.route, own + ceiling, (), now, max_keys)
+            return Charge(self.route, self._ceiling_pay, own, now, self.budget.max_keys)
+        return Charge(self.route, own + self._ceiling_pay if self._ceiling_pay else own, (), now,
+                      self.budget.max_keys if self.budget is not None else 1)
+
+    def _own_pays(self, reminder: Reminder, server: str, session: Any) -> tuple[Pay, ...]:
+        """The route's own buckets ``reminder`` pays into (the last one asked is kept: most
+        reminders of a route pay into the same bucket as the one before)."""
+        assert self._limit is not None
+        kind, keys = self._keys(reminder, server, session)
+        last = self._last_pays
+        if last is not None and last[0] == keys:
+            return last[1]
+        rate, burst = self._limit.rate, self._limit.burst
+        own = tuple([Pay(kind, key, f"{kind}:{shown}", rate, burst) for key, shown in keys])
+        self._last_pays = (keys, own)
+        self._remember(keys)
+        return own
 
     def charge(self, reminder: Reminder, *, server: str, session: Any,
                now: float) -> tuple[Exceeded | None, Exceeded | None]:

@@ -2,11 +2,12 @@
 
 Pure: no I/O and no clock of its own; every call is given ``now`` (seconds, monotonic).
 A bucket holds at most ``burst`` tokens and gains ``rate / 60`` per second; a reminder costs
-one (`bridge.state.buckets`: the one algorithm, which the Redis script mirrors).  Buckets live in `BudgetState`, one object per process that outlives rules reloads, so a
-key that survives a reload keeps its tokens.  Per-key buckets are held in a `cachetools.TTLCache`
-of at most ``max_keys`` entries whose time-to-live is the time an empty bucket takes to fill:
-a bucket that expires would have been full again anyway, so expiry loses nothing, and a flood
-of distinct keys (sessions, tags) can never hold more than ``max_keys`` buckets.
+one (`bridge.state.buckets`: the one algorithm, which the Redis script mirrors).  Buckets live in
+`BudgetState`, one object per process that outlives rules reloads, so a key that survives a
+reload keeps its tokens.  Per-key buckets are held in a `BucketTable` of at most ``max_keys``
+entries, each forgotten once the time an empty bucket takes to fill has passed since its last
+charge: it would be full again anyway, so forgetting loses nothing, and a flood of distinct keys
+(sessions, tags) can never hold more than ``max_keys`` buckets.
 """
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import TTLCache
-
 from bridge.pending import PendingQueue
 from bridge.state.base import Exceeded
-from bridge.state.buckets import Bucket, take_tokens
+from bridge.state.buckets import Bucket, BucketTable, take_tokens
 from bridge.state.ops import GLOBAL, Charge, Op, Pay
 
 
@@ -31,19 +30,6 @@ class Limit:
     burst: int
 
 
-class _Keyed:
-    """The buckets of one (route, key kind): a TTL cache bounded by ``max_keys``."""
-
-    def __init__(self, max_keys: int, ttl: float, now: float, old: "_Keyed | None" = None):
-        self.now = now
-        self.max_keys = max_keys
-        self.ttl = ttl
-        self.cache: TTLCache = TTLCache(maxsize=max_keys, ttl=ttl, timer=lambda: self.now)
-        if old is not None:  # a reload changed the size or the rate: keep what fits
-            for key, bucket in list(old.cache.items())[-max_keys:]:
-                self.cache[key] = bucket
-
-
 class BudgetState:
     """Every bucket in the process: per route and key, plus the global ceiling.
 
@@ -52,18 +38,14 @@ class BudgetState:
     """
 
     def __init__(self) -> None:
-        self._keyed: dict[tuple[str, str], _Keyed] = {}
+        self._keyed: dict[tuple[str, str], BucketTable] = {}
         self._global: Bucket | None = None
 
-    def _table(self, route: str, kind: str, max_keys: int, rate: float, burst: int, now: float) -> _Keyed:
-        ttl = burst * 60.0 / rate
-        if ttl < 1e-3:
-            ttl = 1e-3
+    def _table(self, route: str, kind: str, max_keys: int, rate: float, burst: int) -> BucketTable:
+        fill_s = max(burst * 60.0 / rate, 1e-3)  # an idle bucket is full again after this long
         table = self._keyed.get((route, kind))
-        if table is None or table.max_keys != max_keys or table.ttl != ttl:
-            table = self._keyed[(route, kind)] = _Keyed(max_keys, ttl, now, table)
-        if now > table.now:
-            table.now = now
+        if table is None or table.max_keys != max_keys or table.fill_s != fill_s:
+            table = self._keyed[(route, kind)] = BucketTable(max_keys, fill_s, table)
         return table
 
     def bucket(self, route: str, kind: str, key: str, limit: Limit, max_keys: int, now: float) -> Bucket:
@@ -71,12 +53,11 @@ class BudgetState:
             if self._global is None:
                 self._global = Bucket(float(limit.burst), now)
             return self._global
-        table = self._table(route, kind, max_keys, limit.rate, limit.burst, now)
-        try:  # (not `get`: that asks the cache twice, each time through its timer)
-            bucket = table.cache[key]
-        except KeyError:  # never charged, or expired: full again
+        table = self._table(route, kind, max_keys, limit.rate, limit.burst)
+        bucket = table.get(key)
+        if bucket is None:  # never charged, or forgotten once full again
             bucket = Bucket(float(limit.burst), now)
-        table.cache[key] = bucket  # (re)insert: refreshes its time-to-live
+        table.put(key, bucket, now)
         return bucket
 
     def levels(self, route: str, kind: str, now: float, per_second: float, burst: int) -> list[tuple[str, float]]:
@@ -90,12 +71,8 @@ class BudgetState:
         table = self._keyed.get((route, kind))
         if table is None:
             return []
-        found = []
-        for key in list(table.cache):  # a snapshot: nothing expires or moves while reading
-            bucket = table.cache.get(key)
-            if bucket is not None:
-                found.append((str(key), level(bucket)))
-        return found
+        return [(str(key), level(bucket)) for key, bucket in table.items()
+                if now - bucket.at < table.fill_s]  # one full again is as good as forgotten
 
     #: what the driver asks before it performs an op here: in-process, so at once (`perform_now`)
     sync = True
@@ -110,7 +87,7 @@ class BudgetState:
 
     def keys_held(self, route: str | None = None) -> int:
         """How many per-key buckets are held (for tests and the admin port)."""
-        return sum(len(t.cache) for (r, _), t in self._keyed.items() if route in (None, r))
+        return sum(len(t) for (r, _), t in self._keyed.items() if route in (None, r))
 
 
 def take(state: BudgetState, route: str, charges: Iterable[tuple[str, str, Limit]], max_keys: int,

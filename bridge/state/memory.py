@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cachetools import TLRUCache, TTLCache
+from cachetools import TLRUCache
 
 from bridge.pending import PendingQueue
 from bridge.state.base import BucketCharge, Exceeded, exceeded, unique
-from bridge.state.buckets import Bucket, take_tokens
+from bridge.state.buckets import Bucket, BucketTable, take_tokens
 from bridge.state.ops import Charge, Op, QueueCount, QueuePush, QueueTake
 
 
@@ -53,58 +53,47 @@ class MemoryState:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, max_keys: int = DEFAULT_MAX_KEYS):
         self.clock = clock
         self.max_keys = max_keys
-        # buckets: one TTLCache per fill time (O(1) refresh, unlike a TLRUCache's heap: this is the hot
-        # path); there are as few fill times as distinct (rate, burst) pairs in the rules
-        self._buckets: dict[float, TTLCache] = {}
-        self._now = clock()  # the bucket tables' timer: read the clock once per charge, not per lookup
+        # buckets: one table per fill time; there are as few as distinct (rate, burst) pairs in the rules
+        self._buckets: dict[float, BucketTable] = {}
         self._queues: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
         self._records: TLRUCache = TLRUCache(maxsize=max_keys, ttu=_ttu, timer=clock)
 
     # -- budgets ---------------------------------------------------------------------------------------
 
-    def _bucket_time(self) -> float:
-        return self._now
-
-    def _table(self, fill_s: float) -> TTLCache:
+    def _table(self, fill_s: float) -> BucketTable:
         table = self._buckets.get(fill_s)
         if table is None:
-            table = self._buckets[fill_s] = TTLCache(maxsize=self.max_keys, ttl=fill_s, timer=self._bucket_time)
+            table = self._buckets[fill_s] = BucketTable(self.max_keys, fill_s)
         return table
 
-    def _bucket(self, charge: BucketCharge) -> Bucket | None:
+    def _bucket(self, charge: BucketCharge, now: float) -> Bucket | None:
         table = self._table(charge.fill_s)
-        try:
-            return table[charge.key]
-        except KeyError:
-            pass
-        if len(self._buckets) > 1:  # its rate or burst changed (a reload): move it over, tokens and all
-            for fill_s, other in self._buckets.items():
-                if fill_s != charge.fill_s and (bucket := other.pop(charge.key, None)) is not None:
-                    table[charge.key] = bucket
-                    return bucket
+        bucket = table.get(charge.key)
+        if bucket is not None or len(self._buckets) == 1:
+            return bucket
+        for fill_s, other in self._buckets.items():  # its rate or burst changed (a reload): move it over, tokens and all
+            if fill_s != charge.fill_s and (bucket := other.pop(charge.key)) is not None:
+                table.put(charge.key, bucket, now)
+                return bucket
         return None
 
     def charge_now(self, charges: Sequence[BucketCharge]) -> Exceeded | None:
         now = self.clock()
-        if now > self._now:
-            self._now = now
         charges = unique(charges)
         made: list[Bucket] = []
-        refused = take_tokens([(self._bucket(c), c.per_second, c.burst) for c in charges], now, made)
+        refused = take_tokens([(self._bucket(c, now), c.per_second, c.burst) for c in charges], now, made)
         if refused is not None:
             index, level, wait = refused
             return exceeded(charges[index], level, wait)
         for charge, bucket in zip(charges, made):
-            self._table(charge.fill_s)[charge.key] = bucket  # (re)insert: restarts its time-to-live
+            self._table(charge.fill_s).put(charge.key, bucket, now)  # the newest: forgotten last
         return None
 
     def levels_now(self, charges: Sequence[BucketCharge]) -> list[float]:
         now = self.clock()
-        if now > self._now:
-            self._now = now
         out = []
         for charge in charges:
-            bucket = self._bucket(charge)
+            bucket = self._bucket(charge, now)
             out.append(float(charge.burst) if bucket is None else bucket.level(now, charge.per_second, charge.burst))
         return out
 
@@ -205,9 +194,7 @@ class MemoryState:
     def sizes(self) -> dict[str, int]:
         """Entries held per kind (for tests and the admin port)."""
         now = self.clock()
-        if now > self._now:
-            self._now = now
         for table in self._buckets.values():
-            table.expire()
+            table.expire(now)
         return {"buckets": sum(len(t) for t in self._buckets.values()), "queues": len(self._queues),
                 "records": len(self._records)}

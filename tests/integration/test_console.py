@@ -654,7 +654,7 @@ def test_policy_gauges_read_the_buckets_without_charging_them():
         [("session:a", 1.0, 4, 2), ("session:b", 3.0, 4, 2), ("global", 46.0, 50, 1)]
     later = {g["scope"]: g["tokens"] for g in policy.gauges(11.5)}  # a token a second, up to the burst
     assert later == {"session:a": 2.5, "session:b": 4.0, "global": 50.0}
-    bucket = policy.state._keyed[("g", "session")].cache["a"]
+    bucket = policy.state._keyed[("g", "session")].get("a")
     assert (bucket.tokens, bucket.at) == (1.0, 10.0)  # the look refilled nothing
 
 

@@ -11,13 +11,14 @@ import aiohttp
 from aiohttp import web
 
 from bridge.jsonrpc import dumps
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Write, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Forward, Send, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.rules import Limits
 from bridge.transports.driver import FlowDriver
 from bridge.transports.forwarding import upstream_headers
 from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
+from bridge.transports.http.listening import Listener
 from bridge.transports.http.routes import HttpRoute
 from bridge.transports.http.upstream_errors import cause, upstream_error
 from bridge.transports.sessions import Session
@@ -57,7 +58,7 @@ class OwnCalls:
 
         def write(command: Write) -> None:
             if command.to == HOST:
-                self._to_host(session, [command])
+                self._to_host(session, [command], route)
             else:
                 self.spawn(self._post(route, session, command.data))
 
@@ -68,8 +69,12 @@ class OwnCalls:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _to_host(self, session: Session, messages: list[Write]) -> None:
-        """Messages the session's flow sends on its own: on its open stream, else ahead of its next answer."""
+    def _to_host(self, session: Session, messages: list[Write], route: HttpRoute) -> None:
+        """Messages the session's flow sends on its own: on its open stream, else ahead of its next
+        answer; those it names a listen stream for (`Send.stream`), there."""
+        messages = self.to_listen(route, session, messages)
+        if not messages:
+            return
         stream = next((s for s in session.streams if not s.task_done), None)
         if stream is None:
             session.hold(messages)
@@ -88,11 +93,40 @@ class OwnCalls:
             written(session, [message])
         return True
 
+    def to_listen(self, route: HttpRoute, session: Session, messages: list[Write]) -> list[Write]:
+        """The messages that name a listen stream (`Send.stream`) written on it, in the order given;
+        returns the rest.  One whose stream is gone, or would pass the stream's byte bound, is
+        dropped unwritten (its owner keeps what it delivers) and logged."""
+        rest: list[Write] = []
+        for message in messages:
+            if type(message) is not Send or message.stream is None:
+                rest.append(message)
+                continue
+            listener = route.listening.get(session.flow.scope, message.stream)
+            if listener is None or not listener.room(len(message.data)):
+                route.recorder.log("listen_stream_unwritten", why="the listen stream ended" if listener is None
+                                   else "the listen stream's host reads too slowly (its bytes bound)")
+                session.flow.unwritten(message.receipts)
+                continue
+            listener.queued += len(message.data)
+            self.spawn(self._write_listen(session, listener, message))
+        return rest
+
+    async def _write_listen(self, session: Session, listener: Listener, message: Send) -> None:
+        try:
+            await listener.response.write(message_event(message.data))
+        except (ConnectionError, RuntimeError):
+            session.flow.unwritten(message.receipts)
+            return
+        finally:
+            listener.queued -= len(message.data)
+        written(session, [message])
+
     async def _call_and_push(self, route: HttpRoute, session: Session, call: Call) -> None:
         """A call the flow made on its own: what its answer gives the host goes to the session."""
         host = [c for c in await self.calls(route, session, [call], None) if c.to == HOST]
         if host:
-            self._to_host(session, host)
+            self._to_host(session, host, route)
 
     async def calls(self, route: HttpRoute, session: Session, calls: list[Call],
                     request: web.Request | None) -> list[Write]:
@@ -165,4 +199,4 @@ class OwnCalls:
                 self.spawn(self._post(route, session, command.data))
             else:
                 host.append(command)
-        return host
+        return self.to_listen(route, session, host)

@@ -46,7 +46,7 @@ async def jsonrpc(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         elif isinstance(command, Write) and command.to == HOST:
             host.append(command)
     if calls:
-        host += await proxy.calls(route, session, calls, request)
+        host += proxy.to_listen(route, session, await proxy.calls(route, session, calls, request))
     if main is not None:
         return await relay(proxy, route, request, main.data, session, kept=kept, holding=holding, headers=headers,
                            rewritten=main if type(main) is Send else None,

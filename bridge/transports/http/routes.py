@@ -13,6 +13,7 @@ from aiohttp import web
 from bridge.pipeline.a2a import TaskBook
 from bridge.assembly import make_flow
 from bridge.pipeline.flow import Flow
+from bridge.pipeline.subscriptions import Subscriptions
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
 from bridge.state import StateUnavailable
@@ -20,6 +21,7 @@ from bridge.state.queues import ReminderQueues
 from bridge.state.scope import MCP_SESSION, Scope
 from bridge.telemetry import Recorder, Tracing
 from bridge.transports.forwarding import Upstream, origin_allowed, with_own
+from bridge.transports.http.listening import ListenStreams
 from bridge.transports.sessions import Session, SessionTable
 
 SESSION_HEADER = "mcp-session-id"
@@ -45,6 +47,10 @@ class HttpRoute:
     sessions: SessionTable = field(init=False)
     #: A2A: what the route keeps per task (queued and held reminders), shared by every request's flow
     tasks: TaskBook = field(init=False)
+    #: MCP 2026-07-28: what the route's sessionless requests' flows share per scope (listen streams
+    #: that take reminders, reminders held for the fallback), and those streams, open
+    subscriptions: Subscriptions = field(init=False)
+    listening: ListenStreams = field(init=False, default_factory=ListenStreams)
     #: A2A: the session whose timer releases the route's held reminders (requests come and go)
     keeper: Session | None = field(init=False, default=None)
     #: sessions whose requests are in flight (a per-request pipeline lives only while here)
@@ -72,6 +78,7 @@ class HttpRoute:
                                                     idle_s=self.limits.session_idle_s,
                                                     max_keys=self.limits.max_sessions, state=self.shared))
         self.recorder.track(self.tasks)  # its queues count once in the pending gauge
+        self.subscriptions = Subscriptions(max_scopes=self.limits.max_sessions)
         self.recorder.status_source = self.status
 
     @property
@@ -177,7 +184,8 @@ class HttpRoute:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
                 # a request that is its own session: its outbox is its identity's, if the rules name one
-                return self.open_session(self.new_flow(scope=self.sessionless_scope(request), **self._seeds())), False
+                return self.open_session(self.new_flow(scope=self.sessionless_scope(request),
+                                                       subscriptions=self.subscriptions, **self._seeds())), False
             if session_id is None:  # an initialize, or a server without sessions: the answer tells
                 return self.open_session(self.new_flow(scope=self.sessionless_scope(request))), False
             # a session the proxy does not hold (a restart, another replica, an id made up): its own

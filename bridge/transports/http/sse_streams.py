@@ -30,12 +30,16 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
     response = Relayed(status=upstream.status, headers=response_headers(upstream))
     first = await start_relay(request, upstream, response)
     stream = OpenStream(response)
+    listen: str | None = None  # the name it is kept under while open, when it is a listen stream
     if session is not None:
         await proxy.write_messages(session, response, session.take_waiting())
         if request.method == "GET":
             session.streams.insert(0, stream)  # the session's own stream is where pushes go first
         else:
             session.streams.append(stream)
+        subscription = session.flow.subscription()
+        if subscription is not None:  # 2026-07-28 `subscriptions/listen`: other requests' flows may write here
+            listen = route.listening.open(session.flow.scope, subscription, response)
     failure: BaseException | None = None
     splitter = SseSplitter(proxy.limits.max_event_bytes)
     try:
@@ -54,6 +58,8 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
         stream.task_done = True
         if session is not None and stream in session.streams:
             session.streams.remove(stream)
+        if listen is not None:
+            route.listening.close(listen, response)
     if failure is not None:
         route.recorder.log("upstream_error", why=route.shown(cause(failure)), url=redact(str(upstream.url)),
                            during="stream")

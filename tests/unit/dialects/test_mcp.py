@@ -82,6 +82,21 @@ class TestMcpStandard:
     def test_host_declares(self, caps, declared):
         assert McpStandard.host_declares(caps) is declared
 
+    @pytest.mark.parametrize("caps, key", [
+        ({"reminders": {}}, ("reminders",)), ({"experimental": {"reminders": {}}}, ("experimental", "reminders")),
+        ({"extensions": {"com.example/reminders": {}}}, ("extensions", "com.example/reminders")),
+        ({"extensions": {"com.example/other": {}}}, None), ({"reminders": None}, ("reminders",)),
+    ])
+    def test_host_key_is_where_the_host_declared(self, caps, key):
+        assert McpStandard.host_key(caps) == key
+
+    def test_move_capability_to_the_hosts_key_keeps_what_is_there(self):
+        caps = {"reminders": {"emit": True}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+        assert McpStandard.move_capability(caps, ("extensions", "com.example/reminders"))
+        assert caps == {"extensions": {"io.modelcontextprotocol/tasks": {}, "com.example/reminders": {"emit": True}}}
+        assert not McpStandard.move_capability(caps, ("experimental", "reminders"))  # nothing left to move
+        assert not McpStandard.move_capability({"reminders": {}}, ("reminders",))
+
 
 class TestMcpLegacy:
     PAYLOAD = {"id": "r-1", "body": "Re-read src/lib.rs.", "tags": ["workspace"], "dedupeKey": "f:src/lib.rs",

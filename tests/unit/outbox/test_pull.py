@@ -50,6 +50,12 @@ def test_modern_host_without_a_probe_commits_with_its_first_request(tmp_path):
 def test_events_extension_is_polled_through_events_poll(tmp_path):
     link = Link(tmp_path, PULL)
     link.modern_handshake({"extensions": {"io.modelcontextprotocol/events": {}}})
+    # a 2026-07-28 host gets an ambient reminder on a listen stream that opted in (spec §3)
+    link.host({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": {
+        "notifications": {"reminders": True}, "_meta": {**MODERN, "io.modelcontextprotocol/clientCapabilities":
+                                                        link.host_caps}}})
+    link.peer({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {
+        "notifications": {}, "_meta": {"io.modelcontextprotocol/subscriptionId": "l1"}}})
     listing = only_poll(link.tick())
     assert listing["method"] == "events/list"
     out = link.peer({"jsonrpc": "2.0", "id": listing["id"], "result": {"resultType": "complete", "events": [
