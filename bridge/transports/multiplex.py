@@ -7,7 +7,8 @@ wrote it>`, a string: the session's tag and its id, no table to grow), and the c
 goes back to that session only, with the id exactly as the host wrote it. What else the child
 says cannot be attributed: a request of the server's goes to the session that last asked
 something (its answer is accepted from that session only), and a notification to the sessions
-waiting for an answer at that moment, or to every session when none is.
+waiting for an answer at that moment, or to every session when none is; one stamped with a listen
+request's id (MCP 2026-07-28 `_meta` subscriptionId) goes to the session that sent that request.
 
 Pure: frames in, (session tag, frame) out. Only frames that carry an id (and cancellations,
 which name one) are decoded; notifications pass as they came. A batch is decoded member by member.
@@ -22,6 +23,9 @@ from typing import Any
 from bridge.jsonrpc import dumps, ids_in, loads
 
 _CANCELLED = b"notifications/cancelled"
+#: MCP 2026-07-28: the `_meta` key a listen stream's notifications carry its request's id under
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+_SUBSCRIPTION = SUBSCRIPTION_KEY.encode()
 #: the server's requests still waiting for a host's answer, at most
 ASKED_LIMIT = 10_000
 
@@ -107,6 +111,10 @@ class SharedIds:
         """(tag, frame as that session's host gets it) for each session a frame of the child is for."""
         found = list(ids_in(frame))
         if not found:
+            if _SUBSCRIPTION in frame:  # 2026-07-28: stamped with a listen request's id, so it is that session's
+                stamped = self._stamped(frame)
+                if stamped is not None:
+                    return [stamped]
             return [(tag, frame) for tag in self._listeners()]
         msg = _decoded(frame)
         if isinstance(msg, list):
@@ -140,6 +148,23 @@ class SharedIds:
         tag, token = unwrapped
         self.inflight[tag] = max(0, self.inflight[tag] - 1)
         return [(tag, with_id(msg, token))]
+
+    def _stamped(self, frame: bytes) -> tuple[int, bytes] | None:
+        """A notification stamped with a session's listen request (`_meta` subscriptionId): for that
+        session only, with the id as its host wrote it."""
+        msg = _decoded(frame)
+        params = msg.get("params") if isinstance(msg, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        unwrapped = self.unwrap(meta.get(SUBSCRIPTION_KEY)) if isinstance(meta, dict) else None
+        if unwrapped is None:
+            return None
+        tag, token = unwrapped
+        try:
+            original = json.loads(token)
+        except ValueError:
+            return None
+        restamped = {**msg, "params": {**params, "_meta": {**meta, SUBSCRIPTION_KEY: original}}}
+        return tag, dumps(restamped)
 
     def unwrap(self, msg_id: Any) -> tuple[int, bytes] | None:
         """(tag, the host's id as written) of an id `wrap` made for a session still here; else None."""

@@ -324,3 +324,26 @@ async def test_a_reload_applies_new_rules_to_a_command_route_and_refuses_a_new_c
             assert (await recall(client))[0] == pid  # the session and its child go on
     finally:
         running.stop()
+
+
+async def test_a_2026_07_28_listen_stream_gets_the_ambient_reminder_stamped_for_it(bridge):
+    from tests.integration.test_http_mcp_modern import STANDARD, Listen, acked, call, reminder
+
+    async with aiohttp.ClientSession() as http:
+        other = Listen(http, url(bridge), "sub-1", STANDARD, None, toolsListChanged=True)
+        await other.wait(acked)
+        opted = Listen(http, url(bridge), "sub-1", STANDARD, None, reminders=True)  # the same id, another request
+        ack = await opted.wait(acked)
+        try:
+            [sent] = await call(http, url(bridge), 4, "tools/call", STANDARD, name="ping_listeners",
+                                arguments={"text": "deploy.log"})
+            got = await opted.wait(reminder)
+        finally:
+            for stream in (other, opted):
+                await stream.close()
+    assert ack["params"]["notifications"] == {"reminders": True}
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"
+    assert sent["result"]["content"][0]["text"].startswith("sent to ")
+    assert got["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"
+    assert got["params"]["reminder"]["dedupeKey"] == "file_changed:deploy.log"
+    assert other.reminders() == [] and opted.reminders() == [got]

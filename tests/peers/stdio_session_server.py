@@ -6,6 +6,8 @@ bundled example's tools and reminders (`touch_file`, `echo`), plus
   crash {text}     exit with code 3 before answering (a server that dies mid-call)
   hang {text}      never answered
   touch_after {text}  answer, then send the legacy reminder for file ``text`` (outside any call)
+  ping_listeners {text}  a legacy reminder ``text`` on the newest open 2026-07-28 listen stream,
+                   stamped with its subscription id (`subscriptions/listen` is acknowledged, held open)
 
     python -m tests.peers.stdio_session_server
 """
@@ -21,8 +23,11 @@ EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
          _string_tool("recall", "The text kept, and this process's pid.", "text"),
          _string_tool("crash", "Exit before answering.", "text"),
          _string_tool("hang", "Never answered.", "text"),
+         _string_tool("ping_listeners", "An ambient reminder on the newest listen stream.", "text"),
          _string_tool("touch_after", "Answer, then remind the host that the file changed.", "text")]
 kept = {"text": ""}
+SUB = "io.modelcontextprotocol/subscriptionId"
+listeners: list = []  # the ids of open listen requests, oldest first
 
 
 def text_result(msg: dict, text: str) -> dict:
@@ -41,6 +46,18 @@ def handle(msg: dict) -> list[dict]:
         return [text_result(msg, f"{os.getpid()} {kept['text']}")]
     if msg.get("method") == "tools/call" and name == "touch_after":
         return [text_result(msg, "later"), reminder_notification(text)]
+    if msg.get("method") == "subscriptions/listen":
+        listeners.append(msg["id"])
+        asked = params.get("notifications") or {}
+        honoured = {"toolsListChanged": True} if asked.get("toolsListChanged") else {}
+        return [{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                 "params": {"notifications": honoured, "_meta": {SUB: msg["id"]}}}]
+    if msg.get("method") == "tools/call" and name == "ping_listeners":
+        if not listeners:
+            return [text_result(msg, "nobody listens")]
+        reminder = reminder_notification(text)
+        reminder["params"]["_meta"][SUB] = listeners[-1]
+        return [reminder, text_result(msg, f"sent to {listeners[-1]}")]
     if msg.get("method") == "tools/call" and name == "hang":
         return []
     if msg.get("method") == "tools/call" and name == "crash":

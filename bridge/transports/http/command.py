@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from bridge.jsonrpc import dumps, error_response, ids_in
-from bridge.pipeline.commands import HOST, PEER, Call, Command, Write, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Call, Command, Send, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import token_key
 from bridge.rules import RouteSettings
@@ -102,6 +102,9 @@ class ChildSession(Session):
         """Where one of the flow's writes goes: the child, or the host (see the module's docstring)."""
         if command.to == PEER or isinstance(command, Call):
             self.link.write(command.data)
+            return
+        if type(command) is Send and command.stream is not None:  # 2026-07-28: another request's listen stream
+            self.upstream.proxy.to_listen(self.upstream.route, self, [command])
             return
         key = getattr(command, "answers", None)
         if key is None and self.exchanges:  # a response the flow passed on after decoding it says no more
@@ -347,7 +350,8 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
     """A new session: a 2025-11-25 host's (a new id, its own child unless shared), or one request's
     (2026-07-28: the shared child, whose answer ends it)."""
     if stateless:
-        flow = route.new_flow(scope=route.sessionless_scope(request), **route._seeds())
+        flow = route.new_flow(scope=route.sessionless_scope(request), subscriptions=route.subscriptions,
+                              **route._seeds())
         return await upstream.open(flow, shared=True)
     session_id = secrets.token_urlsafe(24)
     flow = route.new_flow(scope=Scope.mcp_session(route.name, session_id))
@@ -408,7 +412,9 @@ async def _answer(proxy: OwnCalls, session: ChildSession, request: web.Request, 
     while not exchange.sse and not exchange.complete:
         exchange.arrived.clear()
         await exchange.arrived.wait()
-    if not exchange.sse or (exchange.complete and len(exchange.items) == 1 and not session.waiting):
+    subscription = session.flow.subscription()  # a 2026-07-28 listen: other requests' flows may write on it
+    if not exchange.sse or (exchange.complete and len(exchange.items) == 1 and not session.waiting
+                            and subscription is None):
         messages = list(exchange.items)
         exchange.items.clear()
         session.taken(messages)
@@ -423,18 +429,24 @@ async def _answer(proxy: OwnCalls, session: ChildSession, request: web.Request, 
         return response
     response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    await proxy.write_messages(session, response, session.take_waiting())
-    while True:
-        messages = list(exchange.items)
-        exchange.items.clear()
-        exchange.arrived.clear()
-        if messages:
-            session.taken(messages)
-            await response.write(b"".join(message_event(m.data) for m in messages))
-            written(session, messages)
-        if exchange.complete and not exchange.items:
-            break
-        await exchange.arrived.wait()
+    listen = session.upstream.route.listening.open(session.flow.scope, subscription, response) \
+        if subscription is not None else None
+    try:
+        await proxy.write_messages(session, response, session.take_waiting())
+        while True:
+            messages = list(exchange.items)
+            exchange.items.clear()
+            exchange.arrived.clear()
+            if messages:
+                session.taken(messages)
+                await response.write(b"".join(message_event(m.data) for m in messages))
+                written(session, messages)
+            if exchange.complete and not exchange.items:
+                break
+            await exchange.arrived.wait()
+    finally:
+        if listen is not None:
+            session.upstream.route.listening.close(listen, response)
     await response.write_eof()
     return response
 

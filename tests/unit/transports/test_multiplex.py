@@ -97,3 +97,14 @@ def test_the_head_of_a_line_too_long_names_its_session():
 def test_with_id_puts_jsonrpc_and_the_id_first():
     assert with_id({"result": {}, "jsonrpc": "2.0", "id": 1}, b"7") == b'{"jsonrpc":"2.0","id":7,"result":{}}'
     assert with_id({"id": 1}, b'"x"') == b'{"id":"x"}'
+
+
+def test_a_notification_stamped_with_a_listen_request_goes_to_that_session_with_its_id():
+    ids = SharedIds(prefix="p")
+    a, b = ids.join(), ids.join()
+    listen = ids.outbound(b, b'{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{}}')
+    ids.outbound(a, b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}')  # a waits for an answer meanwhile
+    stamped = {"jsonrpc": "2.0", "method": "notifications/message",
+               "params": {"data": "x", "_meta": {"io.modelcontextprotocol/subscriptionId": json.loads(listen)["id"]}}}
+    [(tag, data)] = ids.inbound(json.dumps(stamped).encode())
+    assert tag == b and json.loads(data)["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "sub-1"}
