@@ -265,21 +265,25 @@ class CommandUpstream:
         """A session on a child: its own (started now), or the route's shared one (started once)."""
         session = ChildSession(self, flow)
         cwd = self.route.settings.cwd
-        if shared:
-            async with self._starting:  # sessions that start together share the one child
-                if self.shared is None or not self.shared.child.alive:
-                    fresh = Shared(self)
-                    await self.children.start(fresh.child, self.env, cwd)
-                    self.shared = fresh
-                    self._started(fresh.child)
-            session.link = SharedLink(self.shared, session)
-        else:
-            child = self.new_child(lambda block: _each(block, session.from_child),
-                                   lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
-                                   lambda error: self.lost(session, error))
-            session.link = Link(child)
-            await self.children.start(child, self.env, cwd)
-            self._started(child)
+        try:
+            if shared:
+                async with self._starting:  # sessions that start together share the one child
+                    if self.shared is None or not self.shared.child.alive:
+                        fresh = Shared(self)
+                        await self.children.start(fresh.child, self.env, cwd)
+                        self.shared = fresh
+                        self._started(fresh.child)
+                session.link = SharedLink(self.shared, session)
+            else:
+                child = self.new_child(lambda block: _each(block, session.from_child),
+                                       lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
+                                       lambda error: self.lost(session, error))
+                await self.children.start(child, self.env, cwd)
+                session.link = Link(child)
+                self._started(child)
+        except (Full, OSError):
+            flow.close("its stdio server could not start")
+            raise
         session.driver = FlowDriver(flow, session.write, session.write, lambda on: session.link.pause(session, on))
         self.route.recorder.track(session)
         return session
