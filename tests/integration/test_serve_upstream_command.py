@@ -127,6 +127,21 @@ async def test_delete_reaps_the_sessions_child(bridge):
     assert ended(pid)  # the SDK's DELETE on leaving ended the session and its child
 
 
+async def test_what_a_child_says_before_it_is_asked_reaches_the_host():
+    running = proxy("--protocol", "mcp", "--upstream-command", "--", *SERVER, "--greet")
+    logs = []
+
+    async def on_log(params) -> None:
+        logs.append((params.logger, params.data))
+
+    try:
+        async with Client(url(running), mode="legacy", logging_callback=on_log) as client:
+            assert [x.text for x in (await client.call_tool("echo", {"text": "hi"})).content] == ["hi"]
+    finally:
+        running.stop()
+    assert logs == [("greeter", "hello")]
+
+
 async def test_the_child_limit_refuses_a_session_with_a_clear_error():
     running = serve("--max-children", "1")
     try:

@@ -9,14 +9,16 @@ bundled example's tools and reminders (`touch_file`, `echo`), plus
   ping_listeners {text}  a legacy reminder ``text`` on the newest open 2026-07-28 listen stream,
                    stamped with its subscription id (`subscriptions/listen` is acknowledged, held open)
 
-    python -m tests.peers.stdio_session_server
+    python -m tests.peers.stdio_session_server [--greet]
+
+``--greet``: a log line (`notifications/message`, logger "greeter") before anything is asked.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from bridge.examples._stdio import serve
+from bridge.examples._stdio import serve, write_message
 from bridge.examples.mcp_legacy_server import PROTOCOL_VERSION_KEY, LegacyMcpServer, _string_tool, reminder_notification
 
 EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
@@ -71,6 +73,9 @@ def handle(msg: dict) -> list[dict]:
 
 
 def main() -> int:
+    if "--greet" in sys.argv[1:]:
+        write_message({"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "logger": "greeter", "data": "hello"}})
     return serve("stdio_session_server", handle)
 
 

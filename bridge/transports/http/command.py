@@ -264,6 +264,8 @@ class CommandUpstream:
     async def open(self, flow: Flow, shared: bool) -> ChildSession:
         """A session on a child: its own (started now), or the route's shared one (started once)."""
         session = ChildSession(self, flow)
+        # ready before the child starts: what it says at once (a log line at its start) meets a whole session
+        session.driver = FlowDriver(flow, session.write, session.write, lambda on: session.link.pause(session, on))
         cwd = self.route.settings.cwd
         try:
             if shared:
@@ -278,13 +280,13 @@ class CommandUpstream:
                 child = self.new_child(lambda block: _each(block, session.from_child),
                                        lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
                                        lambda error: self.lost(session, error))
-                await self.children.start(child, self.env, cwd)
                 session.link = Link(child)
+                await self.children.start(child, self.env, cwd)
                 self._started(child)
         except (Full, OSError):
-            flow.close("its stdio server could not start")
+            session.link = None  # type: ignore[assignment]  # nothing to leave
+            session.close("its stdio server could not start")
             raise
-        session.driver = FlowDriver(flow, session.write, session.write, lambda on: session.link.pause(session, on))
         self.route.recorder.track(session)
         return session
 
