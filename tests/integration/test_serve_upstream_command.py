@@ -254,7 +254,8 @@ async def test_a_shared_child_answers_each_session_under_the_id_it_used(shared):
 async def test_a_rules_file_route_runs_its_command_behind_its_path(tmp_path):
     rules = tmp_path / "rules.toml"
     rules.write_text(f'[routes.files]\nprotocol = "mcp"\npath = "/files"\ncommand = {json.dumps(SERVER)}\n'
-                     'command_mode = "shared"\n\n[limits]\nmax_children = 1\n')
+                     'command_mode = "shared"\nenv.ROUTE_SAYS = "hello"\n\n'
+                     '[limits]\nmax_children = 1\n')
     running = proxy("--rules", str(rules))
     try:
         assert json.loads(running.announced)["routes"][0]["url"].endswith("/files")
@@ -262,7 +263,9 @@ async def test_a_rules_file_route_runs_its_command_behind_its_path(tmp_path):
         for _ in range(2):  # one shared child serves both sessions, within max_children = 1
             async with Client(f"http://127.0.0.1:{running.port}/files", mode="legacy") as client:
                 pids.append((await recall(client))[0])
+                said = await client.call_tool("getenv", {"text": "ROUTE_SAYS"})
         assert pids[0] == pids[1]
+        assert [x.text for x in said.content] == ["hello"]  # the route's env, on top of the proxy's
     finally:
         running.stop()
 

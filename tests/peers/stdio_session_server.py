@@ -5,6 +5,7 @@ bundled example's tools and reminders (`touch_file`, `echo`), plus
   recall {text}    what `remember` kept, and this process's pid, as "<pid> <text>"
   crash {text}     exit with code 3 before answering (a server that dies mid-call)
   hang {text}      never answered
+  getenv {text}    the value of environment variable ``text`` in this process ("" when unset)
   touch_after {text}  answer, then send the legacy reminder for file ``text`` (outside any call)
   ping_listeners {text}  a legacy reminder ``text`` on the newest open 2026-07-28 listen stream,
                    stamped with its subscription id (`subscriptions/listen` is acknowledged, held open)
@@ -25,6 +26,7 @@ EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
          _string_tool("recall", "The text kept, and this process's pid.", "text"),
          _string_tool("crash", "Exit before answering.", "text"),
          _string_tool("hang", "Never answered.", "text"),
+         _string_tool("getenv", "An environment variable of this process.", "text"),
          _string_tool("ping_listeners", "An ambient reminder on the newest listen stream.", "text"),
          _string_tool("touch_after", "Answer, then remind the host that the file changed.", "text")]
 kept = {"text": ""}
@@ -60,6 +62,8 @@ def handle(msg: dict) -> list[dict]:
         reminder = reminder_notification(text)
         reminder["params"]["_meta"][SUB] = listeners[-1]
         return [reminder, text_result(msg, f"sent to {listeners[-1]}")]
+    if msg.get("method") == "tools/call" and name == "getenv":
+        return [text_result(msg, os.environ.get(text, ""))]
     if msg.get("method") == "tools/call" and name == "hang":
         return []
     if msg.get("method") == "tools/call" and name == "crash":

@@ -249,8 +249,6 @@ class CommandUpstream:
     def __init__(self, route: HttpRoute, proxy: OwnCalls, command: list[str], mode: str, max_children: int):
         self.route, self.proxy = route, proxy
         self.command, self.mode = command, mode
-        #: this process's environment with the route's `env` on top (None: ours unchanged)
-        self.env = {**os.environ, **route.settings.env} if route.settings.env else None
         self.children = Children(max_children)
         self.shared: Shared | None = None
         self._starting = asyncio.Lock()
@@ -266,13 +264,14 @@ class CommandUpstream:
         session = ChildSession(self, flow)
         # ready before the child starts: what it says at once (a log line at its start) meets a whole session
         session.driver = FlowDriver(flow, session.write, session.write, lambda on: session.link.pause(session, on))
-        cwd = self.route.settings.cwd
+        settings = self.route.settings  # as reloaded: a new child starts in the `env` and `cwd` of now
+        env, cwd = ({**os.environ, **settings.env} if settings.env else None), settings.cwd
         try:
             if shared:
                 async with self._starting:  # sessions that start together share the one child
                     if self.shared is None or not self.shared.child.alive:
                         fresh = Shared(self)
-                        await self.children.start(fresh.child, self.env, cwd)
+                        await self.children.start(fresh.child, env, cwd)
                         self.shared = fresh
                         self._started(fresh.child)
                 session.link = SharedLink(self.shared, session)
@@ -281,7 +280,7 @@ class CommandUpstream:
                                        lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
                                        lambda error: self.lost(session, error))
                 session.link = Link(child)
-                await self.children.start(child, self.env, cwd)
+                await self.children.start(child, env, cwd)
                 self._started(child)
         except (Full, OSError):
             session.link = None  # type: ignore[assignment]  # nothing to leave
