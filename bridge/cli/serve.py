@@ -171,7 +171,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
                              "serve --protocol mcp --upstream-command -- CMD ARGS")
         if (args.protocol or "mcp") != "mcp":
             raise ValueError("--upstream-command serves a stdio MCP server (--protocol mcp)")
-        settings = with_flags(args, RouteSettings(command=command, command_mode=args.upstream_command_mode or "session"))
+        mode = args.upstream_command_mode or "session"
+        settings = with_flags(args, RouteSettings(command=command, command_mode=mode))
         check_dialect(UNNAMED_ROUTE, "mcp")
         return [HttpRoute(UNNAMED_ROUTE, "mcp", "", stdio_upstream(command), settings, dialects,
                           Policy(settings, route=UNNAMED_ROUTE, shared=shared), tracing, log_level, limits)]

@@ -239,7 +239,8 @@ async def test_a_shared_child_answers_each_session_under_the_id_it_used(shared):
                 return response.headers["Mcp-Session-Id"]
 
         async def call(session: str, text: str) -> bytes:
-            body = b'{"jsonrpc":"2.0","id":  7.0,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}'
+            body = (b'{"jsonrpc":"2.0","id":  7.0,"method":"tools/call",'
+                    b'"params":{"name":"echo","arguments":{"text":"%s"}}}')
             async with http.post(url(shared), data=body % text.encode(),
                                  headers={**HEADERS, "Mcp-Session-Id": session}) as response:
                 return await response.read()

@@ -20,7 +20,8 @@ import os
 import sys
 
 from bridge.examples._stdio import serve, write_message
-from bridge.examples.mcp_legacy_server import PROTOCOL_VERSION_KEY, LegacyMcpServer, _string_tool, reminder_notification
+from bridge.examples.mcp_legacy_server import (PROTOCOL_VERSION_KEY, LegacyMcpServer, _string_tool,
+                                              reminder_notification)
 
 EXTRA = [_string_tool("remember", "Keep the text in this process.", "text"),
          _string_tool("recall", "The text kept, and this process's pid.", "text"),

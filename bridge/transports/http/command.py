@@ -29,7 +29,6 @@ from bridge.jsonrpc import dumps, error_response, ids_in
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Send, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import token_key
-from bridge.rules import RouteSettings
 from bridge.state.scope import Scope
 from bridge.transports.driver import FlowDriver
 from bridge.transports.http.children import Child, Children, Full
@@ -72,7 +71,7 @@ class Exchange:
 class ChildSession(Session):
     """A session of a command route: its flow, the child it talks to, the POSTs waiting for answers."""
 
-    def __init__(self, upstream: "CommandUpstream", flow: Flow):
+    def __init__(self, upstream: CommandUpstream, flow: Flow):
         super().__init__(flow, upstream.route.settings.trust.max_pending_per_session)
         self.upstream = upstream
         self.link: Link = None  # type: ignore[assignment]  # set once its child is chosen
@@ -191,7 +190,7 @@ class Link:
 class SharedLink(Link):
     """A session's place on the route's shared child: its tag in the child's `SharedIds`."""
 
-    def __init__(self, shared: "Shared", session: ChildSession):
+    def __init__(self, shared: Shared, session: ChildSession):
         super().__init__(shared.child)
         self.shared = shared
         self.tag = shared.ids.join()
@@ -216,7 +215,7 @@ class SharedLink(Link):
 class Shared:
     """The route's one child in shared mode, and its sessions by tag."""
 
-    def __init__(self, upstream: "CommandUpstream"):
+    def __init__(self, upstream: CommandUpstream):
         self.upstream = upstream
         self.child = upstream.new_child(self.lines, self.oversize, self.gone)
         self.ids = SharedIds()
@@ -488,9 +487,9 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
 
 def _timed_out(session: ChildSession, what: str) -> dict[str, Any]:
     upstream = session.upstream
-    return error_response(None, UPSTREAM_ERROR, f"reminder-bridge route {upstream.route.name!r}: the stdio server "
-                                                f"{upstream.command[0]!r} took longer than {upstream.proxy.upstream_timeout:g} s "
-                                                f"{what}", {"route": upstream.route.name, "cause": "timed out"})["error"]
+    said = (f"reminder-bridge route {upstream.route.name!r}: the stdio server {upstream.command[0]!r} took longer "
+            f"than {upstream.proxy.upstream_timeout:g} s {what}")
+    return error_response(None, UPSTREAM_ERROR, said, {"route": upstream.route.name, "cause": "timed out"})["error"]
 
 
 def _refusal(status: int, code: int, message: str, data: Any = None, retry: bool = False) -> web.Response:

@@ -116,7 +116,8 @@ class HttpRoute:
         a path another running route serves."""
         if self.stdio is not None:  # its children run the command they were started with
             if settings.upstream is not None or settings.command != self.settings.command:
-                return "command", "a route's stdio server changes at a restart (children run the command they started with)"
+                return "command", ("a route's stdio server changes at a restart (children run the command they "
+                                   "started with)")
             if settings.command_mode != self.settings.command_mode:
                 return "command_mode", "moving between one child per session and a shared child needs a restart"
         elif settings.upstream is None:
