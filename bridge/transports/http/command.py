@@ -478,6 +478,12 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
     finally:
         stream.task_done = True
         session.streams.remove(stream)
+        if session.pushes and not any(not s.task_done for s in session.streams):  # the last GET stream went:
+            left = list(session.pushes)  # what it did not take waits for the next answer (and frees the child)
+            session.pushes.clear()
+            session.taken(left)
+            if not session.ended.is_set():
+                session.hold(left)
     try:
         await response.write_eof()
     except ConnectionError:  # the host left first (its DELETE ended the session)
