@@ -235,6 +235,9 @@ class RouteSettings(_Model):
     command: Annotated[list[str], Field(min_length=1)] | None = None
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     cwd: str | None = None
+    #: `serve`, a route with a `command` and a `path` (no `upstream`): one child per MCP session, or
+    #: one child every session shares (ids rewritten per session)
+    command_mode: Literal["session", "shared"] = "session"
     #: `serve`: where the route answers at the proxy (absent: every path, as the upstream has it)
     path: str | None = None
     upstream: str | None = None
@@ -289,6 +292,13 @@ class RouteSettings(_Model):
             raise ValueError(f"{show(path)} is not a directory")
         return path
 
+    @field_validator("command_mode")
+    @classmethod
+    def _command_mode(cls, v: str, info: ValidationInfo) -> str:
+        if v == "shared" and not info.data.get("command"):
+            raise ValueError('"shared" is how `serve` runs a route\'s `command`; this route has none')
+        return v
+
     @field_validator("envelope")
     @classmethod
     def _envelope(cls, v: str) -> str:
@@ -334,6 +344,13 @@ class Route(RouteSettings):
         if self.protocol == "acp" and self.upstream is not None and not self.upstream.startswith(("ws://", "wss://")):
             raise ValueError("ACP has no HTTP transport: give an acp route a ws:// or wss:// upstream, or run it "
                              "with `reminder-bridge stdio`")
+        return self
+
+    @model_validator(mode="after")
+    def _stdio_behind_serve_is_mcp(self) -> "Route":
+        if self.command and self.path is not None and self.upstream is None and self.protocol != "mcp":
+            raise ValueError(f"command with a path: `serve` runs a stdio MCP server behind an HTTP route; this "
+                             f"route's protocol is {self.protocol} (run it with `reminder-bridge stdio`)")
         return self
 
     @model_validator(mode="after")
@@ -408,6 +425,8 @@ class Limits(_Model):
     max_sessions: Annotated[int, Field(ge=1)] = 10_000
     #: seconds an MCP session (or A2A task queue) is kept after its last use
     session_idle_s: Annotated[float, Field(gt=0)] = 3600.0
+    #: stdio servers a route with a `command` runs at once (one per MCP session, by default)
+    max_children: Annotated[int, Field(ge=1)] = 100
 
 
 class Rules(_Model):

@@ -3,6 +3,7 @@ admin port, around the HTTP transport (imported only when the command runs, so o
 start without aiohttp)."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -38,6 +39,7 @@ LIMIT_FLAGS = {
     "max_event_bytes": ("--max-event-bytes", int, "largest server-sent event (default 64 MiB)"),
     "max_sessions": ("--max-sessions", int, "MCP sessions kept per route (default 10000)"),
     "session_idle_s": ("--session-idle", float, "seconds an unused MCP session is kept (default 3600)"),
+    "max_children": ("--max-children", int, "stdio servers an --upstream-command route runs at once (default 100)"),
 }
 
 
@@ -48,6 +50,8 @@ EXAMPLES = [
      "send a header on every upstream request; ${TOKEN} is read from this environment (not from argv)"),
     ("reminder-bridge serve --protocol a2a --upstream http://127.0.0.1:9999 --listen 127.0.0.1:9000",
      "an A2A agent: callers fetch its card from http://127.0.0.1:9000/.well-known/agent-card.json"),
+    ("reminder-bridge serve --protocol mcp --upstream-command -- python -m bridge.examples.mcp_legacy_server",
+     "an HTTP host in front of a stdio server: hosts use http://127.0.0.1:8080/mcp, one child per session"),
     ("reminder-bridge serve --rules rules/mcp-remote.toml --admin 127.0.0.1:9464",
      "every route of a rules file, with the admin port (`reminder-bridge status` reads it)"),
 ]
@@ -64,6 +68,12 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--upstream", type=options.upstream_url, metavar="URL",
                    help="one-route shortcut: the upstream (http(s):// or ws(s)://); its path, if any, is where "
                         "hosts post at the proxy too: every path is forwarded unchanged")
+    p.add_argument("--upstream-command", action="store_true",
+                   help="one-route shortcut: the upstream is the stdio MCP server after `--` (CMD ARGS), started "
+                        "at each session's initialize; hosts post to any path (http://HOST:PORT/mcp)")
+    p.add_argument("--upstream-command-mode", choices=("session", "shared"), default=None,
+                   help="with --upstream-command: one child per MCP session (default), or one child all sessions "
+                        "share, request ids rewritten per session")
     p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
                    help="set a header on every upstream request of every route, in place of the client's (repeat "
                         "for more); ${VAR} in VALUE is read from this environment")
@@ -83,6 +93,7 @@ def add_serve_parser(sub: Any) -> None:
                         "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=options.model_value(Limits, key, kind), metavar="N", help=text)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="with --upstream-command: -- CMD [ARG...]")
     p.set_defaults(func=_cmd_serve, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
@@ -137,19 +148,38 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         if problem is not None:
             raise ValueError(f"--host-dialect: {problem} (route {name})")
 
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    if command and not args.upstream_command:
+        raise ValueError(f"unexpected arguments {' '.join(command)!r}: a stdio server follows --upstream-command --")
     if rules is not None:
+        if args.upstream_command:
+            raise ValueError("--upstream-command is the one-route shortcut; with --rules, give the route "
+                             "`command` and `path` instead")
         for name, r in rules.routes.items():
-            if r.upstream:
+            if served_by_serve(r):
                 check_dialect(name, r.protocol)
-        served = {name: with_flags(args, r) for name, r in rules.routes.items() if r.upstream}
-        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream, r, dialects,
+        served = {name: with_flags(args, r) for name, r in rules.routes.items() if served_by_serve(r)}
+        routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream or stdio_upstream(r.command, r.cwd), r, dialects,
                             Policy(r, rules.global_budget, route=name, shared=shared), tracing, log_level, limits)
                   for name, r in served.items()]
         if not routes:
-            raise ValueError(f"{args.rules}: no route has an `upstream` to serve")
+            raise ValueError(f"{args.rules}: no route has an `upstream` (or a `command` and a `path`) to serve")
         return routes
+    if args.upstream_command:
+        if args.upstream or not command:
+            raise ValueError("--upstream-command runs the stdio server after `--` in place of --upstream: "
+                             "serve --protocol mcp --upstream-command -- CMD ARGS")
+        if (args.protocol or "mcp") != "mcp":
+            raise ValueError("--upstream-command serves a stdio MCP server (--protocol mcp)")
+        mode = args.upstream_command_mode or "session"
+        settings = with_flags(args, RouteSettings(command=command, command_mode=mode))
+        check_dialect(UNNAMED_ROUTE, "mcp")
+        return [HttpRoute(UNNAMED_ROUTE, "mcp", "", stdio_upstream(command), settings, dialects,
+                          Policy(settings, route=UNNAMED_ROUTE, shared=shared), tracing, log_level, limits)]
+    if args.upstream_command_mode:
+        raise ValueError("--upstream-command-mode goes with --upstream-command")
     if not (args.protocol and args.upstream):
-        raise ValueError("give --rules FILE, or --protocol and --upstream for one route")
+        raise ValueError("give --rules FILE, or --protocol and --upstream (or --upstream-command -- CMD) for one route")
     settings = with_flags(args, RouteSettings(upstream=args.upstream))  # --upstream was checked when parsed
     check_dialect(UNNAMED_ROUTE, args.protocol)
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
@@ -157,6 +187,24 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
                          "agent with `reminder-bridge stdio`")
     return [HttpRoute(UNNAMED_ROUTE, args.protocol, "", args.upstream, settings, dialects,
                       Policy(settings, route=UNNAMED_ROUTE, shared=shared), tracing, log_level, limits)]
+
+
+def served_by_serve(route: RouteSettings) -> bool:
+    """A route `serve` answers: one with an `upstream`, or an MCP one with a `command` and a `path`
+    (its stdio server runs behind it; a `command` alone is `reminder-bridge stdio`'s)."""
+    return bool(route.upstream) or bool(route.command and route.path is not None and route.protocol == "mcp")
+
+
+def stdio_upstream(command: list[str] | None, cwd: str | None = None) -> str:
+    """How a route's stdio server is shown where an upstream URL would be (its program, not its
+    arguments, which may hold secrets). A program that cannot be found is refused now, not at the
+    first host's initialize."""
+    import shutil
+
+    program = (command or ["?"])[0]
+    if cwd is None and shutil.which(program) is None:
+        raise ValueError(f"cannot start {program!r}: no such program (on PATH, or as a path)")
+    return "stdio:" + os.path.basename(program)
 
 
 def _cmd_serve(args: Any) -> int:
@@ -190,6 +238,11 @@ def _cmd_serve(args: Any) -> int:
     except (ValueError, RuntimeError) as exc:  # RuntimeError: a Redis URL without the redis client installed
         sys.stderr.write(f"reminder-bridge serve: {exc}\n")
         return 2
+    if args.workers > 1 and any(route.settings.command and not route.settings.upstream for route in routes):
+        sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a stdio server's sessions live in the "
+                         "process that runs it (its children and their state are not shared), so a host's next "
+                         "request on another worker would find no session; run one worker\n")
+        return 2
     if supervising:
         tracing.shutdown()
         problem = workers.refusal(state, args.workers)
@@ -222,6 +275,8 @@ def served_url(route: HttpRoute, host: str, port: int) -> str:
     path unchanged) the path its upstream URL names."""
     scheme = "ws" if route.is_websocket else "http"
     path = route.prefix if route.target.path or route.prefix else route.target.endpoint
+    if route.stdio is not None:  # a stdio server answers every path of its route: /mcp, as hosts expect
+        path = route.prefix or "/mcp"
     return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}{path or '/'}"
 
 

@@ -14,16 +14,20 @@ import threading
 from typing import Any
 
 
-def start(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
+def start(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
+          forward_signals: bool = True) -> subprocess.Popen:
     """Spawn ``command`` with pipes on stdin and stdout, stderr inherited (it reaches the host
     untouched), in ``env`` and ``cwd`` (None: ours). Raises OSError as `subprocess.Popen` does
     (see `cannot_start`).
 
     From then on SIGINT and SIGTERM go on to the child, as they do once the proxy runs
     (`StdioProxy.run` installs the loop's handlers in place of these): a host that stops the proxy
-    while it is still starting stops its server too, and the proxy ends as the child does."""
+    while it is still starting stops its server too, and the proxy ends as the child does. Not
+    with ``forward_signals`` False: `serve` runs many children and stops them itself (`stop`)."""
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, bufsize=0,
                             env=env, cwd=cwd)
+    if not forward_signals:
+        return proc
 
     def forward(signum: int, _: Any) -> None:
         _noted.add(signum)

@@ -13,5 +13,6 @@ between two sessions or two requests (spec §10).
 One module a job: `server` (the aiohttp app and dispatch), `routes` (each route's sessions and
 their records in shared state), `bodies` (size and time limits), `own_calls` (what the proxy sends
 upstream itself), `relay` (one request upstream and its answer back), `sse_streams`,
-`json_streams`, `agent_card`, `websocket`, with `passthrough` and `upstream_errors` beneath them.
+`json_streams`, `agent_card`, `websocket`, with `passthrough` and `upstream_errors` beneath them;
+`command` and `children` for a route whose upstream is a stdio server the proxy runs.
 """

@@ -64,6 +64,8 @@ class HttpRoute:
     #: from them are scrubbed of their secrets too
     former: dict[tuple, Upstream] = field(init=False, default_factory=dict)
     proxy: Any = field(init=False, default=None)  # the HttpProxy serving the route (runs sessions' timers and calls)
+    #: a route with a `command` and no `upstream`: its stdio server (`command.CommandUpstream`, set by the proxy)
+    stdio: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.prefix = route_prefix(self.prefix)
@@ -112,9 +114,15 @@ class HttpRoute:
         """What a reload cannot move while the route runs (`bridge.policy.reload.apply_reload`): the
         route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), or onto
         a path another running route serves."""
-        if settings.upstream is None:
+        if self.stdio is not None:  # its children run the command they were started with
+            if settings.upstream is not None or settings.command != self.settings.command:
+                return "command", ("a route's stdio server changes at a restart (children run the command they "
+                                   "started with)")
+            if settings.command_mode != self.settings.command_mode:
+                return "command_mode", "moving between one child per session and a shared child needs a restart"
+        elif settings.upstream is None:
             return "upstream", "serve needs an upstream for every route it serves (a route leaves at a restart)"
-        if settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
+        elif settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
             return "upstream", ("moving the upstream between HTTP and WebSocket changes how clients connect; "
                                 "that needs a restart")
         prefix = route_prefix(settings.path)
@@ -130,8 +138,7 @@ class HttpRoute:
         host starts a new one); a new `path` moves the route there. Requests in flight and open
         streams finish where they started. Returns what moved ({setting: {from, to}})."""
         moved: dict[str, dict[str, str]] = {}
-        assert settings.upstream is not None  # `refusal` said so
-        target = upstream_of(settings.upstream, settings)
+        target = upstream_of(settings.upstream, settings) if settings.upstream is not None else self.target
         if target.key != self.target.key:
             old = self.former[self.target.key] = self.target
             self.upstream, self.target = settings.upstream, target

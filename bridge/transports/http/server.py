@@ -12,6 +12,7 @@ from bridge.telemetry import Recorder, register_collector
 from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.agent_card import CARD_PATHS, agent_card
 from bridge.transports.http.bodies import Refused, read_body
+from bridge.transports.http.command import CommandUpstream, handle as handle_command
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.relay import jsonrpc, relay
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -28,15 +29,19 @@ class HttpProxy(OwnCalls):
                  guard: Guard | None = None):
         self.routes = list(routes)
         self.sort_routes()
-        for route in self.routes:
-            route.proxy = self
         limits = limits or Limits()
         super().__init__(upstream_timeout, limits,
                          guard or Guard(limits, self.routes[0].recorder if self.routes else Recorder()))
+        for route in self.routes:
+            route.proxy = self
+            if route.settings.upstream is None and route.settings.command:  # a stdio server behind the route
+                route.stdio = CommandUpstream(route, self, list(route.settings.command), route.settings.command_mode,
+                                              limits.max_children)
         register_collector(self.guard)
         self.app = web.Application(client_max_size=self.limits.max_body_bytes)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._start)
+        self.app.on_shutdown.append(self._stop_children)
         self.app.on_cleanup.append(self._stop)
         self._housekeeping: asyncio.Task[None] | None = None
 
@@ -57,6 +62,11 @@ class HttpProxy(OwnCalls):
                 session.close("the proxy is stopping")
         if self.client:
             await self.client.close()
+
+    async def _stop_children(self, _: web.Application) -> None:
+        """Before the requests in flight are waited for: the stdio servers' sessions end (their
+        streams with them) and every child is stopped and reaped."""
+        await asyncio.gather(*(route.stdio.stop() for route in self.routes if route.stdio is not None))
 
     async def _expire_sessions(self) -> None:
         while True:
@@ -107,6 +117,8 @@ class HttpProxy(OwnCalls):
                 CARD_PATHS + ("/extendedAgentCard",)):
             return await agent_card(self, route, request, holding)
         body = await read_body(route, request, holding, self.limits, self.guard)
+        if route.stdio is not None:
+            return await handle_command(self, route, request, body)
         if request.method == "POST" and "json" in request.headers.get("content-type", ""):
             return await jsonrpc(self, route, request, body, holding)
         # a GET may open a stream of server messages (MCP 2025-11-25, HTTP+SSE): it shares the session's pipeline

@@ -29,7 +29,7 @@ async def relay_sse(proxy: OwnCalls, route: HttpRoute, request: web.Request, ups
     it), a JSON-RPC error event answers it first (spec §8.3)."""
     response = Relayed(status=upstream.status, headers=response_headers(upstream))
     first = await start_relay(request, upstream, response)
-    stream = _Stream(response)
+    stream = OpenStream(response)
     listen: str | None = None  # the name it is kept under while open, when it is a listen stream
     if session is not None:
         await proxy.write_messages(session, response, session.take_waiting())
@@ -109,7 +109,7 @@ async def _sse_event(proxy: OwnCalls, route: HttpRoute, request: web.Request, ev
 
 
 @dataclass(eq=False)
-class _Stream:
+class OpenStream:
     """An SSE answer open to a session's host, which pushes may use until it ends."""
 
     response: web.StreamResponse
