@@ -4,6 +4,7 @@ eras, its event store for resumption), the SDK's 2024-11-05 SSE server, and the 
 example server (which declares its Harn reminders)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -61,6 +63,18 @@ async def settle(client: Client) -> None:
     await client.call_tool("echo", {"text": "sync"})
 
 
+def log_catcher() -> tuple[list[Any], Any, asyncio.Event]:
+    """A host's log callback: what it got, the callback, and an event set at the first message."""
+    logs: list[Any] = []
+    logged = asyncio.Event()
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+        logged.set()
+
+    return logs, on_log, logged
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_sdk_host_lists_and_calls_tools_of_an_sdk_server_in_both_eras(sdk_server, tmp_path, mode):
     transport, _ = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
@@ -109,18 +123,11 @@ async def test_a_declared_legacy_server_needs_no_rules(legacy_server, tmp_path):
 
 
 async def test_the_get_stream_delivers_the_servers_own_messages(sdk_server, tmp_path):
-    logs = []
-
-    async def on_log(params):
-        logs.append(params)
-
+    logs, on_log, logged = log_catcher()
     transport, log = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
     async with Client(transport, mode="legacy", logging_callback=on_log) as client:
         await client.call_tool("announce", {"text": "on the session's stream"})
-        for _ in range(50):  # the GET stream's message races the call's answer: round trips until it came
-            if logs:
-                break
-            await settle(client)
+        await asyncio.wait_for(logged.wait(), 30)  # the GET stream's message races the call's answer
     assert [(entry.logger, entry.data) for entry in logs] == [("announce", "on the session's stream")]
     seen = await get_json(sdk_server.port, "/seen")
     assert seen[-1]["method"] == "DELETE"  # the session ended with the host
@@ -130,18 +137,11 @@ async def test_the_get_stream_delivers_the_servers_own_messages(sdk_server, tmp_
 
 
 async def test_a_get_stream_the_server_closes_is_reopened_from_its_last_event(sdk_server, tmp_path):
-    logs = []
-
-    async def on_log(params):
-        logs.append(params)
-
+    logs, on_log, logged = log_catcher()
     transport, log = host(tmp_path, f"http://127.0.0.1:{sdk_server.port}/mcp")
     async with Client(transport, mode="legacy", logging_callback=on_log) as client:
         await client.call_tool("announce", {"text": "the stream is open"})
-        for _ in range(50):  # a message on the GET stream says it is open
-            if logs:
-                break
-            await settle(client)
+        await asyncio.wait_for(logged.wait(), 30)  # a message on the GET stream says it is open
         await client.call_tool("hang_up", {"text": "said while the stream was closed"})
         deadline = time.monotonic() + 20  # the proxy waits 1 s (no `retry` on this stream) before it reopens it
         while len(logs) < 2 and time.monotonic() < deadline:
