@@ -93,7 +93,9 @@ def add_serve_parser(sub: Any) -> None:
                         "state (--state, or [state] url in the rules file)")
     for key, (flag, kind, text) in LIMIT_FLAGS.items():
         p.add_argument(flag, dest=key, type=options.model_value(Limits, key, kind), metavar="N", help=text)
-    p.add_argument("command", nargs=argparse.REMAINDER, help="with --upstream-command: -- CMD [ARG...]")
+    # (not `command`: that is the subcommand's own name in the namespace, `serve`)
+    p.add_argument("child", nargs=argparse.REMAINDER, metavar="command",
+                   help="with --upstream-command: -- CMD [ARG...]")
     p.set_defaults(func=_cmd_serve, reloads=True)  # SIGHUP reloads the rules (bridge/cli/hangup.py)
 
 
@@ -148,7 +150,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         if problem is not None:
             raise ValueError(f"--host-dialect: {problem} (route {name})")
 
-    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)
     if command and not args.upstream_command:
         raise ValueError(f"unexpected arguments {' '.join(command)!r}: a stdio server follows --upstream-command --")
     if rules is not None:
