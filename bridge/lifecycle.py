@@ -43,12 +43,11 @@ class SessionReminders:
     """The pending reminders of one session, in arrival order (a `PendingQueue` by arrival number,
     so the same id sent twice is kept twice, as the agent would)."""
 
-    __slots__ = ("turn", "pending", "_arrivals")
+    __slots__ = ("turn", "pending")
 
     def __init__(self, limit: int = 64):
         self.turn = 0
         self.pending: PendingQueue[Kept] = PendingQueue(limit)
-        self._arrivals = 0
 
     @property
     def limit(self) -> int:
@@ -63,9 +62,8 @@ class SessionReminders:
 
         Returns the dedupe event (if any) and reminders pushed out by the pending limit.
         """
-        self._arrivals += 1
-        put = self.pending.put(self._arrivals, Kept(reminder, reminder.ttl_turns), dedupe=reminder.dedupe_key,
-                               size=size_at_most(reminder))
+        put = self.pending.append(Kept(reminder, reminder.ttl_turns), dedupe=reminder.dedupe_key,
+                                  size=size_at_most(reminder))
         deduped = None
         if put.deduped is not None:
             assert reminder.dedupe_key is not None
