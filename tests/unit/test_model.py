@@ -523,3 +523,48 @@ def test_a_plain_reminder_of_control_characters_and_every_field_set_fits_its_bou
                         mode="interrupt_immediate", authority="corrective", preserve_on_compact=True,
                         originals={worst: worst, "source": worst})
     assert size_at_most(reminder) >= encoded_size(reminder)
+
+
+# -- a reminder as it waits (`Packed`, spec §4: delivered later unchanged) ------------------------------
+
+from bridge.model import Packed  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.text(min_size=1).filter(str.strip), texts=st.lists(st.text(), min_size=5, max_size=5),
+       tags=st.lists(st.text(min_size=1).filter(str.strip), max_size=4),
+       numbers=st.lists(st.none() | st.integers(min_value=1), min_size=2, max_size=2),
+       choices=st.tuples(st.sampled_from(["all", "session", "none"]),
+                         st.sampled_from(["system", "developer", "user_block", "ephemeral_cache"]),
+                         st.sampled_from(["interrupt_immediate", "finish_step", "audit_only"]),
+                         st.none() | st.sampled_from(["contract", "corrective", "advisory"]), st.booleans()),
+       meta=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+       extra=st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+       originals=st.dictionaries(st.text(max_size=20), st.text(), max_size=3), unset=st.sets(st.sampled_from(
+           ["tags", "dedupe_key", "source", "ttl_turns", "propagate", "mode", "meta", "extra"])))
+def test_a_packed_reminder_comes_back_equal_with_the_same_fields_set(body, texts, tags, numbers, choices, meta,
+                                                                   extra, originals, unset):
+    propagate, role_hint, mode, authority, preserve = choices
+    fields = dict(id=texts[0] or "r", body=body, tags=tags, dedupe_key=texts[1], source=texts[2],
+                  provider_id=texts[3], originating_agent_id=texts[4], ttl_turns=numbers[0], fired_at_turn=numbers[1],
+                  propagate=propagate, role_hint=role_hint, mode=mode, authority=authority,
+                  preserve_on_compact=preserve, meta=meta, extra=extra, originals=originals)
+    reminder = Reminder(**{k: v for k, v in fields.items() if k not in unset})
+    packed = Packed.of(reminder)
+    back = packed.reminder()
+    assert back == reminder and back.model_fields_set == reminder.model_fields_set
+    assert dump_json(back) == dump_json(reminder)
+    assert (packed.id, packed.dedupe_key, packed.mode) == (reminder.id, reminder.dedupe_key, reminder.mode)
+    back.tags.append("changed")
+    back.extra["changed"] = True
+    assert packed.reminder() == reminder  # what it gave is the caller's own
+
+
+def test_a_packed_reminder_costs_a_fraction_of_the_model():
+    """The bench's goal (≤ 2,048 B per pending reminder, bench/memory.py) is met by holding it packed."""
+    import sys
+    reminder = Reminder(id="r-1-0", body="Reminder 0 for session 1.", tags=["ci"], dedupe_key="ci:0", ttl_turns=3)
+    model = sys.getsizeof(reminder) + sys.getsizeof(reminder.__dict__) + sys.getsizeof(reminder.model_fields_set) \
+        + sys.getsizeof(reminder.extra) + sys.getsizeof(reminder.originals) + sys.getsizeof(reminder.tags)
+    packed = Packed.of(reminder)
+    assert sys.getsizeof(packed) + sys.getsizeof(packed[0]) + sys.getsizeof(packed[3]) < model / 4
