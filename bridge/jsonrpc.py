@@ -21,7 +21,8 @@ from typing import Any
 SLOW_LIMIT = 1024 * 1024
 
 try:  # optional (`pip install 'reminder-bridge[fast]'`): decodes frames about 4 times faster
-    from msgspec import MsgspecError as _Refused, Raw, Struct
+    from msgspec import MsgspecError as _Refused
+    from msgspec import Raw, Struct
     from msgspec.json import Decoder
     from msgspec.json import decode as _fast_decode
 except ImportError:  # pragma: no cover - depends on the install

@@ -12,7 +12,8 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge import jsonrpc
 from bridge.jsonrpc import SLOW_LIMIT, classify, ids_in, loads, wire_key
