@@ -204,11 +204,11 @@ if _fast_decode is not None:
 def _messages(line: bytes) -> list[tuple[bytes | None, bool, bool]]:
     """(id key or None, has `method`, has `result` or `error`) of each message of a frame, read
     exactly: through msgspec's key reader, else (or when msgspec refuses the frame: lone
-    surrogates, NaN) the stdlib decoder; [] for what is not JSON."""
+    surrogates, NaN, nesting too deep) the stdlib decoder; [] for what is not JSON or too deep."""
     if _fast_decode is not None:
         try:
             read = _decode_keys(line)
-        except _Refused:
+        except (_Refused, RecursionError):  # too deep for it: the stdlib decides (and refuses it too)
             pass
         else:
             return [(_raw_key(bytes(m.id)), bool(m.method), bool(m.result or m.error))

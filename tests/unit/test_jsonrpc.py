@@ -128,6 +128,13 @@ def test_a_block_gives_every_request_and_response_in_order():
                            ("request", b"4")]
 
 
+def test_a_frame_nested_too_deep_to_decode_has_no_id_rather_than_an_error():
+    deep = b'{"jsonrpc":"2.0","method":"m","params":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b',"id":5,"x":1}'
+    assert keys(deep) == []
+    lists = b'{"jsonrpc":"2.0","method":"m","params":' + b"[" * 50_000 + b"]" * 50_000 + b',"id":5,"x":1}'
+    assert keys(lists) in ([], [("request", b"5")])  # what each decoder can read, it reads exactly
+
+
 def test_a_frame_too_large_to_decode_is_not_decoded():
     """What the cheap look cannot settle is decoded only below SLOW_LIMIT: memory stays flat."""
     big_batch = b'[{"jsonrpc":"2.0","id":1,"method":"m","params":{"pad":"' + b"x" * SLOW_LIMIT + b'"}}]'
