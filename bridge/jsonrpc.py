@@ -105,6 +105,9 @@ _ID_LAST = re.compile(_ID_TOKEN + rb"\s*}\s*$")
 _CANONICAL = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]*")\s*,\s*"(method|result|error)"')
 _KINDS = {b"method": "request", b"result": "response", b"error": "response"}
 _SLOW = ("slow", None)  # the cheap look could not tell: decode this frame
+#: a request or a notification (a top-level `method`) whose own id, if it has one, the cheap look
+#: could not tell from nested ones: never a response, so a reader of responses need not decode it
+_SLOW_CALL = ("slow call", None)
 _NOTHING = ("", None)
 #: What follows a key: a string followed by a colon is one (a value is followed by `,` `}` `]`).
 _COLON = re.compile(rb"\s*:")
@@ -129,7 +132,8 @@ def classify(line: bytes) -> tuple[str, bytes | None]:
     holds only top-level keys, and so does the key right before the final `}` (where TypeScript
     SDKs put the id). ("", None) for frames with no `"id"` key beside the head's nested ones;
     ("slow", None) when unsure, as for ids after a nested value but not last: one of them may be
-    the frame's own (`_decoded_ids` settles it).
+    the frame's own (`_decoded_ids` settles it); ("slow call", None) when unsure so but the head
+    has `method`: a request or a notification, never a response.
     """
     start = 0
     while line[start:start + 1] in (b" ", b"\t", b"\r"):
@@ -148,7 +152,7 @@ def classify(line: bytes) -> tuple[str, bytes | None]:
             return _NOTHING  # a notification
         match = _ID_LAST.match(line, at) if line[at - 1:at] != b"\\" else None
         if match is None:  # ids nested in params or a result, and maybe its own among them
-            return _SLOW
+            return _SLOW_CALL if _key(line, b'"method"', start, head) >= 0 else _SLOW
     if match is None:
         return _SLOW
     if _key(line, b'"method"', start, head) >= 0:
@@ -250,10 +254,13 @@ def one_id(block: bytes) -> tuple[str, bytes] | None:
     return _KINDS[kind], token
 
 
-def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+def ids_in(block: bytes, requests: bool = True) -> Iterator[tuple[str, bytes, bytes]]:
     """(kind, key, token) of every request and response in a block of newline-separated frames:
     ``key`` is the same for a request and its response, ``token`` the id as written. Walks the
-    block in place, without copying it; blocks without `"id"` cost one substring search."""
+    block in place, without copying it; blocks without `"id"` cost one substring search. With
+    ``requests`` false the caller wants only responses (and may be given requests too): a request
+    or notification whose id the cheap look cannot place, such as a reminder notification carrying
+    ids of its own, is then not decoded."""
     one = one_id(block)
     if one is not None:  # the usual: one message
         yield one[0], one[1], one[1]
@@ -272,7 +279,7 @@ def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
         elif block.find(b'"id"', pos, end) >= 0:
             line = block[pos:end]
             kind, token = classify(line)
-            if kind == "slow":
+            if kind == "slow" or (kind == "slow call" and requests):
                 yield from _decoded_ids(line)
             elif kind and token is not None and token != b"null":
                 yield kind, _plain(token), token

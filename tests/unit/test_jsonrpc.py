@@ -61,9 +61,21 @@ def test_notifications_and_non_objects_have_no_id(frame):
 ])
 def test_ids_nested_after_the_head_are_looked_at_and_found_not_its_own(frame):
     """Whether an id after a nested value is the frame's own takes reading the nesting: the frame
-    is said to be slow and its keys read exactly, never guessed."""
-    assert classify(frame) == ("slow", None)
+    is said to be slow and its keys read exactly, never guessed. With a `method` in its head it is
+    a request or a notification, never a response: a reader of responses skips the read."""
+    assert classify(frame) == ("slow call", None)
     assert keys(frame) == []
+    assert list(ids_in(frame, requests=False)) == []
+
+
+def test_a_reader_of_responses_skips_only_calls_and_still_sees_every_response():
+    """`requests=False` leaves out the read of a call whose id is unplaced, so a reminder
+    notification during a tool call costs no decode; a request it skips is one it did not want."""
+    call = b'{"jsonrpc":"2.0","method":"m","params":{"id":1},"id":5,"x":1}'
+    answer = b'{"result":{"id":1},"jsonrpc":"2.0","id":4,"more":1}'
+    block = call + b"\n" + answer
+    assert [(k, key) for k, key, _ in ids_in(block)] == [("request", b"5"), ("response", b"4")]
+    assert [(k, key) for k, key, _ in ids_in(block, requests=False)] == [("response", b"4")]
 
 
 @pytest.mark.parametrize("frame", [
