@@ -5,7 +5,8 @@ The pipelines parse the frames they must read (once); transports that only need 
 requests are in flight (stdio answers them when the child dies) use `ids_in`, which reads ids
 off the bytes: one regex match settles a frame that starts the way most SDKs write one
 (`{"jsonrpc":"2.0","id":…,"method"`), a few substring searches most others, and only frames it
-cannot settle are decoded (below `SLOW_LIMIT`, so memory stays flat).
+cannot settle are read exactly (below `SLOW_LIMIT`, so memory stays flat): with msgspec, only
+their top-level keys (a scan, nothing else built), else decoded.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ SLOW_LIMIT = 1024 * 1024
 
 try:  # optional (`pip install 'reminder-bridge[fast]'`): decodes frames about 4 times faster
     from msgspec import MsgspecError as _Refused
+    from msgspec import Raw, Struct
+    from msgspec.json import Decoder
     from msgspec.json import decode as _fast_decode
 except ImportError:  # pragma: no cover - depends on the install
     _fast_decode = None
@@ -102,14 +105,35 @@ _ID_LAST = re.compile(_ID_TOKEN + rb"\s*}\s*$")
 _CANONICAL = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"[^"\\]*")\s*,\s*"(method|result|error)"')
 _KINDS = {b"method": "request", b"result": "response", b"error": "response"}
 _SLOW = ("slow", None)  # the cheap look could not tell: decode this frame
+#: a request or a notification (a top-level `method`) whose own id, if it has one, the cheap look
+#: could not tell from nested ones: never a response, so a reader of responses need not decode it
+_SLOW_CALL = ("slow call", None)
 _NOTHING = ("", None)
+#: What follows a key: a string followed by a colon is one (a value is followed by `,` `}` `]`).
+_COLON = re.compile(rb"\s*:")
+
+
+def _key(line: bytes, name: bytes, start: int, end: int) -> int:
+    """Where the key ``name`` (quoted) sits in ``line[start:end]``, -1 if nowhere; a string that
+    only ends so (`"x\\"id"`) is no key: a `"` after a backslash is inside a string (in valid JSON
+    an unescaped `"` before `id"` opens a string, and a string followed by a colon is a key)."""
+    at = line.find(name, start, end)
+    while at >= 0:
+        after = at + len(name)
+        if line[at - 1:at] != b"\\" and (line[after:after + 1] == b":" or _COLON.match(line, after) is not None):
+            return at
+        at = line.find(name, at + 1, end)
+    return -1
 
 
 def classify(line: bytes) -> tuple[str, bytes | None]:
     """("request" | "response", id token) of one frame without decoding it, from where its
     top-level `"id"` and `"method"` keys sit: the part before the first nested object (the head)
     holds only top-level keys, and so does the key right before the final `}` (where TypeScript
-    SDKs put the id). ("", None) for frames with no id; ("slow", None) when unsure.
+    SDKs put the id). ("", None) for frames with no `"id"` key beside the head's nested ones;
+    ("slow", None) when unsure, as for ids after a nested value but not last: one of them may be
+    the frame's own (`_decoded_ids` settles it); ("slow call", None) when unsure so but the head
+    has `method`: a request or a notification, never a response.
     """
     start = 0
     while line[start:start + 1] in (b" ", b"\t", b"\r"):
@@ -119,22 +143,21 @@ def classify(line: bytes) -> tuple[str, bytes | None]:
         return _SLOW if first == b"[" else _NOTHING  # a batch, or not JSON-RPC
     inner = line.find(b"{", start + 1)
     head = len(line) if inner < 0 else inner
-    at = line.find(b'"id"', start, head)
+    at = _key(line, b'"id"', start, head)
     if at >= 0:
         match = _ID_VALUE.match(line, at)
     else:
         at = line.rfind(b'"id"', head)
         if at < 0:
             return _NOTHING  # a notification
-        match = _ID_LAST.match(line, at)
-        if match is None:  # an id inside params or a result: a notification, unless the head says response
-            responds = line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0
-            return _SLOW if responds else _NOTHING
+        match = _ID_LAST.match(line, at) if line[at - 1:at] != b"\\" else None
+        if match is None:  # ids nested in params or a result, and maybe its own among them
+            return _SLOW_CALL if _key(line, b'"method"', start, head) >= 0 else _SLOW
     if match is None:
         return _SLOW
-    if line.find(b'"method"', start, head) >= 0:
+    if _key(line, b'"method"', start, head) >= 0:
         return "request", match.group(1)
-    if line.find(b'"result"', start, head) >= 0 or line.find(b'"error"', start, head) >= 0:
+    if _key(line, b'"result"', start, head) >= 0 or _key(line, b'"error"', start, head) >= 0:
         return "response", match.group(1)
     return _SLOW
 
@@ -169,21 +192,56 @@ def wire_key(msg_id: Any) -> bytes | None:
     return _id_spelling(msg_id)
 
 
-def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
-    """The exact answer for frames `classify` could not settle (batches, unusual key orders)."""
-    if len(line) > SLOW_LIMIT:
-        return
+if _fast_decode is not None:
+    class _Keys(Struct):
+        """The keys `ids_in` reads of a message, raw: msgspec skips the rest (params, results)
+        without building it, so a frame `classify` cannot settle costs a scan, not a decode."""
+
+        id: Raw = Raw()
+        method: Raw = Raw()
+        result: Raw = Raw()
+        error: Raw = Raw()
+
+    _decode_keys = Decoder(_Keys | list[_Keys]).decode
+
+
+def _messages(line: bytes) -> list[tuple[bytes | None, bool, bool]]:
+    """(id key or None, has `method`, has `result` or `error`) of each message of a frame, read
+    exactly: through msgspec's key reader, else (or when msgspec refuses the frame: lone
+    surrogates, NaN, nesting too deep) the stdlib decoder; [] for what is not JSON or too deep."""
+    if _fast_decode is not None:
+        try:
+            read = _decode_keys(line)
+        except (_Refused, RecursionError):  # too deep for it: the stdlib decides (and refuses it too)
+            pass
+        else:
+            return [(_raw_key(bytes(m.id)), bool(m.method), bool(m.result or m.error))
+                    for m in (read if isinstance(read, list) else [read])]
     try:
         msg = json.loads(line)
     except (ValueError, RecursionError):
+        return []
+    return [(_id_spelling(m["id"]) if type(m.get("id")) in (str, int, float) else None, "method" in m,
+             "result" in m or "error" in m) for m in (msg if isinstance(msg, list) else [msg]) if isinstance(m, dict)]
+
+
+#: How an id that is a string or a number starts (not null, a boolean, an array, an object).
+_ID_STARTS = frozenset(bytes([c]) for c in b'"-0123456789')
+
+
+def _raw_key(raw: bytes) -> bytes | None:
+    """The key of an id as written, if a request can have it."""
+    return _plain(raw) if raw[:1] in _ID_STARTS else None
+
+
+def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+    """The exact answer for frames `classify` could not settle (batches, unusual key orders, ids
+    among nested values)."""
+    if len(line) > SLOW_LIMIT:
         return
-    for item in msg if isinstance(msg, list) else [msg]:
-        if isinstance(item, dict) and isinstance(item.get("id"), (str, int, float)) and not isinstance(item["id"], bool):
-            token = _id_spelling(item["id"])
-            if "method" in item:
-                yield "request", token, token
-            elif "result" in item or "error" in item:
-                yield "response", token, token
+    for key, request, answer in _messages(line):
+        if key is not None and (request or answer):
+            yield ("request" if request else "response"), key, key
 
 
 def one_id(block: bytes) -> tuple[str, bytes] | None:
@@ -196,10 +254,13 @@ def one_id(block: bytes) -> tuple[str, bytes] | None:
     return _KINDS[kind], token
 
 
-def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+def ids_in(block: bytes, requests: bool = True) -> Iterator[tuple[str, bytes, bytes]]:
     """(kind, key, token) of every request and response in a block of newline-separated frames:
     ``key`` is the same for a request and its response, ``token`` the id as written. Walks the
-    block in place, without copying it; blocks without `"id"` cost one substring search."""
+    block in place, without copying it; blocks without `"id"` cost one substring search. With
+    ``requests`` false the caller wants only responses (and may be given requests too): a request
+    or notification whose id the cheap look cannot place, such as a reminder notification carrying
+    ids of its own, is then not decoded."""
     one = one_id(block)
     if one is not None:  # the usual: one message
         yield one[0], one[1], one[1]
@@ -218,7 +279,7 @@ def ids_in(block: bytes) -> Iterator[tuple[str, bytes, bytes]]:
         elif block.find(b'"id"', pos, end) >= 0:
             line = block[pos:end]
             kind, token = classify(line)
-            if kind == "slow":
+            if kind == "slow" or (kind == "slow call" and requests):
                 yield from _decoded_ids(line)
             elif kind and token is not None and token != b"null":
                 yield kind, _plain(token), token

@@ -12,17 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.model import Reminder, size_at_most
+from bridge.model import Packed, Reminder, size_at_most
 from bridge.pending import PendingQueue
 
 
 @dataclass(slots=True)
 class Kept:
-    """A reminder a session keeps, and the prompt turns it has left (None: no TTL). Slotted, as is
-    `SessionReminders`: 10,000 sessions hold them (the bench's bytes-per-pending-reminder goal)."""
+    """A reminder a session keeps, `Packed`, and the prompt turns it has left (None: no TTL).
+    Slotted, as is `SessionReminders`: 10,000 sessions hold them (the bench's
+    bytes-per-pending-reminder goal)."""
 
-    reminder: Reminder
+    packed: Packed
     turns_left: int | None
+
+    @property
+    def reminder(self) -> Reminder:
+        return self.packed.reminder()
 
 
 @dataclass
@@ -43,12 +48,11 @@ class SessionReminders:
     """The pending reminders of one session, in arrival order (a `PendingQueue` by arrival number,
     so the same id sent twice is kept twice, as the agent would)."""
 
-    __slots__ = ("turn", "pending", "_arrivals")
+    __slots__ = ("turn", "pending")
 
     def __init__(self, limit: int = 64):
         self.turn = 0
         self.pending: PendingQueue[Kept] = PendingQueue(limit)
-        self._arrivals = 0
 
     @property
     def limit(self) -> int:
@@ -63,21 +67,20 @@ class SessionReminders:
 
         Returns the dedupe event (if any) and reminders pushed out by the pending limit.
         """
-        self._arrivals += 1
-        put = self.pending.put(self._arrivals, Kept(reminder, reminder.ttl_turns), dedupe=reminder.dedupe_key,
-                               size=size_at_most(reminder))
+        put = self.pending.append(Kept(Packed.of(reminder), reminder.ttl_turns), dedupe=reminder.dedupe_key,
+                                  size=size_at_most(reminder))
         deduped = None
         if put.deduped is not None:
             assert reminder.dedupe_key is not None
-            deduped = Deduped(reminder.id, reminder.dedupe_key, [put.deduped.reminder.id])
-        return deduped, [Expired(gone.reminder.id, "cleared", self.turn) for gone in put.evicted]
+            deduped = Deduped(reminder.id, reminder.dedupe_key, [put.deduped.packed.id])
+        return deduped, [Expired(gone.packed.id, "cleared", self.turn) for gone in put.evicted]
 
     def reminders(self) -> list[Reminder]:
         return [kept.reminder for kept in self.pending]
 
     def to_render(self) -> list[Reminder]:
         """What the model should see this turn: every pending reminder except `audit_only` ones."""
-        return [kept.reminder for kept in self.pending if kept.reminder.mode != "audit_only"]
+        return [kept.reminder for kept in self.pending if kept.packed.mode != "audit_only"]
 
     def end_turn(self) -> list[Expired]:
         """A `session/prompt` turn completed: count TTLs down and expire what ran out."""
@@ -88,7 +91,7 @@ class SessionReminders:
                 kept.turns_left -= 1
                 if kept.turns_left <= 0:
                     self.pending.pop(key)
-                    expired.append(Expired(kept.reminder.id, "ttl_expired", self.turn))
+                    expired.append(Expired(kept.packed.id, "ttl_expired", self.turn))
         return expired
 
     def __len__(self) -> int:

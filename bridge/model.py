@@ -7,6 +7,7 @@ writes it back; that is what makes legacy → standard → legacy lossless.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import threading
 import time
@@ -326,3 +327,65 @@ def load_json(text: str) -> Reminder:
     """The reminder `dump_json` wrote (trusted: the proxy's own, already validated once)."""
     data = json.loads(text)
     return Reminder.model_construct(_fields_set=set(data["set"]), **data["values"])
+
+
+#: The fields in the order a `Packed` holds them, after the set fields' bits.
+_PACKED: tuple[str, ...] = tuple(Reminder.model_fields)
+_BITS = {name: 1 << i for i, name in enumerate(_PACKED)}
+_VALUES = operator.itemgetter(*_PACKED)
+_LISTS = tuple(i for i, info in enumerate(Reminder.model_fields.values()) if info.annotation == list[StrictStr])
+_DICTS = tuple(_PACKED.index(name) for name in ("extra", "originals"))
+_set = object.__setattr__
+
+
+class Packed(tuple):  # type: ignore[type-arg]
+    """A reminder as it waits to be delivered (an ACP session holds 64 of them, and a proxy
+    10,000 sessions): the field values in one tuple, the set fields as bits, lists as tuples and
+    empty dicts as None.  A pydantic instance costs ~1.4 KB beside its values (its `__dict__`,
+    a set of six names alone 728 B, two empty dicts), this ~200 B; `reminder()` gives back an
+    equal one, every field and which were set included (spec §4: delivered later unchanged)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, reminder: Reminder) -> Packed:
+        values = list(_VALUES(reminder.__dict__))
+        for i in _LISTS:
+            values[i] = tuple(values[i])
+        for i in _DICTS:
+            if not values[i]:
+                values[i] = None
+        return cls((sum(map(_BITS.__getitem__, reminder.model_fields_set)), *values))
+
+    def reminder(self) -> Reminder:
+        """A Reminder equal to the packed one (its own lists and empty dicts: the caller may change
+        them), built as `model_construct` builds one, without its pass over defaults (4x faster):
+        the values were validated once already."""
+        values = list(self)
+        bits = values.pop(0)
+        for i in _LISTS:
+            values[i] = list(values[i])
+        for i in _DICTS:
+            if values[i] is None:
+                values[i] = {}
+        out = Reminder.__new__(Reminder)
+        _set(out, "__dict__", dict(zip(_PACKED, values)))
+        _set(out, "__pydantic_fields_set__", {name for name, bit in _BITS.items() if bits & bit})
+        _set(out, "__pydantic_extra__", None)
+        _set(out, "__pydantic_private__", None)
+        return out
+
+    @property
+    def id(self) -> str:
+        return self[_ID]  # type: ignore[no-any-return]
+
+    @property
+    def dedupe_key(self) -> str | None:
+        return self[_DEDUPE_KEY]  # type: ignore[no-any-return]
+
+    @property
+    def mode(self) -> str:
+        return self[_MODE]  # type: ignore[no-any-return]
+
+
+_ID, _DEDUPE_KEY, _MODE = (1 + _PACKED.index(name) for name in ("id", "dedupe_key", "mode"))

@@ -36,7 +36,7 @@ class PendingQueue(Generic[T]):
     """Items by key, oldest first, at most ``limit`` of them and ``max_bytes`` (each weighs the
     ``size`` it was put with)."""
 
-    __slots__ = ("limit", "max_bytes", "bytes", "_items", "_by_dedupe")
+    __slots__ = ("limit", "max_bytes", "bytes", "_items", "_by_dedupe", "_arrivals")
 
     def __init__(self, limit: int = 64, max_bytes: int = PENDING_BYTES):
         self.limit = limit
@@ -46,6 +46,7 @@ class PendingQueue(Generic[T]):
         # again is popped first, so it goes last (an OrderedDict costs ~100 B more a reminder)
         self._items: dict[Hashable, tuple[T, str | None, int]] = {}
         self._by_dedupe: dict[str, Hashable] | None = None  # made at the first dedupe key: most queues have none
+        self._arrivals = 0  # the key `append` gave last
 
     def room(self, key: Hashable, size: int = 0) -> str | None:
         """Why one more item under ``key`` would pass a bound (`count` or `bytes`), or None; one
@@ -75,6 +76,13 @@ class PendingQueue(Generic[T]):
         while self._items and (len(self._items) > max(self.limit, 0) or self.bytes > self.max_bytes):
             evicted.append(self.pop(next(iter(self._items))))  # type: ignore[arg-type]
         return Put(previous, deduped, evicted)
+
+    def append(self, item: T, *, dedupe: str | None = None, size: int = 0) -> Put[T]:
+        """`put` under the next arrival number, for a queue that keeps what arrives twice twice
+        (the same reminder id sent again is delivered again, as a list would); such a queue is
+        keyed only so."""
+        self._arrivals += 1
+        return self.put(self._arrivals, item, dedupe=dedupe, size=size)
 
     def pop(self, key: Hashable) -> T | None:
         """The item under ``key``, out of the queue; None when there is none."""

@@ -15,7 +15,8 @@ from bridge.dialects.a2a import (
 )
 from bridge.envelope import render
 from bridge.jsonrpc import copied, error_response
-from bridge.model import Reminder, ReminderError
+from bridge.model import Reminder, ReminderError, size_at_most
+from bridge.pending import PendingQueue
 from bridge.policy.budget import Coalescer
 from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command
@@ -39,11 +40,6 @@ class _AfterSend:
     """Reminders carried by a message that had no task yet: injected once the response names it."""
 
     reminders: list[Reminder]
-
-
-@dataclass
-class _Stream:
-    held: list[Reminder] = field(default_factory=list)
 
 
 def _task_queues() -> ReminderQueues:
@@ -74,7 +70,7 @@ class A2AFlow(Flow):
     State table: the two `Side`s and the stage (the flow's own); ``queued``: per task, the
     reminders waiting for the next message to a legacy or `none` agent (the route's, when the
     transport gives each request its own flow); ``streams``: per stream, reminders waiting for the
-    next event to a legacy caller.
+    next event to a legacy caller (by arrival number).
     """
 
     protocol = "a2a"
@@ -89,7 +85,7 @@ class A2AFlow(Flow):
         self.queued.limit = self.settings.trust.max_pending_per_session
         self.held = self.book.held
         self.calls = self.book.calls
-        self.streams: dict[Any, _Stream] = {}
+        self.streams: dict[Any, PendingQueue[Reminder]] = {}
         self.host_markers = (b"emind", b"Message", b"message")
         self.peer_markers = (b"emind",)
 
@@ -317,7 +313,8 @@ class A2AFlow(Flow):
         except ReminderError as exc:  # the event goes on as it came; its reminders are reported
             self.record("invalid", "stream", source="legacy", why=exc.loggable)
             return None
-        held = self.streams.pop(msg.get("id"), _Stream()).held if caller == "legacy" else []
+        stream = self.streams.pop(msg.get("id"), None) if caller == "legacy" else None
+        held = stream.take() if stream is not None else []
         if not found and not held:
             return None
         return self._admit(msg, found, "stream", PEER, task_id, "legacy", caller, None,
@@ -372,15 +369,28 @@ class A2AFlow(Flow):
                                                       _reason_of(update))
             return [self.send(HOST, out, answers=True)]
         if caller == "legacy":
-            self.streams.setdefault(msg.get("id"), _Stream()).held.append(reminder)
-            self.record("queued", "stream", reminder, source="standard", target=caller)
+            self._hold_for_event(msg.get("id"), reminder)
         else:
             self.record("dropped", "stream", reminder, source="standard", target="none",
                         why="caller has no reminder support")
         return []
 
+    def _hold_for_event(self, stream_id: Any, reminder: Reminder) -> None:
+        """Queued for the stream's next event; past the session's count (or the queue's bytes) the
+        oldest are dropped."""
+        queue = self.streams.get(stream_id)
+        if queue is None:
+            queue = self.streams[stream_id] = PendingQueue()
+        limit = queue.limit = self.settings.trust.max_pending_per_session
+        put = queue.append(reminder, size=size_at_most(reminder))
+        self.record("queued", "stream", reminder, source="standard", target="legacy")
+        for gone in put.evicted:
+            self.record("dropped", "stream", gone, source="standard", target="legacy",
+                        why=f"pushed out of the queue for the stream's next event (max_pending_per_session = "
+                            f"{limit}, at most {queue.max_bytes} bytes)")
+
     def pending_counts(self) -> dict[str, int]:
-        counts = {"stream": sum(len(s.held) for s in self.streams.values())}
+        counts = {"stream": sum(len(s) for s in self.streams.values())}
         if not self.shared_tasks:  # a shared book is counted once, by its owner
             counts.update(self.book.pending_counts())
         return counts
@@ -388,7 +398,7 @@ class A2AFlow(Flow):
     def close(self, why: str) -> None:
         """Reminders waiting for a stream that ended are dropped; a shared book stays (its tasks go on)."""
         for stream in self.streams.values():
-            for reminder in stream.held:
+            for reminder in stream:
                 self.record("dropped", "stream", reminder, target=self.host.dialect, why=why)
         self.streams.clear()
         if not self.shared_tasks:

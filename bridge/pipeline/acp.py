@@ -234,7 +234,7 @@ class AcpFlow(Flow):
         if session is None:
             return 0
         key = reminder.dedupe_key
-        return sum(1 for kept in session.pending if key is None or kept.reminder.dedupe_key != key)
+        return sum(1 for kept in session.pending if key is None or kept.packed.dedupe_key != key)
 
     def pending_counts(self) -> dict[str, int]:
         held = sum(len(s) for s in self.sessions.values()) if self.peer.dialect == "none" else 0

@@ -52,7 +52,7 @@ class Awaiting:
         if self._opaque:
             return True
         wire = self._wire
-        return any(kind == "response" and key in wire for kind, key, _ in ids_in(data))
+        return any(kind == "response" and key in wire for kind, key, _ in ids_in(data, requests=False))
 
     def __len__(self) -> int:
         return len(self._what)

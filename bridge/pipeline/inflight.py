@@ -75,7 +75,7 @@ class Unanswered:
         if one is not None:
             return token_key(one[1]) if one[0] == "response" and ids.pop(one[1], None) is not None else None
         found: Any = None
-        for kind, key, token in ids_in(block):
+        for kind, key, token in ids_in(block, requests=False):
             if kind == "response" and ids.pop(key, None) is not None:
                 found = token_key(token) if found is None else False
         return found or None

@@ -14,7 +14,8 @@ from bridge.dialects.paths import get_path, params_meta
 from bridge.envelope import render
 from bridge.jsonrpc import id_key, loads
 from bridge.lifecycle import ToolResultRides
-from bridge.model import Reminder, ReminderError
+from bridge.model import Reminder, ReminderError, size_at_most
+from bridge.pending import PendingQueue
 from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
 from bridge.pipeline.flow import Flow, Handled
@@ -45,8 +46,8 @@ class McpState:
     #: MODERN_ERA requests in flight that opted in to log messages (the legacy channel's carrier)
     opted_in: set[Any] = field(default_factory=set)
     #: reminders waiting for the next tools/call result (host `none`, fallback `tool_result`),
-    #: each with the receipts the result carries once it takes them
-    tool_results: list[tuple[Reminder, tuple[Receipt, ...]]] = field(default_factory=list)
+    #: each with the receipts the result carries once it takes them, by arrival number
+    tool_results: PendingQueue[tuple[Reminder, tuple[Receipt, ...]]] = field(default_factory=PendingQueue)
     #: the handshake result told the host it is a Claude Code channel (only then does it listen)
     channel_offered: bool = False
     #: channel events that also ride the next tools/call result (`channel_also_tool_result`)
@@ -502,14 +503,28 @@ class McpFlow(Flow):
     def _fall_back(self, reminder: Reminder, method: str | None, source: str,
                    receipts: tuple[Receipt, ...] = ()) -> list[Command]:
         if self._fallback() == "tool_result" and reminder.mode != "audit_only":
-            self.state.tool_results.append((reminder, receipts))
-            self.record("queued", method, reminder, source=source, target="none")
-            self._watch_host()
-            return []
+            return self._hold_for_tool_result(reminder, method, source, receipts)
         why = "audit_only reminders are never rendered" if reminder.mode == "audit_only" else \
             "host has no reminder support"
         self.record("dropped", method, reminder, source=source, target="none", why=why)
         return self._receipts_done(receipts)
+
+    def _hold_for_tool_result(self, reminder: Reminder, method: str | None, source: str,
+                              receipts: tuple[Receipt, ...]) -> list[Command]:
+        """Queued for the next tool result; the policy counted the queue, but its bytes (and a limit a
+        reload lowered) may push the oldest out: dropped, their receipts reported at once."""
+        queue = self.state.tool_results
+        limit = queue.limit = self.settings.trust.max_pending_per_session
+        put = queue.append((reminder, receipts), size=size_at_most(reminder))
+        self.record("queued", method, reminder, source=source, target="none")
+        out: list[Command] = []
+        for gone, gone_receipts in put.evicted:
+            self.record("dropped", method, gone, target="none",
+                        why=f"pushed out of the queue for the next tool result (max_pending_per_session = {limit}, "
+                            f"at most {queue.max_bytes} bytes)")
+            out += self._receipts_done(gone_receipts)
+        self._watch_host()
+        return out
 
     def target(self, ambient: bool = False) -> str:
         """The host's dialect, except that a modern host may only get a log message it asked for,
@@ -578,10 +593,8 @@ class McpFlow(Flow):
         return {"coalesce": len(self.held), "tool_result": len(self.state.tool_results), "ride": len(self.state.rides)}
 
     def _take_tool_results(self) -> list[tuple[Reminder, tuple[Receipt, ...]]]:
-        """The reminders waiting for a tool result, out of their list (which the scope's flows may share)."""
-        taken = list(self.state.tool_results)
-        self.state.tool_results.clear()
-        return taken
+        """The reminders waiting for a tool result, out of their queue (which the scope's flows may share)."""
+        return self.state.tool_results.take()
 
     def close(self, why: str) -> None:
         super().close(why)
@@ -589,9 +602,8 @@ class McpFlow(Flow):
             self.subscriptions.closed(self.scope, key)
         self.state.honoured.clear()
         if not self.shares_held:  # a scope's held reminders wait for its next request
-            for reminder, _ in self.state.tool_results:
+            for reminder, _ in self.state.tool_results.take():
                 self.record("dropped", "tools/call", reminder, target="none", why=why)
-            self.state.tool_results.clear()
         self.state.rides = ToolResultRides()  # sent as channel events already: nothing is lost here
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from bridge.pending import PendingQueue
 from bridge.state.scope import Scope
 
 #: How many scopes' held reminders a book keeps; past it the oldest scope's are handed back (dropped).
@@ -26,7 +27,7 @@ class Subscriptions:
     def __init__(self, max_scopes: int = MAX_SCOPES):
         self.max_scopes = max_scopes
         self._open: dict[str, dict[Any, Any]] = {}
-        self._held: OrderedDict[str, list[Any]] = OrderedDict()
+        self._held: OrderedDict[str, PendingQueue[Any]] = OrderedDict()
 
     def opened(self, scope: Scope, key: Any, subscription_id: Any) -> None:
         """The listen request ``key`` (its id as the host wrote it: ``subscription_id``) streams reminders."""
@@ -47,8 +48,8 @@ class Subscriptions:
         key = next(reversed(streams))
         return key, streams[key]
 
-    def held(self, scope: Scope) -> tuple[list[Any], list[Any]]:
-        """The list of ``scope``'s held reminders (the same list for every flow of the scope), and
+    def held(self, scope: Scope) -> tuple[PendingQueue[Any], list[Any]]:
+        """The queue of ``scope``'s held reminders (the same queue for every flow of the scope), and
         what a full book let go of another scope's to make room (for the caller to count)."""
         name = scope.key("held")
         found = self._held.get(name)
@@ -57,6 +58,6 @@ class Subscriptions:
             return found, []
         evicted: list[Any] = []
         while len(self._held) >= max(self.max_scopes, 1):
-            evicted += self._held.popitem(last=False)[1]
-        found = self._held[name] = []
+            evicted += self._held.popitem(last=False)[1].take()
+        found = self._held[name] = PendingQueue()
         return found, evicted

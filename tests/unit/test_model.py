@@ -493,25 +493,26 @@ def test_the_cheap_size_bound_is_never_below_the_stored_size(body, texts, tags, 
         reminder.model_dump(mode="json"), sort_keys=True)
 
 
+#: Every field of a reminder but `_meta` and unknown ones, at random: `Reminder(**fields)`.
+_PLAIN_FIELDS = st.fixed_dictionaries({
+    "id": st.text(min_size=1), "body": st.text(min_size=1).filter(str.strip),
+    "tags": st.lists(st.text(min_size=1).filter(str.strip), max_size=6), "dedupe_key": st.text(),
+    "source": st.text(), "provider_id": st.text(), "originating_agent_id": st.text(),
+    "ttl_turns": st.none() | st.integers(min_value=1), "fired_at_turn": st.none() | st.integers(min_value=1),
+    "propagate": st.sampled_from(["all", "session", "none"]),
+    "role_hint": st.sampled_from(["system", "developer", "user_block", "ephemeral_cache"]),
+    "mode": st.sampled_from(["interrupt_immediate", "finish_step", "audit_only"]),
+    "authority": st.none() | st.sampled_from(["contract", "corrective", "advisory"]),
+    "preserve_on_compact": st.booleans(), "originals": st.dictionaries(st.text(max_size=20), st.text(), max_size=4)})
+
+
 @settings(max_examples=300, deadline=None)
-@given(body=st.text(min_size=1).filter(str.strip), texts=st.lists(st.text(), min_size=5, max_size=5),
-       tags=st.lists(st.text(min_size=1).filter(str.strip), max_size=6),
-       numbers=st.lists(st.none() | st.integers(min_value=1), min_size=2, max_size=2),
-       choices=st.tuples(st.sampled_from(["all", "session", "none"]),
-                         st.sampled_from(["system", "developer", "user_block", "ephemeral_cache"]),
-                         st.sampled_from(["interrupt_immediate", "finish_step", "audit_only"]),
-                         st.none() | st.sampled_from(["contract", "corrective", "advisory"]), st.booleans()),
-       originals=st.dictionaries(st.text(max_size=20), st.text(), max_size=4))
-def test_the_bound_of_a_plain_reminder_counts_every_field_at_its_worst(body, texts, tags, numbers, choices,
-                                                                       originals):
+@given(fields=_PLAIN_FIELDS)
+def test_the_bound_of_a_plain_reminder_counts_every_field_at_its_worst(fields):
     """A reminder with no `_meta`, no unknown fields and only string originals is bounded without
     encoding it: every field set, the longest enum values, huge integers and control characters
     (in the originals too) still fit under it."""
-    propagate, role_hint, mode, authority, preserve = choices
-    reminder = Reminder(id=texts[0] or "r", body=body, tags=tags, dedupe_key=texts[1], source=texts[2],
-                        provider_id=texts[3], originating_agent_id=texts[4], ttl_turns=numbers[0],
-                        fired_at_turn=numbers[1], propagate=propagate, role_hint=role_hint, mode=mode,
-                        authority=authority, preserve_on_compact=preserve, originals=originals)
+    reminder = Reminder(**fields)
     assert size_at_most(reminder) >= encoded_size(reminder)
 
 
@@ -523,3 +524,35 @@ def test_a_plain_reminder_of_control_characters_and_every_field_set_fits_its_bou
                         mode="interrupt_immediate", authority="corrective", preserve_on_compact=True,
                         originals={worst: worst, "source": worst})
     assert size_at_most(reminder) >= encoded_size(reminder)
+
+
+# -- a reminder as it waits (`Packed`, spec §4: delivered later unchanged) ------------------------------
+
+from bridge.model import Packed  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=_PLAIN_FIELDS, meta=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+       extra=st.dictionaries(st.text(max_size=8), _JSON, max_size=3), unset=st.sets(st.sampled_from(
+           ["tags", "dedupe_key", "source", "ttl_turns", "propagate", "mode", "originals", "meta", "extra"])))
+def test_a_packed_reminder_comes_back_equal_with_the_same_fields_set(fields, meta, extra, unset):
+    fields = {**fields, "meta": meta, "extra": extra}
+    reminder = Reminder(**{k: v for k, v in fields.items() if k not in unset})
+    packed = Packed.of(reminder)
+    back = packed.reminder()
+    assert back == reminder and back.model_fields_set == reminder.model_fields_set
+    assert dump_json(back) == dump_json(reminder)
+    assert (packed.id, packed.dedupe_key, packed.mode) == (reminder.id, reminder.dedupe_key, reminder.mode)
+    back.tags.append("changed")
+    back.extra["changed"] = True
+    assert packed.reminder() == reminder  # what it gave is the caller's own
+
+
+def test_a_packed_reminder_costs_a_fraction_of_the_model():
+    """The bench's goal (≤ 2,048 B per pending reminder, bench/memory.py) is met by holding it packed."""
+    import sys
+    reminder = Reminder(id="r-1-0", body="Reminder 0 for session 1.", tags=["ci"], dedupe_key="ci:0", ttl_turns=3)
+    model = sys.getsizeof(reminder) + sys.getsizeof(reminder.__dict__) + sys.getsizeof(reminder.model_fields_set) \
+        + sys.getsizeof(reminder.extra) + sys.getsizeof(reminder.originals) + sys.getsizeof(reminder.tags)
+    packed = Packed.of(reminder)
+    assert sys.getsizeof(packed) + sys.getsizeof(packed[0]) + sys.getsizeof(packed[3]) < model / 4

@@ -510,7 +510,7 @@ def _line(data: bytes) -> bytes:
 
 def _answered(data: bytes) -> Any:
     """The id key of the request ``data`` answers, when it is one response (the cheap look at its id)."""
-    found = [token_key(key) for kind, key, _ in ids_in(data) if kind == "response"]
+    found = [token_key(key) for kind, key, _ in ids_in(data, requests=False) if kind == "response"]
     return found[0] if len(found) == 1 else None
 
 

@@ -188,6 +188,18 @@ def test_a_reminder_update_frame_rides_on_the_next_event_for_a_legacy_caller_and
     assert none.from_peer(frame(update)) == [] and none.recorder.count("dropped") == 1
 
 
+def test_the_reminders_waiting_for_a_legacy_callers_next_event_are_bounded_the_oldest_dropped_and_counted():
+    flow = a2a(host="legacy", peer="standard", rules="[defaults.trust]\nmax_pending_per_session = 2\n")
+    for n in range(3):
+        update = {"jsonrpc": "2.0", "id": "s1", "result": {"reminderUpdate": {
+            "taskId": "t1", "contextId": "c1", "reminder": {"id": f"u{n}", "body": f"Heads up {n}."}}}}
+        assert flow.from_peer(frame(update)) == []
+    assert flow.pending_counts()["stream"] == 2 and flow.recorder.count("dropped") == 1
+    [out] = writes(flow.from_peer(frame(event())))
+    assert "Heads up 0." not in out.data.decode() and "Heads up 2." in out.data.decode()
+    assert flow.pending_counts()["stream"] == 0
+
+
 def test_a_broken_decoration_leaves_its_event_as_it_came():
     data = frame(event(metadata={"harn": {"reminder": {"body": ""}}}))
     flow = a2a(host="standard", peer="legacy")

@@ -101,6 +101,22 @@ def test_an_audit_only_reminder_is_never_rendered_into_a_tool_result():
     assert flow.recorder.count("dropped", "mcp") == 1
 
 
+def test_the_reminders_held_for_a_tool_result_are_bounded_in_bytes_too_the_oldest_dropped_and_counted():
+    flow = flow_with()
+    handshake(flow, {})
+    for n in range(3):
+        held = json.loads(json.dumps(REMINDER))
+        held["params"]["_meta"]["harn"]["reminder"]["id"] = f"r{n}"
+        assert flow.from_peer(frame(held)) == []
+        if n == 0:  # room for two of them
+            flow.state.tool_results.max_bytes = 2 * flow.state.tool_results.bytes
+    assert flow.pending_counts()["tool_result"] == 2 and flow.recorder.count("dropped", "mcp") == 1
+    flow.from_host(frame({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}))
+    [out] = flow.from_peer(frame({"jsonrpc": "2.0", "id": 2, "result": {"content": []}}))
+    [block] = json.loads(out.data)["result"]["content"]
+    assert 'id="r0"' not in block["text"] and 'id="r1"' in block["text"] and 'id="r2"' in block["text"]
+
+
 def test_drop_fallback_and_counts():
     flow = flow_with('[defaults.fallback]\nmcp_host_none = "drop"\n')
     handshake(flow, {})

@@ -1,5 +1,5 @@
 """The book of 2026-07-28 listen streams and held reminders: per scope, newest stream first, one
-held list per scope shared by whoever asks, the oldest scope's let go past the bound."""
+held queue per scope shared by whoever asks, the oldest scope's let go past the bound."""
 from __future__ import annotations
 
 from bridge.pipeline.subscriptions import Subscriptions
@@ -20,10 +20,10 @@ def test_the_newest_open_stream_of_the_scope_takes_reminders_and_a_closed_one_no
     assert book.stream(ALICE) is None
 
 
-def test_a_scope_has_one_held_list_and_a_full_book_lets_the_oldest_scope_go():
+def test_a_scope_has_one_held_queue_and_a_full_book_lets_the_oldest_scope_go():
     book = Subscriptions(max_scopes=1)
     held, evicted = book.held(ALICE)
     held.append("r1")
-    assert book.held(ALICE) == (held, []) and held == ["r1"]  # the same list, whoever asks
+    assert book.held(ALICE) == (held, []) and list(held) == ["r1"]  # the same queue, whoever asks
     bobs, evicted = book.held(BOB)
-    assert bobs == [] and evicted == ["r1"]
+    assert list(bobs) == [] and evicted == ["r1"]
