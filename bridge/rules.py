@@ -28,15 +28,18 @@ from bridge.state.settings import StateSettings
 from bridge.urls import redact
 
 __all__ = [
-    "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
+    "Admin", "Budget", "ERAS", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
     "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
-    "check_hostport", "check_url", "load_rules", "parse_rules_text",
+    "check_hostport", "check_url", "era_problem", "load_rules", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
+#: The MCP revision a side of a route speaks (issue 21): `auto` lets the host's era pass through.
+Era = Literal["auto", "2025-11-25", "2026-07-28"]
+ERAS: tuple[str, ...] = typing.get_args(Era)
 #: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
 HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
 HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
@@ -246,6 +249,10 @@ class RouteSettings(_Model):
     stage: Stage = "translate"
     host_dialect: HostDialect = "auto"
     peer_dialect: Dialect = "auto"
+    #: MCP only: the revision the hosts speak, and the server; two different ones are bridged
+    #: (bridge/pipeline/eras.py). `auto`: whatever the host speaks goes to the server as it is
+    host_era: Era = "auto"
+    server_era: Era = "auto"
     require_declaration: bool = True
     envelope: str = DEFAULT_ENVELOPE
     #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`
@@ -266,6 +273,11 @@ class RouteSettings(_Model):
     def identity(self) -> str | None:
         """What keys the outbox of a request with no MCP session (`header:<name>`), if the rules name it."""
         return next((t.identity for t in (self.serve_outbox, self.outbox) if t is not None and t.identity), None)
+
+    @property
+    def bridges_eras(self) -> bool:
+        """The server speaks only 2025-11-25 and the hosts may speak 2026-07-28: the proxy bridges."""
+        return self.server_era == "2025-11-25" and self.host_era != "2025-11-25"
 
     @field_validator("allowed_origins")
     @classmethod
@@ -309,6 +321,17 @@ class RouteSettings(_Model):
     @classmethod
     def _host_dialect(cls, v: str, info: ValidationInfo) -> str:
         problem = host_dialect_problem(v, info.data.get("protocol"))
+        if problem is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("host_era", "server_era")
+    @classmethod
+    def _era(cls, v: str, info: ValidationInfo) -> str:
+        protocol = info.data.get("protocol")
+        if v != "auto" and protocol not in (None, "mcp"):
+            raise ValueError(f'names an MCP revision; this route\'s protocol is "{protocol}" (leave it "auto")')
+        problem = era_problem(info.data.get("host_era", "auto"), v) if info.field_name == "server_era" else None
         if problem is not None:
             raise ValueError(problem)
         return v
@@ -456,6 +479,15 @@ class Rules(_Model):
         except KeyError:
             known = ", ".join(sorted(self.routes)) or "none"
             raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
+
+
+def era_problem(host: str, server: str) -> str | None:
+    """Why a route's `host_era` and `server_era` cannot go together, or None (the same words for the
+    rules keys and the `--host-era`/`--server-era` flags)."""
+    if host == "2025-11-25" and server == "2026-07-28":
+        return ('host_era "2025-11-25" toward server_era "2026-07-28" is not bridged yet (issue 21): only '
+                '2026-07-28 hosts toward a 2025-11-25 server are; leave one of them "auto"')
+    return None
 
 
 def check_envelope(template: str) -> None:
