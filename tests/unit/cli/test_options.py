@@ -1,4 +1,5 @@
-"""Issue 21, point 2: the route keys `host_era` / `server_era`, their flags, and what `check` says."""
+"""bridge/cli/options.py and the rules keys it overrides: `host_era` / `server_era` (issue 21, point 2),
+the `--host-era` / `--server-era` flags, and what `check` says of them."""
 import argparse
 import subprocess
 import sys
