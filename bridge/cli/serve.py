@@ -153,9 +153,9 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
             raise ValueError(f"--host-dialect: {problem} (route {name})")
 
     def check_eras(name: str, route: RouteSettings) -> RouteSettings:
-        if route.bridges_eras:
-            raise ValueError(f"route {name}: server_era 2025-11-25 is bridged by `reminder-bridge stdio` so far, not "
-                             "yet by serve (issue 21)")
+        if route.bridges_eras and not (route.upstream or "").startswith(("http://", "https://")):
+            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
+                             "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
         return route
 
     command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)

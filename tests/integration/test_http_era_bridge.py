@@ -1,0 +1,86 @@
+"""Era bridging over Streamable HTTP (issue 21, point 2), real sockets: `mcp` 2.3.0 SDK hosts on
+2026-07-28 in front of an SDK server that refuses anything of 2026-07-28
+(tests.peers.legacy_only_http), through `reminder-bridge serve --host-era 2026-07-28
+--server-era 2025-11-25`. The server's `/seen` says what reached it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tests.peers.mcp_host import Reminders
+from tests.peers.processes import get_json, peer, proxy
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = peer("tests.peers.legacy_only_http")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def bridge(upstream, tmp_path_factory):
+    rules = Path(tmp_path_factory.mktemp("eras")) / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n')
+    running = proxy("--rules", str(rules), "--host-era", MODERN, "--server-era", LEGACY)
+    yield running
+    running.stop()
+
+
+def url(bridge) -> str:
+    return f"http://127.0.0.1:{bridge.port}/mcp"
+
+
+async def seen(upstream) -> list[dict]:
+    return await get_json(upstream.port, "/seen")
+
+
+def assert_legacy_wire(requests: list[dict]) -> None:
+    """Nothing of 2026-07-28 reached the server, and its session was opened before anything else."""
+    posts = [r for r in requests if r["method"] == "POST"]
+    first = [json.loads(r["body"]).get("method") for r in posts[:2]]
+    assert first == ["initialize", "notifications/initialized"]
+    for r in requests:
+        assert r["headers"].get("mcp-protocol-version") in (None, LEGACY), r
+        assert "mcp-method" not in r["headers"] and "mcp-name" not in r["headers"]
+        assert "io.modelcontextprotocol/" not in r["body"]
+    assert all(r["headers"].get("mcp-session-id") for r in requests[1:])
+
+
+async def test_the_server_alone_refuses_a_2026_07_28_host(upstream):
+    async with Client(f"http://127.0.0.1:{upstream.port}/mcp", mode="auto") as client:
+        assert client.protocol_version == LEGACY  # the probe was refused: it fell back to initialize
+
+
+async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream):
+    ext = Reminders()
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode="auto", extensions=[ext]) as client:
+        assert client.protocol_version == MODERN
+        assert client.server_info is not None and client.server_info.name == "legacy-only"
+        tools = await client.list_tools()
+        echoed = await client.call_tool("echo", {"text": "hi"})
+        reminded = await client.call_tool("remind", {"path": "a.py"})
+        resources = await client.list_resources()
+        read = await client.read_resource("file:///notes.txt")
+        prompts = await client.list_prompts()
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+    assert [c.text for c in echoed.content] == ["hi"]
+    assert [c.text for c in reminded.content] == ["touched a.py"]
+    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
+    assert read.contents[0].text == "remember the milk"
+    assert [p.name for p in prompts.prompts] == ["greet"]
+    [reminder] = ext.received
+    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
+        "r-a.py", ["workspace", "file_changed"], "file_changed:a.py", 2)
+    assert reminder["body"] == "a.py changed externally; re-read it before editing."
+    requests = (await seen(upstream))[before:]
+    assert_legacy_wire(requests)
+    assert sum('"initialize"' in r["body"] for r in requests) == 1
+    assert any(r["method"] == "GET" for r in requests)  # the session's GET stream is open
