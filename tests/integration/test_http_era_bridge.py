@@ -4,11 +4,13 @@
 --server-era 2025-11-25`. The server's `/seen` says what reached it."""
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp_types import Implementation
 
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import get_json, peer, proxy
@@ -84,3 +86,64 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
     assert_legacy_wire(requests)
     assert sum('"initialize"' in r["body"] for r in requests) == 1
     assert any(r["method"] == "GET" for r in requests)  # the session's GET stream is open
+
+
+async def test_a_pinned_host_and_its_log_opt_in(bridge, upstream):
+    """`mode=2026-07-28` sends no discover; its `logLevel` opt-in becomes `logging/setLevel`."""
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, logging_callback=on_log, log_level="info",
+                      client_info=Implementation(name="pinned", version="9")) as client:
+        logged = await client.call_tool("log", {"text": "asked"})
+        prompt = await client.get_prompt("greet", {"name": "Ada"})
+    assert [c.text for c in logged.content] == ["logged"]
+    assert "Hello, Ada!" in prompt.messages[0].content.text
+    assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
+    requests = (await seen(upstream))[before:]
+    assert_legacy_wire(requests)
+    methods = [json.loads(r["body"]).get("method") for r in requests if r["method"] == "POST"]
+    assert methods.index("logging/setLevel") < methods.index("tools/call")
+
+
+async def test_hosts_with_other_client_info_get_sessions_of_their_own(bridge, upstream):
+    """Two hosts at once, the same request ids, other client info: two upstream sessions, each
+    answer to its own host."""
+    before = len(await seen(upstream))
+
+    async def host(name: str) -> list[str]:
+        async with Client(url(bridge), mode=MODERN, client_info=Implementation(name=name, version="1")) as client:
+            out = []
+            for text in ("a", "b"):
+                out += [c.text for c in (await client.call_tool("echo", {"text": name + text})).content]
+            return out
+
+    assert await asyncio.gather(host("one"), host("two")) == [["onea", "oneb"], ["twoa", "twob"]]
+    requests = (await seen(upstream))[before:]
+    opened = [json.loads(r["body"])["params"]["clientInfo"]["name"] for r in requests
+              if r["method"] == "POST" and json.loads(r["body"]).get("method") == "initialize"]
+    assert sorted(opened) == ["one", "two"]
+    sessions = {r["headers"]["mcp-session-id"] for r in requests if "mcp-session-id" in r["headers"]}
+    assert len(sessions) == 2
+
+
+async def test_hosts_alike_share_one_session_and_keep_their_answers(bridge, upstream):
+    """Two hosts with the same client info and the same request ids, at once: one upstream session,
+    each host its own answers (the proxy's ids are unique in the session)."""
+    before = len(await seen(upstream))
+
+    async def host(word: str) -> list[str]:
+        async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="alike", version="1")) as client:
+            calls = [client.call_tool("echo", {"text": f"{word}{n}"}) for n in range(3)]
+            return [c.text for result in await asyncio.gather(*calls) for c in result.content]
+
+    assert await asyncio.gather(host("x"), host("y")) == [["x0", "x1", "x2"], ["y0", "y1", "y2"]]
+    requests = (await seen(upstream))[before:]
+    initializes = [r for r in requests if r["method"] == "POST" and json.loads(r["body"]).get("method") == "initialize"]
+    assert len(initializes) == 1
+    ids = [json.loads(r["body"]).get("id") for r in requests if r["method"] == "POST"]
+    called = [i for i in ids if i is not None and not str(i).startswith("rb-era-")]
+    assert len(called) == len(set(called)) >= 6  # (the SDK lists the tools before its first call too)
