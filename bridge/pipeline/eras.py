@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.dialects.mcp import (
-    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, SERVER_INFO_KEY, McpLegacy,
+    CLIENT_CAPS_KEY,
+    CLIENT_INFO_KEY,
+    LISTEN_METHOD,
+    LOG_LEVEL_KEY,
+    LOG_METHOD,
+    SERVER_INFO_KEY,
+    McpLegacy,
 )
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads

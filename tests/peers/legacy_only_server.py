@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from typing import TextIO
 
 import anyio
 import mcp_types as types
@@ -70,27 +71,27 @@ def dumped(message) -> dict:
     return inner.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-async def main(seen_path: str) -> None:
+async def main(seen: TextIO) -> None:
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
     low = build()._lowlevel_server
-    with open(seen_path, "a", buffering=1) as seen:
-        async with stdio_server() as (read, write):
-            send, receive = anyio.create_memory_object_stream(64)
+    async with stdio_server() as (read, write):
+        send, receive = anyio.create_memory_object_stream(64)
 
-            async def tee() -> None:
-                async with send:
-                    async for item in read:
-                        if isinstance(item, SessionMessage):
-                            seen.write(json.dumps(dumped(item.message)) + "\n")
-                        await send.send(item)
+        async def tee() -> None:
+            async with send:
+                async for item in read:
+                    if isinstance(item, SessionMessage):
+                        seen.write(json.dumps(dumped(item.message)) + "\n")
+                    await send.send(item)
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(tee)
-                async with low.lifespan(low) as state:
-                    await serve_loop(low, receive, write, lifespan_state=state,
-                                     init_options=low.create_initialization_options())
-                group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            group.start_soon(tee)
+            async with low.lifespan(low) as state:
+                await serve_loop(low, receive, write, lifespan_state=state,
+                                 init_options=low.create_initialization_options())
+            group.cancel_scope.cancel()
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1])
+    with open(sys.argv[1], "a", buffering=1) as record:
+        anyio.run(main, record)
