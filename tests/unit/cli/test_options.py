@@ -89,3 +89,21 @@ def test_check_names_the_key(tmp_path):
                           timeout=60, check=False)
     assert done.returncode != 0
     assert f"{rules}:4: routes.fs.host_era: must be one of auto, 2025-11-25, 2026-07-28" in done.stdout + done.stderr
+
+
+def test_serve_bridges_an_http_upstream_and_refuses_a_command():
+    from bridge.cli.serve import build_routes
+
+    bridged = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
+                                         "--host-era", "2026-07-28", "--server-era", "2025-11-25"])
+    [route] = build_routes(bridged, None)
+    assert route.settings.bridges_eras
+    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", "2025-11-25", "--", "srv"])
+    with pytest.raises(ValueError, match="not\\s+yet a stdio `command`"):
+        build_routes(command, None)
+
+
+def test_stdio_refuses_the_bridge_before_an_upstream_url():
+    done = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--upstream", "http://127.0.0.1:9/mcp",
+                           "--server-era", "2025-11-25"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "not yet for --upstream" in done.stderr
