@@ -31,7 +31,7 @@ __all__ = [
     "Admin", "Budget", "ERAS", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
     "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
-    "check_hostport", "check_url", "era_problem", "load_rules", "parse_rules_text",
+    "check_hostport", "check_url", "load_rules", "parse_rules_text",
 ]
 
 Protocol = Literal["mcp", "acp", "a2a"]
@@ -275,9 +275,10 @@ class RouteSettings(_Model):
         return next((t.identity for t in (self.serve_outbox, self.outbox) if t is not None and t.identity), None)
 
     @property
-    def bridges_eras(self) -> bool:
-        """The server speaks only 2025-11-25 and the hosts may speak 2026-07-28: the proxy bridges."""
-        return self.server_era == "2025-11-25" and self.host_era != "2025-11-25"
+    def bridged_server_era(self) -> str | None:
+        """The era the proxy speaks to the server in its hosts' place (the server speaks only that
+        one, and the hosts may speak the other), or None: the host's era goes through."""
+        return self.server_era if self.server_era != "auto" and self.host_era != self.server_era else None
 
     @field_validator("allowed_origins")
     @classmethod
@@ -331,9 +332,6 @@ class RouteSettings(_Model):
         protocol = info.data.get("protocol")
         if v != "auto" and protocol not in (None, "mcp"):
             raise ValueError(f'names an MCP revision; this route\'s protocol is "{protocol}" (leave it "auto")')
-        problem = era_problem(info.data.get("host_era", "auto"), v) if info.field_name == "server_era" else None
-        if problem is not None:
-            raise ValueError(problem)
         return v
 
     @field_validator("channel_instructions")
@@ -479,15 +477,6 @@ class Rules(_Model):
         except KeyError:
             known = ", ".join(sorted(self.routes)) or "none"
             raise KeyError(f"unknown route {name!r} (known routes: {known})") from None
-
-
-def era_problem(host: str, server: str) -> str | None:
-    """Why a route's `host_era` and `server_era` cannot go together, or None (the same words for the
-    rules keys and the `--host-era`/`--server-era` flags)."""
-    if host == "2025-11-25" and server == "2026-07-28":
-        return ('host_era "2025-11-25" toward server_era "2026-07-28" is not bridged yet (issue 21): only '
-                '2026-07-28 hosts toward a 2025-11-25 server are; leave one of them "auto"')
-    return None
 
 
 def check_envelope(template: str) -> None:

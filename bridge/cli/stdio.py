@@ -106,8 +106,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         return 2
     url = args.upstream or (settings.upstream if not command else None)
     problem = _upstream_problem(args, url, command)
-    if problem is None and url is not None and settings.bridges_eras:
-        problem = "--server-era 2025-11-25 is bridged for a child command only, not yet for --upstream"
+    if problem is None and url is not None and settings.bridged_server_era:
+        problem = "--host-era/--server-era bridge a child command only, not yet --upstream"
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2

@@ -264,7 +264,7 @@ class StdioProxy:
         self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
         self.driver: FlowDriver | None = None  # the flow's timers and deferred work
-        #: the era bridge below the flow (`bridge.pipeline.eras`), when the route names a 2025-11-25 server
+        #: the era bridge below the flow (`bridge.pipeline.eras`), when the route names the server's era
         self.eras: Any = None
         #: receipts of what was written toward the host but still sits in the pipe's buffer, not the
         #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
@@ -622,10 +622,10 @@ class StdioProxy:
             self._delivered(receipts_of([command]))
 
         self.driver = FlowDriver(flow, write, write, self._hold_sources)
-        if protocol == "mcp" and self.settings.bridges_eras:
-            from bridge.pipeline.eras import LegacyServer
+        if protocol == "mcp" and self.settings.bridged_server_era:
+            from bridge.pipeline.eras import BRIDGES
 
-            self.eras = LegacyServer(self.settings.host_era, lambda: flow.state.era)
+            self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era)
         return flow
 
     def _bridged(self, writes: list[Write]) -> bytes:

@@ -45,10 +45,10 @@ def rules(tmp_path) -> Path:
     return path
 
 
-async def refusal(params: StdioServerParameters) -> MCPError:
-    """The error a 2026-07-28 host's first request meets (the SDK raises it inside a task group)."""
+async def refusal(params: StdioServerParameters, mode: str = MODERN) -> MCPError:
+    """The error a host's first request meets (the SDK raises it inside a task group)."""
     try:
-        async with Client(params, mode=MODERN) as client:
+        async with Client(params, mode=mode) as client:
             await client.list_tools()
     except BaseException as exc:  # noqa: BLE001 - unwrapped below
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -154,3 +154,61 @@ async def test_without_the_flags_the_pair_fails_as_it_does_direct(tmp_path):
     through = await refusal(proxied(seen))
     assert (through.error.code, through.error.message) == (direct.error.code, direct.error.message)
     assert not any(m.get("method") == "initialize" for m in received(seen))
+
+
+# -- 2025-11-25 host → 2026-07-28 server (tests.peers.modern_only_server) -------------------------
+
+REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
+
+
+def modern_server(seen: Path, *options: str, rules: Path | None = None) -> StdioServerParameters:
+    extra = ["--rules", str(rules)] if rules is not None else []
+    return StdioServerParameters(command=sys.executable, args=[
+        "-m", "bridge", "stdio", *extra, *options, "--", sys.executable, "-m", "tests.peers.modern_only_server",
+        str(seen)])
+
+
+def assert_modern_wire(seen: Path) -> None:
+    """The server saw a 2026-07-28 client: discover first, no handshake, every request enveloped."""
+    got = received(seen)
+    assert got[0]["method"] == "server/discover"
+    assert not any(m.get("method") in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
+                   for m in got)
+    for m in got:
+        if "method" in m and "id" in m:
+            meta = m["params"]["_meta"]
+            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN
+            assert meta["io.modelcontextprotocol/clientInfo"]["name"]
+            assert "io.modelcontextprotocol/clientCapabilities" in meta
+
+
+async def test_reverse_the_server_alone_refuses_a_2025_11_25_host(tmp_path):
+    direct = StdioServerParameters(command=sys.executable, args=["-m", "tests.peers.modern_only_server",
+                                                                 str(tmp_path / "seen.jsonl")])
+    assert (await refusal(direct, mode="legacy")).error.code == -32600
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging, on purpose
+async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+    ext = Reminders()
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", extensions=[ext]) as client:
+        assert client.protocol_version == LEGACY
+        assert client.server_info.name == "legacy-only"
+        await client.session.send_ping()
+        await client.set_logging_level("info")
+        tools = await client.list_tools()
+        reminded = await client.call_tool("remind", {"path": "b.py"})
+        read = await client.read_resource("file:///notes.txt")
+        prompts = await client.list_prompts()
+        await client.call_tool("echo", {"text": "sync"})
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+    assert [c.text for c in reminded.content] == ["touched b.py"]
+    assert read.contents[0].text == "remember the milk"
+    assert [p.name for p in prompts.prompts] == ["greet"]
+    [reminder] = ext.received
+    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
+        "r-b.py", ["workspace", "file_changed"], "file_changed:b.py", 2)
+    assert_modern_wire(seen)
+    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
+    assert all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)

@@ -57,7 +57,7 @@ class Legacy:
 
 def takes(route: HttpRoute, request: web.Request) -> bool:
     """A JSON-RPC POST of a 2026-07-28 host on a route whose server speaks only 2025-11-25."""
-    return (route.protocol == "mcp" and route.settings.bridges_eras and request.method == "POST"
+    return (route.protocol == "mcp" and route.settings.bridged_server_era == LEGACY_ERA and request.method == "POST"
             and request.headers.get("mcp-protocol-version") == MODERN_ERA)
 
 

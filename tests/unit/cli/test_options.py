@@ -22,16 +22,18 @@ def problems(text: str):
 def test_default_is_auto_and_bridges_nothing():
     settings = RouteSettings()
     assert (settings.host_era, settings.server_era) == ("auto", "auto")
-    assert not settings.bridges_eras
+    assert settings.bridged_server_era is None
 
 
 @pytest.mark.parametrize("host,server,bridges", [
-    ("2026-07-28", "2025-11-25", True), ("auto", "2025-11-25", True), ("2025-11-25", "2025-11-25", False),
-    ("2026-07-28", "2026-07-28", False), ("2026-07-28", "auto", False), ("auto", "2026-07-28", False),
+    ("2026-07-28", "2025-11-25", "2025-11-25"), ("auto", "2025-11-25", "2025-11-25"),
+    ("2025-11-25", "2026-07-28", "2026-07-28"), ("auto", "2026-07-28", "2026-07-28"),
+    ("2025-11-25", "2025-11-25", None), ("2026-07-28", "2026-07-28", None), ("2026-07-28", "auto", None),
+    ("auto", "auto", None),
 ])
 def test_era_pairs_that_load(host, server, bridges):
     route = parse_rules_text(f'{ROUTE}host_era = "{host}"\nserver_era = "{server}"\n').route("fs")
-    assert (route.host_era, route.server_era, route.bridges_eras) == (host, server, bridges)
+    assert (route.host_era, route.server_era, route.bridged_server_era) == (host, server, bridges)
 
 
 def test_a_bad_value_names_the_key_and_the_line():
@@ -45,14 +47,9 @@ def test_an_era_on_a_route_of_another_protocol():
     assert p.key == "routes.p.host_era" and 'protocol is "a2a"' in p.message
 
 
-def test_the_reverse_bridge_is_refused_by_name():
-    [p] = problems(f'{ROUTE}host_era = "2025-11-25"\nserver_era = "2026-07-28"\n')
-    assert p.key == "routes.fs.server_era" and "not bridged yet" in p.message
-
-
 def test_defaults_carry_the_eras_to_routes():
     rules = parse_rules_text('[defaults]\nserver_era = "2025-11-25"\n' + ROUTE)
-    assert rules.route("fs").server_era == "2025-11-25" and rules.route("fs").bridges_eras
+    assert rules.route("fs").server_era == "2025-11-25" and rules.route("fs").bridged_server_era
 
 
 @pytest.mark.parametrize("command", ["stdio", "serve"])
@@ -68,9 +65,6 @@ def test_no_flags_leave_the_settings_as_they_are():
 
 
 def test_flags_over_a_route_that_cannot_take_them():
-    args = argparse.Namespace(host_era="2025-11-25", server_era="2026-07-28")
-    with pytest.raises(ValueError, match="not bridged yet"):
-        with_eras(args, RouteSettings())
     with pytest.raises(ValueError, match="protocol is a2a"):
         with_eras(argparse.Namespace(host_era="2026-07-28", server_era=None), RouteSettings(protocol="a2a"))
 
@@ -97,13 +91,17 @@ def test_serve_bridges_an_http_upstream_and_refuses_a_command():
     bridged = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
                                          "--host-era", "2026-07-28", "--server-era", "2025-11-25"])
     [route] = build_routes(bridged, None)
-    assert route.settings.bridges_eras
+    assert route.settings.bridged_server_era == "2025-11-25"
     command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", "2025-11-25", "--", "srv"])
     with pytest.raises(ValueError, match="not\\s+yet a stdio `command`"):
         build_routes(command, None)
+    reverse = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
+                                         "--host-era", "2025-11-25", "--server-era", "2026-07-28"])
+    with pytest.raises(ValueError, match="2025-11-25 hosts to a 2026-07-28 server yet"):
+        build_routes(reverse, None)
 
 
 def test_stdio_refuses_the_bridge_before_an_upstream_url():
     done = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--upstream", "http://127.0.0.1:9/mcp",
                            "--server-era", "2025-11-25"], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 2 and "not yet for --upstream" in done.stderr
+    assert done.returncode == 2 and "not yet --upstream" in done.stderr

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
-from bridge.pipeline.eras import LegacyServer
+from bridge.pipeline.eras import BRIDGES, LegacyServer, ModernServer
 from tests.paths import SCHEMAS
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
@@ -175,3 +175,82 @@ def test_bad_frames_go_on_for_the_other_side_to_judge(bridge):
     assert bridge.toward_server(b"{nope") == [Forward(PEER, b"{nope")]
     assert bridge.from_server(b"[1]") == [Forward(HOST, b"[1]")]
     assert isinstance(bridge.toward_server(request(1, "ping"))[0], Send)
+
+
+# -- 2025-11-25 host → 2026-07-28 server --------------------------------------------------------
+
+def initialized(bridge: ModernServer) -> dict:
+    """The host's `initialize`, the server's discover answer; the host's answer."""
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": CAPS, "clientInfo": INFO}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    assert discover["method"] == "server/discover"
+    assert discover["params"]["_meta"] == envelope()
+    [answer] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {
+        "resultType": "complete", "supportedVersions": [MODERN], "capabilities": {"tools": {}}, "ttlMs": 0,
+        "cacheScope": "private", "instructions": "hi",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new", "version": "3"}}}})), HOST)
+    return answer
+
+
+@pytest.fixture
+def reverse() -> ModernServer:
+    return ModernServer(LEGACY, lambda: LEGACY)
+
+
+def test_initialize_is_answered_from_discover(reverse):
+    answer = initialized(reverse)
+    assert answer == {"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": {"name": "new", "version": "3"},
+        "instructions": "hi"}}
+    schema = json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text())
+    assert_valid(validator_for(schema, "InitializeResult"), answer["result"])
+
+
+def test_every_request_carries_the_envelope_and_the_handshake_stays_here(reverse):
+    initialized(reverse)
+    assert reverse.toward_server(frame({"jsonrpc": "2.0", "method": "notifications/initialized"})) == []
+    assert sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "ping"})), HOST) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {}}]
+    set_level = frame({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}})
+    assert sent(reverse.toward_server(set_level), PEER) == []
+    call = frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "_meta": {
+        "progressToken": 1}}})
+    [out] = sent(reverse.toward_server(call), PEER)
+    assert out["params"]["_meta"] == {"progressToken": 1, **envelope(), "io.modelcontextprotocol/logLevel": "debug"}
+    cancel = frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})
+    assert reverse.toward_server(cancel) == [Forward(PEER, cancel)]
+
+
+def test_what_comes_during_discover_waits_for_it(reverse):
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(reverse.toward_server(init), PEER)
+    assert reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})) == []
+    writes = reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": {}}}))
+    assert [(w.to, json.loads(w.data).get("method")) for w in writes] == [(HOST, None), (PEER, "tools/list")]
+
+
+def test_what_the_reverse_bridge_cannot_carry(reverse):
+    initialized(reverse)
+    [error] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe",
+                                                "params": {"uri": "file:///a"}})), HOST)
+    assert error["error"]["data"] == {"feature": "resources/subscribe", "hostEra": LEGACY, "serverEra": MODERN}
+    [asks] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {
+        "resultType": "input_required", "inputRequests": {}}})), HOST)
+    assert asks["id"] == 5 and "input_required" in asks["error"]["message"]
+    result = frame({"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete", "tools": []}})
+    assert reverse.from_server(result) == [Forward(HOST, result)]  # 2025-11-25 results take unknown fields
+
+
+def test_a_refused_discover_is_initialize_s_error(reverse):
+    [discover] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize"})), PEER)
+    [answer] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                                               "error": {"code": -32022, "message": "no"}})), HOST)
+    assert answer["id"] == 0 and answer["error"]["code"] == -32022
+
+
+def test_an_auto_route_lets_a_2026_07_28_host_through():
+    bridge = ModernServer("auto", lambda: MODERN)
+    discover = request(1, "server/discover")
+    assert bridge.toward_server(discover) == [Forward(PEER, discover)]
+    assert BRIDGES == {LEGACY: LegacyServer, MODERN: ModernServer}
