@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from bridge.declaration import check_resource, read_manifest
+from bridge.dialects.eras import ERAS
 from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
@@ -28,7 +29,7 @@ from bridge.state.settings import StateSettings
 from bridge.urls import redact
 
 __all__ = [
-    "Admin", "Budget", "ERAS", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
+    "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
     "HOST_DIALECTS", "Limits", "Outbox", "Route", "check_origins", "RouteSettings", "RuleProblem",
     "Rules", "RulesError", "ServeOutbox", "Telemetry", "Trust", "UNNAMED_ROUTE", "check_envelope", "check_files",
     "check_hostport", "check_url", "load_rules", "parse_rules_text",
@@ -38,8 +39,7 @@ Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
 #: The MCP revision a side of a route speaks (issue 21): `auto` lets the host's era pass through.
-Era = Literal["auto", "2025-11-25", "2026-07-28"]
-ERAS: tuple[str, ...] = typing.get_args(Era)
+Era = Literal[ERAS]  # type: ignore[valid-type]
 #: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
 HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
 HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]

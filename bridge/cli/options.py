@@ -11,13 +11,17 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bridge.environ import parse_assignment, parse_header
 from bridge.problems import describe_key
-from bridge.rules import ERAS, UPSTREAM_SCHEMES, RouteSettings, check_hostport, check_origins, check_url
+from bridge.dialects.eras import ERAS
+from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url
+
+if TYPE_CHECKING:
+    from bridge.rules import RouteSettings
 
 T = TypeVar("T")
 

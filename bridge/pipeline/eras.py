@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
     CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
-from bridge.pipeline.mcp import LEGACY_ERA, MODERN_ERA
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
 #: a 2025-11-25 server.

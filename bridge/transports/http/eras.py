@@ -23,12 +23,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, loads
 from bridge.pipeline.commands import HOST, PEER, Write
 from bridge.pipeline.eras import LegacyServer
-from bridge.pipeline.mcp import LEGACY_ERA, MODERN_ERA
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.own_calls import OwnCalls, settled, written
