@@ -13,7 +13,7 @@ from mcp import Client
 from mcp_types import Implementation
 
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import get_json, peer, proxy
+from tests.peers.processes import eventually, get_json, peer, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 
@@ -147,3 +147,27 @@ async def test_hosts_alike_share_one_session_and_keep_their_answers(bridge, upst
     ids = [json.loads(r["body"]).get("id") for r in requests if r["method"] == "POST"]
     called = [i for i in ids if i is not None and not str(i).startswith("rb-era-")]
     assert len(called) == len(set(called)) >= 6  # (the SDK lists the tools before its first call too)
+
+
+async def test_an_idle_upstream_session_ends_and_the_next_request_opens_another(upstream, tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n'
+                     'host_era = "2026-07-28"\nserver_era = "2025-11-25"\n')  # the keys, this time
+    running = proxy("--rules", str(rules), "--session-idle", "1")
+    try:
+        before = len(await seen(upstream))
+        async with Client(url(running), mode=MODERN) as client:
+            await client.call_tool("echo", {"text": "once"})
+
+        async def deleted():
+            return [r for r in (await seen(upstream))[before:] if r["method"] == "DELETE"]
+
+        [delete] = await eventually(deleted, timeout=20)
+        async with Client(url(running), mode=MODERN) as client:
+            await client.call_tool("echo", {"text": "again"})
+        requests = (await seen(upstream))[before:]
+        opened = [r for r in requests if r["method"] == "POST" and json.loads(r["body"]).get("method") == "initialize"]
+        assert len(opened) == 2
+        assert delete["headers"]["mcp-session-id"] != requests[-1]["headers"].get("mcp-session-id")
+    finally:
+        running.stop()

@@ -53,6 +53,9 @@ class Legacy:
     session_id: str | None = None
     stream: asyncio.Task[Any] | None = None
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    #: host requests using it now, and when the last one ended (the loop's clock): idle expiry
+    busy: int = 0
+    used: float = 0.0
 
 
 def takes(route: HttpRoute, request: web.Request) -> bool:
@@ -70,6 +73,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
     ours: dict[str, Any] = {}  # the ids this exchange gave its requests upstream → the host's own
     host: list[Write] = []
+    legacy.busy += 1
     try:
         toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
                   if isinstance(c, Write)]
@@ -82,6 +86,8 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         _listen(proxy, route, legacy, headers)
         written(session, host)
     finally:
+        legacy.busy -= 1
+        legacy.used = asyncio.get_running_loop().time()
         route.learn(session.flow)
         session.close("a 2026-07-28 request is over once answered")
     return _respond(request, host)
@@ -214,15 +220,30 @@ def _respond(request: web.Request, host: list[Write]) -> web.StreamResponse:
     return web.Response(body=host[-1].data, content_type="application/json", charset="utf-8")
 
 
+async def expire(proxy: OwnCalls, route: HttpRoute, idle_s: float) -> None:
+    """The upstream sessions no host has used for ``idle_s`` seconds end (`--session-idle`)."""
+    now = asyncio.get_running_loop().time()
+    for key, legacy in list((route.eras or {}).items()):
+        if legacy.busy == 0 and not legacy.opening.locked() and now - legacy.used > idle_s:
+            del route.eras[key]
+            await _end(proxy, route, legacy)
+
+
 async def close(proxy: OwnCalls, route: HttpRoute) -> None:
-    """Shutdown: every upstream session the route opened ends (its GET stream, then a DELETE)."""
-    for legacy in (route.eras or {}).values():
-        if legacy.stream is not None:
-            legacy.stream.cancel()
-        if legacy.session_id is not None and proxy.client is not None:
-            try:
-                async with asyncio.timeout(5):
-                    await (await proxy.client.delete(route.target.url(route.rpc_path, ""), headers={
-                        SESSION_HEADER: legacy.session_id, "MCP-Protocol-Version": LEGACY_ERA})).release()
-            except _UPSTREAM_FAILED as exc:
-                route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="ending a bridged session")
+    """Shutdown: every upstream session the route opened ends."""
+    ending, route.eras = list((route.eras or {}).values()), {}
+    await asyncio.gather(*(_end(proxy, route, legacy) for legacy in ending))
+
+
+async def _end(proxy: OwnCalls, route: HttpRoute, legacy: Legacy) -> None:
+    """One upstream session ends: its GET stream, then a DELETE (2025-11-25 sessions end so)."""
+    if legacy.stream is not None:
+        legacy.stream.cancel()
+    if legacy.session_id is None or proxy.client is None:
+        return
+    try:
+        async with asyncio.timeout(5):
+            await (await proxy.client.delete(route.target.url(route.rpc_path, ""), headers={
+                SESSION_HEADER: legacy.session_id, "MCP-Protocol-Version": LEGACY_ERA})).release()
+    except _UPSTREAM_FAILED as exc:
+        route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="ending a bridged session")

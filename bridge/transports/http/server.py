@@ -13,7 +13,7 @@ from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.agent_card import CARD_PATHS, agent_card
 from bridge.transports.http.bodies import Refused, read_body
 from bridge.transports.http.command import CommandUpstream, handle as handle_command
-from bridge.transports.http.eras import bridged, takes, close as close_eras
+from bridge.transports.http.eras import bridged, close as close_eras, expire as expire_eras, takes
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.relay import jsonrpc, relay
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -75,6 +75,8 @@ class HttpProxy(OwnCalls):
             await asyncio.sleep(HOUSEKEEPING)
             for route in self.routes:
                 route.sessions.expire()
+                if route.eras:  # the upstream sessions bridged for 2026-07-28 hosts
+                    self.spawn(expire_eras(self, route, self.limits.session_idle_s))
 
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a
