@@ -8,6 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import aiohttp
 import pytest
 from mcp import Client
 from mcp_types import Implementation
@@ -171,3 +172,28 @@ async def test_an_idle_upstream_session_ends_and_the_next_request_opens_another(
         assert delete["headers"]["mcp-session-id"] != requests[-1]["headers"].get("mcp-session-id")
     finally:
         running.stop()
+
+
+async def test_raw_hosts_get_json_or_each_message_as_an_event(bridge):
+    """A host that takes only JSON gets the answer; one that takes SSE, the reminder then the answer."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"com.example/reminders": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+
+    def body(msg_id, path: str) -> dict:
+        return {"jsonrpc": "2.0", "id": msg_id, "method": "tools/call",
+                "params": {"name": "remind", "arguments": {"path": path}, "_meta": meta}}
+
+    sent = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "remind"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url(bridge), json=body(7, "j.py"), headers={**sent, "Accept": "application/json"}) as r:
+            assert r.headers["Content-Type"].startswith("application/json")
+            answer = await r.json()
+        async with http.post(url(bridge), json=body(8, "s.py"),
+                             headers={**sent, "Accept": "application/json, text/event-stream"}) as r:
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+            events = [json.loads(line[5:]) for line in (await r.read()).split(b"\n") if line.startswith(b"data:")]
+    assert answer["id"] == 7 and answer["result"]["resultType"] == "complete"
+    assert [e.get("method") for e in events] == ["notifications/reminder", None]
+    assert events[0]["params"]["reminder"]["dedupeKey"] == "file_changed:s.py"
+    assert events[1]["id"] == 8 and events[1]["result"]["content"][0]["text"] == "touched s.py"

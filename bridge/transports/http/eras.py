@@ -6,9 +6,8 @@ A route holds one upstream session per distinct client capability set, client in
 `Authorization` (`Legacy`): the first request with them opens it (its `initialize` and
 `notifications/initialized` POSTs, the `Mcp-Session-Id` the answer gave, then the GET stream), and
 later ones reuse it. Each host request goes through its own flow, as any 2026-07-28 request does;
-its id is made unique in the shared upstream session and given back as the host wrote it. The host
-gets what the request's exchange gave once it is over (SSE when it takes it and there is more than
-the answer).
+its id is made unique in the shared upstream session and given back as the host wrote it. A host
+that takes SSE gets each message of its exchange as it comes; one that does not, the answer alone.
 """
 from __future__ import annotations
 
@@ -71,26 +70,25 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     session, _ = await route.session_for(request)
     legacy = _legacy(route, request, body)
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
-    ours: dict[str, Any] = {}  # the ids this exchange gave its requests upstream → the host's own
-    host: list[Write] = []
+    exchange = _Exchange(proxy, route, session, legacy, headers, _Answer(request, session))
     legacy.busy += 1
     try:
         toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
                   if isinstance(c, Write)]
-        host += [c for c in toward if c.to == HOST]
-        frames = [_own_id(c.data, legacy, ours) for c in toward if c.to == PEER]
+        for command in toward:
+            if command.to == HOST:
+                await exchange.answer.send(command)
+        frames = [exchange.own_id(c.data) for c in toward if c.to == PEER]
         if frames:  # the first request opens the session; the others wait for it, then go as they come
             async with legacy.opening if legacy.bridge.state.opened is None else contextlib.nullcontext():
-                host += await _carry(proxy, route, session, legacy, legacy.bridge.toward_server(b"\n".join(frames)),
-                                     headers, ours)
+                await exchange.carry(legacy.bridge.toward_server(b"\n".join(frames)))
         _listen(proxy, route, legacy, headers)
-        written(session, host)
     finally:
         legacy.busy -= 1
         legacy.used = asyncio.get_running_loop().time()
         route.learn(session.flow)
         session.close("a 2026-07-28 request is over once answered")
-    return _respond(request, host)
+    return await exchange.answer.done()
 
 
 def _legacy(route: HttpRoute, request: web.Request, body: bytes) -> Legacy:
@@ -111,53 +109,102 @@ def _legacy(route: HttpRoute, request: web.Request, body: bytes) -> Legacy:
     return route.eras[key]
 
 
-def _own_id(frame: bytes, legacy: Legacy, ours: dict[str, Any]) -> bytes:
-    """A request with an id unique in the shared upstream session (hosts choose theirs alike)."""
+class _Answer:
+    """What the host gets: each message as an SSE event as soon as the flow gives it, when the host
+    takes SSE; else the answer alone, as JSON, once the exchange is over."""
+
+    def __init__(self, request: web.Request, session: Any):
+        self.request = request
+        self.session = session
+        self.stream: web.StreamResponse | None = None
+        self.last: Write | None = None
+        self.streams = "text/event-stream" in request.headers.get("Accept", "")
+
+    async def send(self, message: Write) -> None:
+        if self.last is None or _is_answer(message.data):  # a JSON body carries the answer, not what follows it
+            self.last = message
+        if not self.streams:
+            return
+        if self.stream is None:
+            self.stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            await self.stream.prepare(self.request)
+        await self.stream.write(message_event(message.data))
+        written(self.session, [message])
+
+    async def done(self) -> web.StreamResponse:
+        if self.stream is not None:
+            await self.stream.write_eof()
+            return self.stream
+        if self.last is None:
+            return web.Response(status=202)
+        written(self.session, [self.last])
+        return web.Response(body=self.last.data, content_type="application/json", charset="utf-8")
+
+
+def _is_answer(data: bytes) -> bool:
     try:
-        msg = loads(frame)
+        msg = loads(data)
     except ValueError:
-        return frame
-    if not isinstance(msg, dict) or "id" not in msg or "method" not in msg:
-        return frame
-    own = f"rb-h{next(legacy.ids)}"
-    ours[own] = msg["id"]
-    return dumps({**msg, "id": own})
+        return False
+    return isinstance(msg, dict) and "method" not in msg
 
 
-def _host_id(frame: bytes, ours: dict[str, Any]) -> bytes:
-    try:
-        msg = loads(frame)
-    except ValueError:
-        return frame
-    if isinstance(msg, dict) and "method" not in msg and isinstance(msg.get("id"), str) and msg["id"] in ours:
-        return dumps({**msg, "id": ours[msg["id"]]})
-    return frame
+@dataclass
+class _Exchange:
+    """One host request's way through the bridge and back."""
 
+    proxy: OwnCalls
+    route: HttpRoute
+    session: Any
+    legacy: Legacy
+    headers: dict[str, str]
+    answer: _Answer
+    #: the ids this exchange gave its requests upstream → the host's own
+    ours: dict[str, Any] = field(default_factory=dict)
 
-async def _carry(proxy: OwnCalls, route: HttpRoute, session: Any, legacy: Legacy, writes: list[Write],
-                 headers: dict[str, str], ours: dict[str, Any]) -> list[Write]:
-    """Perform the bridge's writes in order: POST what goes to the server (its answers back into the
-    bridge), hand what goes to the flow to the flow; what the flow gives the host is returned."""
-    host: list[Write] = []
-    queue = list(writes)
-    while queue:
-        write = queue.pop(0)
-        if write.to == HOST:
-            for command in await session.driver.settle(await settled(session, _host_id(write.data, ours), PEER)):
-                if isinstance(command, Write) and command.to == HOST:
-                    host.append(command)
-                elif isinstance(command, Write):
-                    queue += legacy.bridge.toward_server(_own_id(command.data, legacy, ours))
-            continue
+    def own_id(self, frame: bytes) -> bytes:
+        """A request with an id unique in the shared upstream session (hosts choose theirs alike)."""
         try:
-            async for frame in _post(proxy, route, legacy, write.data, headers):
-                queue += legacy.bridge.from_server(frame)
-        except _UPSTREAM_FAILED as exc:
-            route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged 2025-11-25 request")
-            msg = loads(write.data)
-            if isinstance(msg, dict) and "id" in msg and "method" in msg:
-                queue += legacy.bridge.from_server(dumps(upstream_error(route, msg["id"], exc)))
-    return host
+            msg = loads(frame)
+        except ValueError:
+            return frame
+        if not isinstance(msg, dict) or "id" not in msg or "method" not in msg:
+            return frame
+        own = f"rb-h{next(self.legacy.ids)}"
+        self.ours[own] = msg["id"]
+        return dumps({**msg, "id": own})
+
+    def host_id(self, frame: bytes) -> bytes:
+        try:
+            msg = loads(frame)
+        except ValueError:
+            return frame
+        if isinstance(msg, dict) and "method" not in msg and isinstance(msg.get("id"), str) and msg["id"] in self.ours:
+            return dumps({**msg, "id": self.ours[msg["id"]]})
+        return frame
+
+    async def carry(self, writes: list[Write]) -> None:
+        """Perform the bridge's writes in order: POST what goes to the server (each message of its
+        answer back into the bridge as it comes), hand what goes to the flow to the flow, and what
+        the flow gives the host to the host."""
+        bridge, session = self.legacy.bridge, self.session
+        for write in writes:
+            if write.to == HOST:
+                for command in await session.driver.settle(await settled(session, self.host_id(write.data), PEER)):
+                    if isinstance(command, Write) and command.to == HOST:
+                        await self.answer.send(command)
+                    elif isinstance(command, Write):
+                        await self.carry(bridge.toward_server(self.own_id(command.data)))
+                continue
+            try:
+                async for frame in _post(self.proxy, self.route, self.legacy, write.data, self.headers):
+                    await self.carry(bridge.from_server(frame))
+            except _UPSTREAM_FAILED as exc:
+                self.route.recorder.log("upstream_error", why=self.route.shown(cause(exc)),
+                                        during="a bridged 2025-11-25 request")
+                msg = loads(write.data)
+                if isinstance(msg, dict) and "id" in msg and "method" in msg:
+                    await self.carry(bridge.from_server(dumps(upstream_error(self.route, msg["id"], exc))))
 
 
 async def _post(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, message: bytes,
@@ -208,16 +255,6 @@ async def _stream(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, headers: di
                                                f"stream has no {MODERN_ERA} listen stream to go on (not bridged yet)")
     except _UPSTREAM_FAILED as exc:
         route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged session's GET stream")
-
-
-def _respond(request: web.Request, host: list[Write]) -> web.StreamResponse:
-    """What the exchange gave the host: the answer alone as JSON, or every message as SSE."""
-    if not host:
-        return web.Response(status=202)
-    if len(host) > 1 and "text/event-stream" in request.headers.get("Accept", ""):
-        return web.Response(body=b"".join(message_event(w.data) for w in host),
-                            headers={"Content-Type": "text/event-stream"})
-    return web.Response(body=host[-1].data, content_type="application/json", charset="utf-8")
 
 
 async def expire(proxy: OwnCalls, route: HttpRoute, idle_s: float) -> None:
