@@ -212,3 +212,15 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
     assert_modern_wire(seen)
     calls = [m for m in received(seen) if m.get("method") == "tools/call"]
     assert all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+
+
+async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules):
+    """`--server-era 2025-11-25` with the host's era left `auto`: a 2025-11-25 host is not bridged,
+    its handshake reaches the server as it wrote it."""
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, "--server-era", LEGACY, rules=rules), mode="legacy") as client:
+        assert client.protocol_version == LEGACY
+        result = await client.call_tool("echo", {"text": "plain"})
+    assert [c.text for c in result.content] == ["plain"]
+    got = received(seen)
+    assert got[0]["method"] == "initialize" and isinstance(got[0]["id"], int)  # the host's own id: not the proxy's
