@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from bridge.declaration import check_resource, read_manifest
+from bridge.dialects.eras import ERAS
 from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
@@ -37,6 +38,8 @@ __all__ = [
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
 Dialect = Literal["auto", "standard", "legacy", "none"]
+#: The MCP revision a side of a route speaks (issue 21): `auto` lets the host's era pass through.
+Era = Literal[ERAS]  # type: ignore[valid-type]
 #: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
 HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
 HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
@@ -246,6 +249,10 @@ class RouteSettings(_Model):
     stage: Stage = "translate"
     host_dialect: HostDialect = "auto"
     peer_dialect: Dialect = "auto"
+    #: MCP only: the revision the hosts speak, and the server; two different ones are bridged
+    #: (bridge/pipeline/eras.py). `auto`: whatever the host speaks goes to the server as it is
+    host_era: Era = "auto"
+    server_era: Era = "auto"
     require_declaration: bool = True
     envelope: str = DEFAULT_ENVELOPE
     #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`
@@ -266,6 +273,12 @@ class RouteSettings(_Model):
     def identity(self) -> str | None:
         """What keys the outbox of a request with no MCP session (`header:<name>`), if the rules name it."""
         return next((t.identity for t in (self.serve_outbox, self.outbox) if t is not None and t.identity), None)
+
+    @property
+    def bridged_server_era(self) -> str | None:
+        """The era the proxy speaks to the server in its hosts' place (the server speaks only that
+        one, and the hosts may speak the other), or None: the host's era goes through."""
+        return self.server_era if self.server_era != "auto" and self.host_era != self.server_era else None
 
     @field_validator("allowed_origins")
     @classmethod
@@ -311,6 +324,14 @@ class RouteSettings(_Model):
         problem = host_dialect_problem(v, info.data.get("protocol"))
         if problem is not None:
             raise ValueError(problem)
+        return v
+
+    @field_validator("host_era", "server_era")
+    @classmethod
+    def _era(cls, v: str, info: ValidationInfo) -> str:
+        protocol = info.data.get("protocol")
+        if v != "auto" and protocol not in (None, "mcp"):
+            raise ValueError(f'names an MCP revision; this route\'s protocol is "{protocol}" (leave it "auto")')
         return v
 
     @field_validator("channel_instructions")

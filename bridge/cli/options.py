@@ -11,13 +11,17 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bridge.environ import parse_assignment, parse_header
 from bridge.problems import describe_key
+from bridge.dialects.eras import ERAS
 from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url
+
+if TYPE_CHECKING:
+    from bridge.rules import RouteSettings
 
 T = TypeVar("T")
 
@@ -79,3 +83,24 @@ def model_value(model: type[BaseModel], key: str, kind: type) -> Callable[[str],
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def add_era_flags(p: argparse.ArgumentParser) -> None:
+    """`--host-era` / `--server-era` (issue 21), over the route's `host_era` / `server_era`."""
+    p.add_argument("--host-era", choices=ERAS, help="the MCP revision the host speaks (default: the route's "
+                   "host_era, else auto: as it comes); e.g. --host-era 2026-07-28 --server-era 2025-11-25 bridges a "
+                   "2026-07-28 host to a server that speaks only 2025-11-25, and the other way round")
+    p.add_argument("--server-era", choices=ERAS, help="the MCP revision the server speaks (default: the route's "
+                   "server_era, else auto)")
+
+
+def with_eras(args: argparse.Namespace, settings: RouteSettings) -> RouteSettings:
+    """``settings`` with `--host-era` / `--server-era` over its keys; ValueError for a route of
+    another protocol than MCP."""
+    update = {key: getattr(args, key) for key in ("host_era", "server_era") if getattr(args, key, None)}
+    if not update:
+        return settings
+    out = settings.model_copy(update=update)
+    if out.protocol not in (None, "mcp") and (out.host_era, out.server_era) != ("auto", "auto"):
+        raise ValueError(f"--host-era and --server-era name MCP revisions; this route's protocol is {out.protocol}")
+    return out

@@ -80,6 +80,7 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--host-dialect", choices=HOST_DIALECTS,
                    help="claude-channel: the hosts are Claude Code sessions launched with channels (MCP routes only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
+    options.add_era_flags(p)
     p.add_argument("--upstream-timeout", type=options.checked(_seconds), default=300.0, metavar="SECONDS",
                    help="seconds to wait for an upstream to start answering (default 300)")
     p.add_argument("--allowed-origin", action="append", type=options.origin, metavar="ORIGIN",
@@ -126,6 +127,7 @@ def with_flags(args: Any, route: RouteSettings) -> RouteSettings:
     start-up, and again at every reload, which would otherwise drop them. Both were checked when
     they were parsed."""
     update: dict[str, Any] = {}
+    route = options.with_eras(args, route)
     if origins := getattr(args, "allowed_origin", None):
         update["allowed_origins"] = origins
     if headers := getattr(args, "header", None):
@@ -150,6 +152,16 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         if problem is not None:
             raise ValueError(f"--host-dialect: {problem} (route {name})")
 
+    def check_eras(name: str, route: RouteSettings) -> RouteSettings:
+        era = route.bridged_server_era
+        if era == "2026-07-28":
+            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet; "
+                             "`reminder-bridge stdio` does, for a child command (issue 21)")
+        if era and not (route.upstream or "").startswith(("http://", "https://")):
+            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
+                             "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
+        return route
+
     command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)
     if command and not args.upstream_command:
         raise ValueError(f"unexpected arguments {' '.join(command)!r}: a stdio server follows --upstream-command --")
@@ -160,7 +172,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         for name, r in rules.routes.items():
             if served_by_serve(r):
                 check_dialect(name, r.protocol)
-        served = {name: with_flags(args, r) for name, r in rules.routes.items() if served_by_serve(r)}
+        served = {name: check_eras(name, with_flags(args, r))
+                  for name, r in rules.routes.items() if served_by_serve(r)}
         routes = [HttpRoute(name, r.protocol, r.path or "", r.upstream or stdio_upstream(r.command, r.cwd), r, dialects,
                             Policy(r, rules.global_budget, route=name, shared=shared), tracing, log_level, limits)
                   for name, r in served.items()]
@@ -174,7 +187,7 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         if (args.protocol or "mcp") != "mcp":
             raise ValueError("--upstream-command serves a stdio MCP server (--protocol mcp)")
         mode = args.upstream_command_mode or "session"
-        settings = with_flags(args, RouteSettings(command=command, command_mode=mode))
+        settings = check_eras(UNNAMED_ROUTE, with_flags(args, RouteSettings(command=command, command_mode=mode)))
         check_dialect(UNNAMED_ROUTE, "mcp")
         return [HttpRoute(UNNAMED_ROUTE, "mcp", "", stdio_upstream(command), settings, dialects,
                           Policy(settings, route=UNNAMED_ROUTE, shared=shared), tracing, log_level, limits)]
@@ -182,7 +195,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         raise ValueError("--upstream-command-mode goes with --upstream-command")
     if not (args.protocol and args.upstream):
         raise ValueError("give --rules FILE, or --protocol and --upstream (or --upstream-command -- CMD) for one route")
-    settings = with_flags(args, RouteSettings(upstream=args.upstream))  # --upstream was checked when parsed
+    # --upstream was checked when parsed
+    settings = check_eras(UNNAMED_ROUTE, with_flags(args, RouteSettings(upstream=args.upstream)))
     check_dialect(UNNAMED_ROUTE, args.protocol)
     if args.protocol == "acp" and not args.upstream.startswith(("ws://", "wss://")):
         raise ValueError("ACP has no HTTP transport: give --protocol acp a ws:// or wss:// --upstream, or run the "

@@ -69,6 +69,7 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--host-dialect", choices=HOST_DIALECTS,
                    help="claude-channel: the host is a Claude Code launched with channels (MCP only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
+    options.add_era_flags(p)
     p.add_argument("--admin", type=options.host_port, metavar="HOST:PORT", help="serve /healthz, /readyz and /metrics here "
                    "(default: the rules file's [admin] listen, if it has an [admin] table)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
@@ -98,8 +99,15 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
     command = command or list(settings.command or ())
+    try:
+        settings = options.with_eras(args, settings)
+    except ValueError as exc:
+        sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
+        return 2
     url = args.upstream or (settings.upstream if not command else None)
     problem = _upstream_problem(args, url, command)
+    if problem is None and url is not None and settings.bridged_server_era:
+        problem = "--host-era/--server-era bridge a child command only, not yet --upstream"
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2

@@ -5,6 +5,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.hosts import HostAdapter, adapter_of
 from bridge.dialects.mcp import (
     ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, HOST_CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, PROTOCOL_KEY,
@@ -26,7 +27,6 @@ from bridge.pipeline.waiting import Step
 from bridge.rules import UNNAMED_ROUTE
 from bridge.state.scope import IDENTITY, REQUEST
 
-LEGACY_ERA, MODERN_ERA = "2025-11-25", "2026-07-28"
 _ENVELOPE = PROTOCOL_KEY.encode()
 #: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
 CAPABILITIES = CapabilityRule(CODECS, borrow=True, exclusive=True, replaces=True)

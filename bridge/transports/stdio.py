@@ -264,6 +264,8 @@ class StdioProxy:
         self.chunk = min(CHUNK, max_line)  # so a line inside one read never exceeds the limit
         self.flow: Flow | None = None
         self.driver: FlowDriver | None = None  # the flow's timers and deferred work
+        #: the era bridge below the flow (`bridge.pipeline.eras`), when the route names the server's era
+        self.eras: Any = None
         #: receipts of what was written toward the host but still sits in the pipe's buffer, not the
         #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
         self._unflushed: list[Receipt] = []
@@ -556,8 +558,13 @@ class StdioProxy:
             child_out.resume_reading()
 
     # -- routing -------------------------------------------------------------------------------
-    def _route(self, block: bytes, from_host: bool) -> None:
-        """A block of whole lines from one side: forwarded at once unless the pipeline must look."""
+    def _route(self, block: bytes, from_host: bool, bridged: bool = False) -> None:
+        """A block of whole lines from one side: forwarded at once unless the pipeline must look
+        (``bridged``: lines the era bridge wrote as the server's, which it has seen)."""
+        if not from_host and self.eras is not None and not bridged:  # a 2025-11-25 server, as a 2026-07-28 one
+            block = self._bridged(self.eras.from_server(block))
+            if not block:
+                return
         origin = HOST if from_host else PEER
         flow = self.flow
         if flow is None:
@@ -615,7 +622,20 @@ class StdioProxy:
             self._delivered(receipts_of([command]))
 
         self.driver = FlowDriver(flow, write, write, self._hold_sources)
+        if protocol == "mcp" and self.settings.bridged_server_era:
+            from bridge.pipeline.eras import BRIDGES
+
+            self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era)
         return flow
+
+    def _bridged(self, writes: list[Write]) -> bytes:
+        """The era bridge's writes: the server's at once; the flow's (lines as the server would have
+        sent them) returned for it to take."""
+        up = [w.data for w in writes if w.to == HOST]
+        down = [w.data for w in writes if w.to == PEER]
+        if down and self._child_stdin is not None and not self._child_stdin.is_closing():
+            self._child_stdin.write(b"\n".join(down) + b"\n")
+        return b"\n".join(up) + b"\n" if up else b""
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
         """What was just written toward the host delivered ``receipts``: reported once it is in the
@@ -655,6 +675,11 @@ class StdioProxy:
             self._write(reply + b"\n", to_host=True)
 
     def _write(self, data: bytes, to_host: bool) -> None:
+        if not to_host and self.eras is not None:
+            back = self._bridged(self.eras.toward_server(data))
+            if back:  # what the bridge answered itself (discover, ping) comes up as the server's answer
+                self._route(back, from_host=False, bridged=True)
+            return
         if not to_host:
             if self._child_stdin is not None and not self._child_stdin.is_closing():
                 self._child_stdin.write(data)

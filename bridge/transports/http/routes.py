@@ -66,6 +66,9 @@ class HttpRoute:
     proxy: Any = field(init=False, default=None)  # the HttpProxy serving the route (runs sessions' timers and calls)
     #: a route with a `command` and no `upstream`: its stdio server (`command.CommandUpstream`, set by the proxy)
     stdio: Any = field(init=False, default=None)
+    #: `server_era = "2025-11-25"`: the upstream sessions opened for 2026-07-28 hosts, by what opened
+    #: them (`http.eras.Legacy`, made at the first such request)
+    eras: dict[str, Any] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.prefix = route_prefix(self.prefix)

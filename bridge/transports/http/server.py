@@ -13,6 +13,7 @@ from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.agent_card import CARD_PATHS, agent_card
 from bridge.transports.http.bodies import Refused, read_body
 from bridge.transports.http.command import CommandUpstream, handle as handle_command
+from bridge.transports.http.eras import bridged, close as close_eras, expire as expire_eras, takes
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.relay import jsonrpc, relay
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -66,13 +67,16 @@ class HttpProxy(OwnCalls):
     async def _stop_children(self, _: web.Application) -> None:
         """Before the requests in flight are waited for: the stdio servers' sessions end (their
         streams with them) and every child is stopped and reaped."""
-        await asyncio.gather(*(route.stdio.stop() for route in self.routes if route.stdio is not None))
+        await asyncio.gather(*(route.stdio.stop() for route in self.routes if route.stdio is not None),
+                             *(close_eras(self, route) for route in self.routes if route.eras))
 
     async def _expire_sessions(self) -> None:
         while True:
             await asyncio.sleep(HOUSEKEEPING)
             for route in self.routes:
                 route.sessions.expire()
+                if route.eras:  # the upstream sessions bridged for 2026-07-28 hosts
+                    self.spawn(expire_eras(self, route, self.limits.session_idle_s))
 
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a
@@ -119,6 +123,8 @@ class HttpProxy(OwnCalls):
         body = await read_body(route, request, holding, self.limits, self.guard)
         if route.stdio is not None:
             return await handle_command(self, route, request, body)
+        if takes(route, request):  # a 2026-07-28 host, a 2025-11-25 server: the era bridge
+            return await bridged(self, route, request, body, holding)
         if request.method == "POST" and "json" in request.headers.get("content-type", ""):
             return await jsonrpc(self, route, request, body, holding)
         # a GET may open a stream of server messages (MCP 2025-11-25, HTTP+SSE): it shares the session's pipeline

@@ -1,0 +1,382 @@
+"""Era bridging (issue 21, point 2), sans-I/O: 2026-07-28 hosts in front of a server that speaks
+only 2025-11-25 (`LegacyServer`), and 2025-11-25 hosts in front of one that speaks only 2026-07-28
+(`ModernServer`).
+
+Each bridge is a layer below the MCP flow, as mitmproxy stacks its layers: the flow above goes on
+seeing a 2026-07-28 server (its era rule, its reminder rules, untouched), the server a 2025-11-25
+client. It is fed each frame the flow writes toward the server (`toward_server`) and each frame the
+server writes (`from_server`), and answers with `Write` commands: ``PEER`` goes to the server,
+``HOST`` goes up to the flow, as a frame the server sent (the transport feeds it to
+`Flow.from_peer`, so a `server/discover` answered here is the handshake the flow learns from).
+
+(`ModernServer` is the mirror: the flow sees a 2025-11-25 server.) What each keeps is one table:
+`EraState`, the upstream session it opened (`initialize`, then `notifications/initialized`,
+before anything else), what waits for it, the host's requests in flight, the log level it set;
+`ModernState`, the host's `initialize` and the envelope made of it. No awaits, no clock, no logging.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
+from bridge.dialects.mcp import (
+    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
+)
+from bridge.dialects.paths import get_path, params_meta
+from bridge.jsonrpc import dumps, error_response, id_key, loads
+from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
+
+#: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
+#: a 2025-11-25 server.
+RESERVED_PREFIX = "io.modelcontextprotocol/"
+#: The results 2026-07-28 lets a client cache, which must say for how long and for whom.
+CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"})
+CACHE_FIELDS = {"ttlMs": 0, "cacheScope": "private"}
+#: What the server may send on its own that a 2026-07-28 host reads outside a listen stream.
+PASSED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/cancelled"})
+#: -32601 (method not found) for what has no counterpart in the other era; -32600 for a request
+#: the route's era forbids.
+UNBRIDGED, WRONG_ERA = -32601, -32600
+_OWN = itertools.count(1)
+
+
+def unbridged(msg_id: Any, feature: str, why: str = "", host: str = MODERN_ERA,
+              server: str = LEGACY_ERA) -> dict[str, Any]:
+    """The error for what the bridge cannot carry: it names the feature and both eras."""
+    message = f"{feature} is not bridged between a {host} host and a {server} server"
+    return error_response(msg_id, UNBRIDGED, message + (f": {why}" if why else ""),
+                          {"feature": feature, "hostEra": host, "serverEra": server})
+
+
+@dataclass
+class EraState:
+    """The bridge's table (one per connection to the server)."""
+
+    #: the host's capability set and client info the session was opened with (canonical JSON)
+    session: str | None = None
+    #: the server's `initialize` result, once it answered
+    opened: dict[str, Any] | None = None
+    #: what the host sent before the session was open: parsed messages, sent in order once it is
+    held: list[dict[str, Any]] = field(default_factory=list)
+    #: the host's requests the server has not answered: id key → method
+    asked: dict[Any, str] = field(default_factory=dict)
+    #: those that opted in to log messages (`_meta` logLevel)
+    opted: set[Any] = field(default_factory=set)
+    #: the level `logging/setLevel` last set upstream
+    level: str | None = None
+
+
+class EraLayer:
+    """What both directions share: frames split into lines and parsed (a batch or a bad frame goes
+    on for the other side to judge), the pass-through of a host whose era needs no bridge, and the
+    bridge's own requests. ``host_era``: the route's; ``era``: the era the MCP flow settled for the
+    host (the one place it is decided), read when the route's `host_era` is `auto`."""
+
+    def __init__(self, host_era: str, era: Callable[[], str | None]):
+        self.host_era = host_era
+        self.era = era
+        self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
+        self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
+        self._prefix = f"rb-era-{id(self):x}-"
+
+    def toward_server(self, data: bytes) -> list[Write]:
+        """What to write for ``data`` (whole lines the flow wrote toward the server)."""
+        return self._each(data, PEER, self._toward)
+
+    def from_server(self, data: bytes) -> list[Write]:
+        """What to write for ``data`` (whole lines from the server): up to the flow, or back."""
+        return self._each(data, HOST, self._from)
+
+    def _each(self, data: bytes, to: str, handle: Callable[[dict[str, Any], bytes], list[Write]]) -> list[Write]:
+        out: list[Write] = []
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                msg = None if self.through else loads(line)
+            except ValueError:
+                msg = None
+            out += handle(msg, line) if isinstance(msg, dict) else [Forward(to, line)]
+        return out
+
+    def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        raise NotImplementedError
+
+    def _from(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        raise NotImplementedError
+
+    def _call(self, method: str, params: dict[str, Any]) -> Write:
+        own = f"{self._prefix}{next(_OWN)}"
+        self.own[own] = method
+        return Send(PEER, dumps({"jsonrpc": "2.0", "id": own, "method": method, "params": params}))
+
+    @staticmethod
+    def _to_flow(msg: dict[str, Any]) -> Write:
+        return Send(HOST, dumps(msg))
+
+
+class LegacyServer(EraLayer):
+    """2026-07-28 host → 2025-11-25 server."""
+
+    def __init__(self, host_era: str, era: Callable[[], str | None]):
+        super().__init__(host_era, era)
+        self.state = EraState()
+
+    # -- the flow → the server -----------------------------------------------------------------
+    def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        state = self.state
+        method = msg.get("method")
+        request = isinstance(method, str) and "id" in msg
+        if state.opened is None and method == "initialize":
+            if self.host_era == "auto" and self.era() == LEGACY_ERA:
+                self.through = True  # a 2025-11-25 host: nothing to bridge, for good
+                return [Forward(PEER, line)]
+            return [self._to_flow(error_response(
+                msg.get("id"), WRONG_ERA, f"initialize is the {LEGACY_ERA} handshake; this route's hosts speak "
+                f"{MODERN_ERA} (host_era): send server/discover, or leave host_era \"auto\""))]
+        if request and method == "ping":  # gone in 2026-07-28; answered here, never asked of the server
+            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete"}})]
+        if request and method == LISTEN_METHOD:
+            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream"))]
+        if request:
+            refused = self._session_for(msg)
+            if refused is not None:
+                return [self._to_flow(refused)]
+        if state.opened is None:
+            state.held.append(msg)
+            return [] if "initialize" in self.own.values() else [self._open(msg)]
+        return self._send(msg, line)
+
+    def _session_for(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """The session a request belongs to: the first request's capabilities and client info open
+        it; a request with others is refused (one server connection holds one session)."""
+        meta = params_meta(msg)
+        meta = meta if isinstance(meta, dict) else {}
+        if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+            return None  # nothing said: the session's own
+        key = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
+        if self.state.session is None:
+            self.state.session = key
+        elif key != self.state.session:
+            return unbridged(msg["id"], "a second client capability set or client info",
+                             f"this connection to the server holds the {LEGACY_ERA} session of the first one")
+        return None
+
+    def _open(self, first: dict[str, Any]) -> Write:
+        """`initialize`, with what the host's first request said of itself."""
+        meta = params_meta(first)
+        meta = meta if isinstance(meta, dict) else {}
+        caps = meta.get(CLIENT_CAPS_KEY)
+        info = meta.get(CLIENT_INFO_KEY)
+        params = {"protocolVersion": LEGACY_ERA, "capabilities": caps if isinstance(caps, dict) else {},
+                  "clientInfo": info if isinstance(info, dict) else {"name": "reminder-bridge", "version": "0"}}
+        return self._call("initialize", params)
+
+    def _send(self, msg: dict[str, Any], line: bytes | None) -> list[Write]:
+        """A host message toward the open session (a discover is answered from it)."""
+        state = self.state
+        method = msg.get("method")
+        if method == "server/discover" and "id" in msg:
+            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": self._discovered()})]
+        out: list[Write] = []
+        if isinstance(method, str) and "id" in msg:
+            key = id_key(msg["id"])
+            state.asked[key] = method
+            meta = params_meta(msg)
+            level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
+            if isinstance(level, str):
+                state.opted.add(key)
+                if level != state.level:
+                    state.level = level
+                    out.append(self._call("logging/setLevel", {"level": level}))
+        stripped = _stripped(msg)
+        if stripped is msg and line is not None:
+            out.append(Forward(PEER, line))
+        else:
+            out.append(Send(PEER, dumps(stripped)))
+        return out
+
+    def _discovered(self) -> dict[str, Any]:
+        """`server/discover`'s result, from the server's `initialize` result: every field 2026-07-28
+        requires."""
+        opened = self.state.opened or {}
+        caps = opened.get("capabilities")
+        result: dict[str, Any] = {"resultType": "complete", "supportedVersions": [MODERN_ERA],
+                                  "capabilities": copy.deepcopy(caps) if isinstance(caps, dict) else {},
+                                  **CACHE_FIELDS}
+        if isinstance(opened.get("instructions"), str):
+            result["instructions"] = opened["instructions"]
+        if isinstance(opened.get("serverInfo"), dict):
+            result["_meta"] = {SERVER_INFO_KEY: copy.deepcopy(opened["serverInfo"])}
+        return result
+
+    # -- the server → the flow -----------------------------------------------------------------
+    def _from(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        state = self.state
+        method = msg.get("method")
+        if method is None:
+            return self._answer(msg, line)
+        if "id" in msg:  # the server asks the client
+            if method == "ping":
+                return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
+            return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
+                                                               "as input_required results yet")))]
+        if method == LOG_METHOD and not McpLegacy.is_reminder(msg) and not state.opted:
+            return []  # 2026-07-28: log messages only for a request that opted in (reminders: the flow's rule)
+        if method == LOG_METHOD or method in PASSED_NOTIFICATIONS:
+            return [Forward(HOST, line)]
+        return []  # list_changed, resources/updated: a 2026-07-28 host gets them on a listen stream only
+
+    def _answer(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        state = self.state
+        msg_id = msg.get("id")
+        own = self.own.pop(msg_id, None) if isinstance(msg_id, str) else None
+        if own == "initialize":
+            return self._opened(msg)
+        if own is not None:
+            return []  # logging/setLevel: a server without logging just sends none
+        key = id_key(msg_id)
+        method = state.asked.pop(key, None)
+        state.opted.discard(key)
+        result = msg.get("result")
+        if method is None or not isinstance(result, dict):
+            return [Forward(HOST, line)]
+        out = {**msg, "result": {"resultType": "complete", **result}}
+        if method in CACHEABLE:
+            out["result"] = {**CACHE_FIELDS, **out["result"]}
+        return [self._to_flow(out)]
+
+    def _opened(self, msg: dict[str, Any]) -> list[Write]:
+        """The server answered `initialize`: `notifications/initialized`, then what waited."""
+        state = self.state
+        held, state.held = state.held, []
+        result = msg.get("result")
+        if not isinstance(result, dict):  # refused: every request that waited is told why
+            state.session = None
+            error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+            why = f"the {LEGACY_ERA} server refused initialize: {error.get('message', 'no reason given')}"
+            return [self._to_flow(error_response(m["id"], error.get("code", -32603), why, error.get("data")))
+                    for m in held if "id" in m and "method" in m]
+        state.opened = result
+        out: list[Write] = [Send(PEER, dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))]
+        for waiting in held:
+            out += self._send(waiting, None)
+        return out
+
+
+@dataclass
+class ModernState:
+    """The reverse bridge's table: what the host's `initialize` said, and what `server/discover` did."""
+
+    #: the host's `initialize` request, until `server/discover` answered it
+    initialize: dict[str, Any] | None = None
+    #: the `_meta` envelope every request carries upstream (the host's version, capabilities, info)
+    envelope: dict[str, Any] | None = None
+    #: what the host sent while discover was under way, sent once it answered
+    held: list[dict[str, Any]] = field(default_factory=list)
+    #: the level the host's `logging/setLevel` asked for: every later request opts in at it
+    level: str | None = None
+
+
+class ModernServer(EraLayer):
+    """2025-11-25 host → 2026-07-28 server: `initialize` is answered from `server/discover`, every
+    request carries the host's envelope, and `ping`, `logging/setLevel` and
+    `notifications/initialized` (gone in 2026-07-28) stay here."""
+
+    def __init__(self, host_era: str, era: Callable[[], str | None]):
+        super().__init__(host_era, era)
+        self.state = ModernState()
+
+    def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        state = self.state
+        method = msg.get("method")
+        request = isinstance(method, str) and "id" in msg
+        if state.envelope is None and self.host_era == "auto" and self.era() == MODERN_ERA:
+            self.through = True  # a 2026-07-28 host: nothing to bridge, for good
+            return [Forward(PEER, line)]
+        if method == "initialize" and request:
+            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            caps, info = params.get("capabilities"), params.get("clientInfo")
+            state.initialize = msg
+            state.envelope = {PROTOCOL_KEY: MODERN_ERA, CLIENT_CAPS_KEY: caps if isinstance(caps, dict) else {},
+                              CLIENT_INFO_KEY: info if isinstance(info, dict) else {}}
+            return [self._call("server/discover", {"_meta": dict(state.envelope)})]
+        if method == "notifications/initialized" or method == "notifications/roots/list_changed":
+            return []  # no 2026-07-28 counterpart: the server has no session to be told of
+        if request and method in ("ping", "logging/setLevel"):
+            if method == "logging/setLevel":
+                level = get_path(msg, "params", "level")
+                state.level = level if isinstance(level, str) else state.level
+            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+        if request and method in ("resources/subscribe", "resources/unsubscribe"):
+            return [self._to_flow(unbridged(msg["id"], method, "not yet mapped to subscriptions/listen",
+                                            host=LEGACY_ERA, server=MODERN_ERA))]
+        if state.initialize is not None:  # discover is under way: what follows waits for it
+            state.held.append(msg)
+            return []
+        return self._send(msg, line)
+
+    def _send(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        """A request with the host's envelope (and its log level); anything else as it came."""
+        envelope = self.state.envelope
+        if not (isinstance(msg.get("method"), str) and "id" in msg) or envelope is None:
+            return [Forward(PEER, line)]
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        stamped = {**meta, **envelope}
+        if self.state.level is not None:
+            stamped[LOG_LEVEL_KEY] = self.state.level
+        return [Send(PEER, dumps({**msg, "params": {**params, "_meta": stamped}}))]
+
+    def _from(self, msg: dict[str, Any], line: bytes) -> list[Write]:
+        msg_id = msg.get("id")
+        if "method" not in msg and isinstance(msg_id, str) and self.own.pop(msg_id, None) == "server/discover":
+            return self._discovered(msg)
+        if get_path(msg, "result", "resultType") == "input_required":  # a request of the server's, in 2026-07-28
+            return [self._to_flow(unbridged(msg_id, "input_required results",
+                                            "server-to-client requests are not carried to a 2025-11-25 host yet",
+                                            host=LEGACY_ERA, server=MODERN_ERA))]
+        return [Forward(HOST, line)]
+
+    def _discovered(self, msg: dict[str, Any]) -> list[Write]:
+        """`initialize`'s answer from discover's (2025-11-25, the server's own serverInfo), then what waited."""
+        state = self.state
+        asked, state.initialize = state.initialize, None
+        held, state.held = state.held, []
+        assert asked is not None
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+            why = f"the {MODERN_ERA} server refused server/discover: {error.get('message', 'no reason given')}"
+            state.envelope = None
+            return [self._to_flow(error_response(asked["id"], error.get("code", -32603), why, error.get("data")))]
+        info = get_path(result, "_meta", SERVER_INFO_KEY)
+        answer: dict[str, Any] = {"protocolVersion": LEGACY_ERA, "capabilities": result.get("capabilities", {}),
+                                  "serverInfo": info if isinstance(info, dict) else {"name": "unknown", "version": ""}}
+        if isinstance(result.get("instructions"), str):
+            answer["instructions"] = result["instructions"]
+        out = [self._to_flow({"jsonrpc": "2.0", "id": asked["id"], "result": answer})]
+        for waiting in held:
+            out += self._toward(waiting, dumps(waiting))
+        return out
+
+
+def _stripped(msg: dict[str, Any]) -> dict[str, Any]:
+    """``msg`` without the `_meta` keys 2026-07-28 reserves (the same object when it has none)."""
+    meta = params_meta(msg)
+    if not isinstance(meta, dict) or not any(k.startswith(RESERVED_PREFIX) for k in meta):
+        return msg
+    kept = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
+    params = {k: v for k, v in msg["params"].items() if k != "_meta"}
+    if kept:
+        params["_meta"] = kept
+    return {**msg, "params": params}
+
+
+#: The bridge for a server of each era (`RouteSettings.bridged_server_era`).
+BRIDGES: dict[str, type[EraLayer]] = {LEGACY_ERA: LegacyServer, MODERN_ERA: ModernServer}

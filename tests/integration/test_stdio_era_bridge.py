@@ -1,0 +1,226 @@
+"""Era bridging over stdio (issue 21, point 2), real processes: an `mcp` 2.3.0 SDK host on
+2026-07-28 (probing `server/discover`, or pinned with no probe) in front of an SDK server that
+speaks only 2025-11-25 (tests.peers.legacy_only_server), through
+`reminder-bridge stdio --host-era 2026-07-28 --server-era 2025-11-25`.
+
+What the server received is read back from its own record: the session the proxy opened for the
+host (`initialize`, then `notifications/initialized`, before anything else), and never a 2026-07-28
+`_meta` key."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.peers.mcp_host import Reminders
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
+
+
+def server(seen: Path) -> list[str]:
+    return [sys.executable, "-m", "tests.peers.legacy_only_server", str(seen)]
+
+
+def proxied(seen: Path, *options: str, rules: Path | None = None) -> StdioServerParameters:
+    extra = ["--rules", str(rules)] if rules is not None else []
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "bridge", "stdio", *extra, *options, "--", *server(seen)])
+
+
+def received(seen: Path) -> list[dict]:
+    return [json.loads(line) for line in seen.read_text().splitlines()]
+
+
+@pytest.fixture
+def rules(tmp_path) -> Path:
+    """The SDK gives a server's capabilities no slot for Harn's declaration: its reminders are taken
+    without one."""
+    path = tmp_path / "rules.toml"
+    path.write_text('[defaults]\nrequire_declaration = false\n')
+    return path
+
+
+async def refusal(params: StdioServerParameters, mode: str = MODERN) -> MCPError:
+    """The error a host's first request meets (the SDK raises it inside a task group)."""
+    try:
+        async with Client(params, mode=mode) as client:
+            await client.list_tools()
+    except BaseException as exc:  # noqa: BLE001 - unwrapped below
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        assert isinstance(exc, MCPError), exc
+        return exc
+    raise AssertionError("the host's request was answered")
+
+
+def assert_legacy_wire(seen: Path) -> None:
+    """The server saw a 2025-11-25 client: the handshake first, no 2026-07-28 key anywhere."""
+    got = received(seen)
+    assert [m.get("method") for m in got[:2]] == ["initialize", "notifications/initialized"]
+    assert got[0]["params"]["protocolVersion"] == LEGACY
+    assert sum(m.get("method") == "initialize" for m in got) == 1  # the session is kept, not reopened
+    assert "io.modelcontextprotocol/" not in json.dumps(got)
+    assert not any(m.get("method") in ("server/discover", "ping") for m in got)
+
+
+async def test_the_server_alone_refuses_a_2026_07_28_host(tmp_path):
+    """Without the proxy, the pair cannot talk: the server is 2025-11-25 only."""
+    seen = tmp_path / "seen.jsonl"
+    direct = await refusal(StdioServerParameters(command=sys.executable, args=server(seen)[1:]))
+    assert direct.error.code == -32602
+
+
+async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode="auto") as client:
+        assert client.protocol_version == MODERN  # the probe succeeded: no fall back to initialize
+        assert client.server_info is not None and client.server_info.name == "legacy-only"
+        discovered = client.session.discover_result
+        assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
+        assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
+        tools = await client.list_tools()
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+        result = await client.call_tool("echo", {"text": "hi"})
+        assert [c.text for c in result.content] == ["hi"]
+    assert_legacy_wire(seen)
+
+
+async def test_tools_resources_prompts_with_a_pinned_host(tmp_path, rules):
+    """`mode=2026-07-28` sends no discover: the first request opens the session."""
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
+        result = await client.call_tool("echo", {"text": "first"})
+        resources = await client.list_resources()
+        read = await client.read_resource("file:///notes.txt")
+        prompts = await client.list_prompts()
+        prompt = await client.get_prompt("greet", {"name": "Ada"})
+    assert [c.text for c in result.content] == ["first"]
+    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
+    assert read.contents[0].text == "remember the milk"
+    assert [p.name for p in prompts.prompts] == ["greet"]
+    assert "Hello, Ada!" in prompt.messages[0].content.text
+    assert_legacy_wire(seen)
+    initialize = received(seen)[0]["params"]
+    assert initialize["clientInfo"]["name"] and "capabilities" in initialize
+
+
+@pytest.mark.parametrize("mode", ["auto", MODERN])
+async def test_a_legacy_reminder_reaches_the_standard_host_once(tmp_path, rules, mode):
+    seen = tmp_path / "seen.jsonl"
+    ext = Reminders()
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=mode, extensions=[ext]) as client:
+        result = await client.call_tool("remind", {"path": "src/lib.rs"})
+        await client.call_tool("echo", {"text": "sync"})  # what came before its answer has been dispatched
+    assert [c.text for c in result.content] == ["touched src/lib.rs"]
+    [reminder] = ext.received
+    assert reminder["id"] == "r-src/lib.rs"
+    assert reminder["body"] == "src/lib.rs changed externally; re-read it before editing."
+    assert reminder["tags"] == ["workspace", "file_changed"]
+    assert reminder["dedupeKey"] == "file_changed:src/lib.rs" and reminder["ttlTurns"] == 2
+    assert_legacy_wire(seen)
+
+
+async def test_log_lines_only_for_a_request_that_opted_in(tmp_path, rules):
+    """2026-07-28 forbids unrequested log messages; a request's logLevel becomes logging/setLevel."""
+    seen = tmp_path / "seen.jsonl"
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN, logging_callback=on_log) as client:
+        await client.call_tool("log", {"text": "unasked"})
+    assert logs == []
+    logs.clear()
+    seen2 = tmp_path / "seen2.jsonl"
+    async with Client(proxied(seen2, *BRIDGE, rules=rules), mode=MODERN, logging_callback=on_log,
+                      log_level="info") as client:
+        await client.call_tool("log", {"text": "asked"})
+    assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
+    methods = [m.get("method") for m in received(seen2)]
+    assert methods.index("logging/setLevel") < methods.index("tools/call")
+    assert_legacy_wire(seen2)
+
+
+async def test_without_the_flags_the_pair_fails_as_it_does_direct(tmp_path):
+    """`auto`: the proxy changes nothing, so a 2026-07-28 host meets the 2025-11-25 server's refusal."""
+    seen = tmp_path / "seen.jsonl"
+    direct = await refusal(StdioServerParameters(command=sys.executable, args=server(tmp_path / "d.jsonl")[1:]))
+    through = await refusal(proxied(seen))
+    assert (through.error.code, through.error.message) == (direct.error.code, direct.error.message)
+    assert not any(m.get("method") == "initialize" for m in received(seen))
+
+
+# -- 2025-11-25 host → 2026-07-28 server (tests.peers.modern_only_server) -------------------------
+
+REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
+
+
+def modern_server(seen: Path, *options: str, rules: Path | None = None) -> StdioServerParameters:
+    extra = ["--rules", str(rules)] if rules is not None else []
+    return StdioServerParameters(command=sys.executable, args=[
+        "-m", "bridge", "stdio", *extra, *options, "--", sys.executable, "-m", "tests.peers.modern_only_server",
+        str(seen)])
+
+
+def assert_modern_wire(seen: Path) -> None:
+    """The server saw a 2026-07-28 client: discover first, no handshake, every request enveloped."""
+    got = received(seen)
+    assert got[0]["method"] == "server/discover"
+    assert not any(m.get("method") in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
+                   for m in got)
+    for m in got:
+        if "method" in m and "id" in m:
+            meta = m["params"]["_meta"]
+            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN
+            assert meta["io.modelcontextprotocol/clientInfo"]["name"]
+            assert "io.modelcontextprotocol/clientCapabilities" in meta
+
+
+async def test_reverse_the_server_alone_refuses_a_2025_11_25_host(tmp_path):
+    direct = StdioServerParameters(command=sys.executable, args=["-m", "tests.peers.modern_only_server",
+                                                                 str(tmp_path / "seen.jsonl")])
+    assert (await refusal(direct, mode="legacy")).error.code == -32600
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging, on purpose
+async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+    ext = Reminders()
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", extensions=[ext]) as client:
+        assert client.protocol_version == LEGACY
+        assert client.server_info.name == "legacy-only"
+        await client.session.send_ping()
+        await client.set_logging_level("info")
+        tools = await client.list_tools()
+        reminded = await client.call_tool("remind", {"path": "b.py"})
+        read = await client.read_resource("file:///notes.txt")
+        prompts = await client.list_prompts()
+        await client.call_tool("echo", {"text": "sync"})
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+    assert [c.text for c in reminded.content] == ["touched b.py"]
+    assert read.contents[0].text == "remember the milk"
+    assert [p.name for p in prompts.prompts] == ["greet"]
+    [reminder] = ext.received
+    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
+        "r-b.py", ["workspace", "file_changed"], "file_changed:b.py", 2)
+    assert_modern_wire(seen)
+    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
+    assert all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+
+
+async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules):
+    """`--server-era 2025-11-25` with the host's era left `auto`: a 2025-11-25 host is not bridged,
+    its handshake reaches the server as it wrote it."""
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, "--server-era", LEGACY, rules=rules), mode="legacy") as client:
+        assert client.protocol_version == LEGACY
+        result = await client.call_tool("echo", {"text": "plain"})
+    assert [c.text for c in result.content] == ["plain"]
+    got = received(seen)
+    assert got[0]["method"] == "initialize" and isinstance(got[0]["id"], int)  # the host's own id: not the proxy's

@@ -1,0 +1,97 @@
+"""An MCP server written with the official `mcp` SDK that speaks only 2025-11-25 on stdio: the SDK's
+handshake-only loop (`serve_loop`), so `server/discover` is an unknown method and a request before
+`initialize` is refused, as a server that never moved to 2026-07-28 behaves.
+
+    python -m tests.peers.legacy_only_server SEEN_FILE
+
+Every message it receives is appended to SEEN_FILE (one JSON object a line), so a test can check
+what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
+reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
+plain log line (logger "legacy"), then answers. A resource `file:///notes.txt` and a prompt `greet`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import TextIO
+
+import anyio
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.message import SessionMessage
+
+NOTES = "remember the milk"
+
+
+def harn_reminder(path: str) -> types.LoggingMessageNotification:
+    body = f"{path} changed externally; re-read it before editing."
+    meta = {"harn": {"reminder": {"id": f"r-{path}", "body": body, "tags": ["workspace", "file_changed"],
+                                  "dedupeKey": f"file_changed:{path}", "ttlTurns": 2}}}
+    return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
+        level="info", logger="harn.reminder", data=body, _meta=meta))
+
+
+def build() -> MCPServer:
+    server = MCPServer("legacy-only", instructions="A server that never moved past 2025-11-25.")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool()
+    async def remind(path: str, ctx: Context) -> str:
+        await ctx.session.send_notification(harn_reminder(path), related_request_id=ctx.request_id)
+        return f"touched {path}"
+
+    @server.tool()
+    async def log(text: str, ctx: Context) -> str:
+        await ctx.session.send_notification(types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level="info", logger="legacy", data=text)),
+            related_request_id=ctx.request_id)
+        return "logged"
+
+    @server.resource("file:///notes.txt")
+    def notes() -> str:
+        return NOTES
+
+    @server.prompt()
+    def greet(name: str) -> str:
+        return f"Hello, {name}!"
+
+    return server
+
+
+def dumped(message) -> dict:
+    inner = getattr(message, "root", message)
+    return inner.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def main(seen: TextIO) -> None:
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
+    low = build()._lowlevel_server
+    async with stdio_server() as (read, write):
+        send, receive = anyio.create_memory_object_stream(64)
+
+        async def tee() -> None:
+            async with send:
+                async for item in read:
+                    if isinstance(item, SessionMessage):
+                        seen.write(json.dumps(dumped(item.message)) + "\n")
+                    await send.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tee)
+            async with low.lifespan(low) as state:
+                await serve_loop(low, receive, write, lifespan_state=state,
+                                 init_options=low.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "a", buffering=1) as record:
+        anyio.run(main, record)

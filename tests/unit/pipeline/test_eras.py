@@ -1,0 +1,256 @@
+"""The era bridge's core (bridge/pipeline/eras.py), with no socket: frames in, `Write`s out."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bridge.pipeline.commands import HOST, PEER, Forward, Send
+from bridge.pipeline.eras import BRIDGES, LegacyServer, ModernServer
+from tests.paths import SCHEMAS
+from tests.unit.dialects.test_schemas import assert_valid, validator_for
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+CAPS = {"extensions": {"com.example/reminders": {}}}
+INFO = {"name": "host", "version": "1"}
+SCHEMA = json.loads((SCHEMAS / "mcp-2026-07-28.schema.json").read_text())
+
+
+def envelope(caps=CAPS, info=INFO, **more) -> dict:
+    return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": caps,
+            "io.modelcontextprotocol/clientInfo": info, **more}
+
+
+def frame(msg: dict) -> bytes:
+    return json.dumps(msg).encode()
+
+
+def request(msg_id, method: str, meta: dict | None = None, **params) -> bytes:
+    return frame({"jsonrpc": "2.0", "id": msg_id, "method": method,
+                  "params": {**params, "_meta": meta if meta is not None else envelope()}})
+
+
+def sent(writes, to: str) -> list[dict]:
+    return [json.loads(w.data) for w in writes if w.to == to]
+
+
+def opened(bridge: LegacyServer, first: bytes, result: dict | None = None) -> list:
+    """Feed the host's first request and the server's `initialize` answer; what the latter gave."""
+    [init] = sent(bridge.toward_server(first), PEER)
+    assert init["method"] == "initialize"
+    answer = {"jsonrpc": "2.0", "id": init["id"], "result": result or {
+        "protocolVersion": LEGACY, "capabilities": {"tools": {}, "_meta": {"harn": {"reminders": {"emit": True}}}},
+        "serverInfo": {"name": "old", "version": "2"}, "instructions": "be kind"}}
+    return bridge.from_server(frame(answer))
+
+
+@pytest.fixture
+def bridge() -> LegacyServer:
+    return LegacyServer(MODERN, lambda: MODERN)
+
+
+def test_discover_opens_the_session_and_is_answered_from_initialize(bridge):
+    [init] = sent(bridge.toward_server(request(1, "server/discover")), PEER)
+    assert init["params"] == {"protocolVersion": LEGACY, "capabilities": CAPS, "clientInfo": INFO}
+    answer = {"jsonrpc": "2.0", "id": init["id"], "result": {
+        "protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": {"name": "old", "version": "2"},
+        "instructions": "be kind"}}
+    writes = bridge.from_server(frame(answer))
+    assert [(w.to, json.loads(w.data).get("method")) for w in writes] == [(PEER, "notifications/initialized"),
+                                                                         (HOST, None)]
+    [discovered] = sent(writes, HOST)
+    result = discovered["result"]
+    assert discovered["id"] == 1
+    assert result == {"resultType": "complete", "supportedVersions": [MODERN], "capabilities": {"tools": {}},
+                      "ttlMs": 0, "cacheScope": "private", "instructions": "be kind",
+                      "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "old", "version": "2"}}}
+    assert_valid(validator_for(SCHEMA, "DiscoverResult"), result)
+    # a second discover is answered at once, from the session kept
+    assert sent(bridge.toward_server(request(2, "server/discover")), HOST)[0]["result"] == result
+
+
+def test_what_comes_before_the_answer_waits_and_goes_in_order(bridge):
+    first = bridge.toward_server(request(1, "tools/list"))
+    assert bridge.toward_server(request(2, "tools/call", name="echo")) == []  # initialize asked once
+    [init] = sent(first, PEER)
+    writes = bridge.from_server(frame({"jsonrpc": "2.0", "id": init["id"], "result": {"capabilities": {}}}))
+    assert [json.loads(w.data).get("method") for w in writes] == ["notifications/initialized", "tools/list",
+                                                                  "tools/call"]
+
+
+def test_requests_lose_only_the_2026_07_28_meta_keys(bridge):
+    opened(bridge, request(0, "tools/list"))
+    progress = request(5, "tools/call", envelope(progressToken=7), name="echo")
+    [out] = sent(bridge.toward_server(progress), PEER)
+    assert out["params"] == {"name": "echo", "_meta": {"progressToken": 7}}
+    [bare] = sent(bridge.toward_server(request(6, "tools/list")), PEER)
+    assert "_meta" not in bare["params"]
+    plain = frame({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+    assert bridge.toward_server(plain) == [Forward(PEER, plain)]  # nothing to strip: the bytes as they came
+
+
+def test_results_get_result_type_and_cache_fields(bridge):
+    opened(bridge, request(0, "tools/list"))
+    bridge.toward_server(request(1, "tools/list"))
+    bridge.toward_server(request(2, "tools/call", name="echo"))
+    bridge.toward_server(request(3, "resources/read", uri="file:///a"))
+    listed = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}})), HOST)[0]
+    called = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 2, "result": {"content": []}})), HOST)[0]
+    read = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 3, "result": {"contents": [], "ttlMs": 5}})),
+                HOST)[0]
+    assert listed["result"] == {"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "tools": []}
+    assert called["result"] == {"resultType": "complete", "content": []}
+    assert read["result"]["ttlMs"] == 5  # the server's own word stands
+    for name, result in (("ListToolsResult", listed), ("CallToolResult", called), ("ReadResourceResult", read)):
+        assert_valid(validator_for(SCHEMA, name), result["result"])
+    error = frame({"jsonrpc": "2.0", "id": 9, "error": {"code": -1, "message": "no"}})
+    assert bridge.from_server(error) == [Forward(HOST, error)]
+
+
+def test_ping_is_answered_without_the_server(bridge):
+    writes = bridge.toward_server(request(4, "ping"))
+    assert sent(writes, PEER) == []
+    assert sent(writes, HOST) == [{"jsonrpc": "2.0", "id": 4, "result": {"resultType": "complete"}}]
+
+
+def test_what_cannot_be_bridged_is_an_error_naming_it_and_both_eras(bridge):
+    [error] = sent(bridge.toward_server(request(3, "subscriptions/listen", notifications={})), HOST)
+    assert error["error"]["code"] == -32601 and "subscriptions/listen" in error["error"]["message"]
+    assert error["error"]["data"] == {"feature": "subscriptions/listen", "hostEra": MODERN, "serverEra": LEGACY}
+    opened(bridge, request(0, "tools/list"))
+    [other] = sent(bridge.toward_server(request(4, "tools/list", envelope(caps={}))), HOST)
+    assert "second client capability set" in other["error"]["message"]
+    [refused] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage",
+                                               "params": {}})), PEER)
+    assert refused["id"] == "s1" and "sampling/createMessage" in refused["error"]["message"]
+    pong = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": "s2", "method": "ping"})), PEER)
+    assert pong == [{"jsonrpc": "2.0", "id": "s2", "result": {}}]
+
+
+def test_log_messages_need_an_opt_in_and_reminders_always_pass(bridge):
+    opened(bridge, request(0, "tools/list"))
+    log = frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}})
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+        "level": "info", "data": "b", "_meta": {"harn": {"reminder": {"body": "b"}}}}})
+    assert bridge.from_server(log) == []
+    assert bridge.from_server(reminder) == [Forward(HOST, reminder)]
+    writes = bridge.toward_server(request(8, "tools/call", envelope(**{"io.modelcontextprotocol/logLevel": "info"})))
+    assert [m["method"] for m in sent(writes, PEER)] == ["logging/setLevel", "tools/call"]
+    assert sent(writes, PEER)[0]["params"] == {"level": "info"}
+    assert bridge.from_server(log) == [Forward(HOST, log)]
+    again = bridge.toward_server(request(9, "tools/call", envelope(**{"io.modelcontextprotocol/logLevel": "info"})))
+    assert [m["method"] for m in sent(again, PEER)] == ["tools/call"]  # the level is set already
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 8, "result": {"content": []}}))
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 9, "result": {"content": []}}))
+    assert bridge.from_server(log) == []  # no request that asked is open any more
+    changed = frame({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    assert bridge.from_server(changed) == []
+
+
+def test_a_refused_initialize_answers_what_waited(bridge):
+    [init] = sent(bridge.toward_server(request(1, "tools/list")), PEER)
+    refused = bridge.from_server(frame({"jsonrpc": "2.0", "id": init["id"],
+                                        "error": {"code": -32602, "message": "bad version"}}))
+    [answer] = sent(refused, HOST)
+    assert answer["id"] == 1 and answer["error"]["code"] == -32602
+    assert "2025-11-25 server refused initialize: bad version" in answer["error"]["message"]
+
+
+def test_initialize_from_a_host_the_route_calls_2026_07_28(bridge):
+    [error] = sent(bridge.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})),
+                   HOST)
+    assert error["error"]["code"] == -32600 and "host_era" in error["error"]["message"]
+
+
+def test_an_auto_route_lets_a_2025_11_25_host_through_untouched():
+    bridge = LegacyServer("auto", lambda: LEGACY)
+    init = frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    log = frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "x"}})
+    assert bridge.toward_server(init) == [Forward(PEER, init)]
+    assert bridge.from_server(log) == [Forward(HOST, log)]
+    assert bridge.toward_server(request(2, "ping")) == [Forward(PEER, request(2, "ping"))]
+
+
+def test_bad_frames_go_on_for_the_other_side_to_judge(bridge):
+    assert bridge.toward_server(b"{nope") == [Forward(PEER, b"{nope")]
+    assert bridge.from_server(b"[1]") == [Forward(HOST, b"[1]")]
+    assert isinstance(bridge.toward_server(request(1, "ping"))[0], Send)
+
+
+# -- 2025-11-25 host → 2026-07-28 server --------------------------------------------------------
+
+def initialized(bridge: ModernServer) -> dict:
+    """The host's `initialize`, the server's discover answer; the host's answer."""
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": CAPS, "clientInfo": INFO}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    assert discover["method"] == "server/discover"
+    assert discover["params"]["_meta"] == envelope()
+    [answer] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {
+        "resultType": "complete", "supportedVersions": [MODERN], "capabilities": {"tools": {}}, "ttlMs": 0,
+        "cacheScope": "private", "instructions": "hi",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new", "version": "3"}}}})), HOST)
+    return answer
+
+
+@pytest.fixture
+def reverse() -> ModernServer:
+    return ModernServer(LEGACY, lambda: LEGACY)
+
+
+def test_initialize_is_answered_from_discover(reverse):
+    answer = initialized(reverse)
+    assert answer == {"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": {"name": "new", "version": "3"},
+        "instructions": "hi"}}
+    schema = json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text())
+    assert_valid(validator_for(schema, "InitializeResult"), answer["result"])
+
+
+def test_every_request_carries_the_envelope_and_the_handshake_stays_here(reverse):
+    initialized(reverse)
+    assert reverse.toward_server(frame({"jsonrpc": "2.0", "method": "notifications/initialized"})) == []
+    assert sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "ping"})), HOST) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {}}]
+    set_level = frame({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}})
+    assert sent(reverse.toward_server(set_level), PEER) == []
+    call = frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "_meta": {
+        "progressToken": 1}}})
+    [out] = sent(reverse.toward_server(call), PEER)
+    assert out["params"]["_meta"] == {"progressToken": 1, **envelope(), "io.modelcontextprotocol/logLevel": "debug"}
+    cancel = frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})
+    assert reverse.toward_server(cancel) == [Forward(PEER, cancel)]
+
+
+def test_what_comes_during_discover_waits_for_it(reverse):
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(reverse.toward_server(init), PEER)
+    assert reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})) == []
+    writes = reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": {}}}))
+    assert [(w.to, json.loads(w.data).get("method")) for w in writes] == [(HOST, None), (PEER, "tools/list")]
+
+
+def test_what_the_reverse_bridge_cannot_carry(reverse):
+    initialized(reverse)
+    [error] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe",
+                                                "params": {"uri": "file:///a"}})), HOST)
+    assert error["error"]["data"] == {"feature": "resources/subscribe", "hostEra": LEGACY, "serverEra": MODERN}
+    [asks] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {
+        "resultType": "input_required", "inputRequests": {}}})), HOST)
+    assert asks["id"] == 5 and "input_required" in asks["error"]["message"]
+    result = frame({"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete", "tools": []}})
+    assert reverse.from_server(result) == [Forward(HOST, result)]  # 2025-11-25 results take unknown fields
+
+
+def test_a_refused_discover_is_initialize_s_error(reverse):
+    [discover] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 0, "method": "initialize"})), PEER)
+    [answer] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                                               "error": {"code": -32022, "message": "no"}})), HOST)
+    assert answer["id"] == 0 and answer["error"]["code"] == -32022
+
+
+def test_an_auto_route_lets_a_2026_07_28_host_through():
+    bridge = ModernServer("auto", lambda: MODERN)
+    discover = request(1, "server/discover")
+    assert bridge.toward_server(discover) == [Forward(PEER, discover)]
+    assert BRIDGES == {LEGACY: LegacyServer, MODERN: ModernServer}
