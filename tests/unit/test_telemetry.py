@@ -217,3 +217,28 @@ def test_trace_context_gives_headers_for_bodies_without_a_meta_slot():
     flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT}))
     [span] = exporter.get_finished_spans()
     assert flow.trace_context()["traceparent"] == f"00-{TRACE}-{format(span.context.span_id, '016x')}-01"
+
+
+@pytest.mark.parametrize("carrier", [None, {"traceparent": TRACEPARENT, "tracestate": "vendor=v1"},
+                                     {"traceparent": f"00-{TRACE}-{PARENT}-00"}])
+def test_a_reminder_span_is_the_one_the_sdk_tracer_would_make(carrier):
+    """The direct span (`Tracing` built from settings) against the SDK's own `start_span`/`end`
+    (`Tracing` given a provider): same trace, parent, state, sampling, kind, scope and attributes."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    direct = InMemorySpanExporter()
+    sdk = InMemorySpanExporter()
+    provider = TracerProvider(resource=Tracing(span_exporter=direct).provider.resource)
+    provider.add_span_processor(SimpleSpanProcessor(sdk))
+    made = []
+    for tracing, exporter in ((Tracing(span_exporter=direct), direct), (Tracing(provider=provider), sdk)):
+        context = tracing.record("notifications/message", lambda: {"reminder.id": "r1", "bridge.route": "fs"},
+                                 carrier, 5)
+        made.append((context is None, [(s.name, s.context.trace_flags, s.context.trace_state, s.parent, s.kind,
+                                        s.instrumentation_scope.name, dict(s.attributes), s.resource, s.start_time)
+                                       for s in exporter.get_finished_spans()]))
+        if carrier is not None and made[-1][1]:
+            assert format(made[-1][1][0][3].span_id, "016x") == PARENT
+            assert format(exporter.get_finished_spans()[0].context.trace_id, "032x") == TRACE
+    assert made[0] == made[1]
