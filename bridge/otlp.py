@@ -50,7 +50,12 @@ _KEPT_PAIRS = 4096
 _SCALARS = frozenset({str, bool, int, float})
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
