@@ -5,10 +5,11 @@ Why it is hand-written (docs/decisions.md): with spans on, the library's encoder
 message object per span, attribute and value, then serialised) was 45% of the proxy's CPU, more
 than rewriting the reminder itself. The wire format of a span is small and fixed (OTLP
 `trace/v1/trace.proto`); what repeats between spans (the resource, the scope, an attribute
-whose key and value recur, such as `bridge.route`) is encoded once and kept. Everything that is
-rare or open-ended (resources, scopes, events, links, a non-default status, a value that is not
-a plain str/bool/int/float) is still encoded by the library and only framed here, so the two
-cannot drift on the hard cases. tests/unit/test_otlp.py checks our bytes against the library's.
+whose key and value recur, such as `bridge.route`) is encoded once and kept. Everything rare or
+open-ended is the library's public `encode_spans`: resources and scopes (once each), and whole
+any span with events, links, a set status, something dropped or a value other than a plain
+str/bool/int64/float, so the two cannot drift on the hard cases. tests/unit/test_otlp.py checks
+our bytes against the library's.
 
 Imported only when `telemetry.exporter = "otlp"` (the `[otlp]` extra).
 """
@@ -19,16 +20,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common._internal import (
-    _encode_attributes,
-    _encode_instrumentation_scope,
-    _encode_resource,
-)
-from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import (
-    _encode_events,
-    _encode_links,
-    _encode_status,
-)
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -95,13 +87,16 @@ class SpanEncoder:
         for span in spans:
             resource, scope = span.resource, span.instrumentation_scope or None
             scopes = groups.setdefault(id(resource), (resource, {}))[1]
-            scopes.setdefault(id(scope), (scope, []))[1].append(self.span(span))
+            if id(scope) not in scopes:
+                scopes[id(scope)] = (scope, [self._outer_field(span, scope, "scope")])
+                self._outer_field(span, resource, "resource")
+            scopes[id(scope)][1].append(self.span(span))
         out = []
         for resource, scopes in groups.values():
-            parts = [self._outer_field(resource, _encode_resource)]
+            parts = [self._outer[id(resource)][1]]
             for scope, encoded in scopes.values():
-                body = [self._outer_field(scope, _encode_instrumentation_scope)]
-                body.extend(_field(b"\x12", one) for one in encoded)
+                body = [encoded[0]]
+                body.extend(_field(b"\x12", one) for one in encoded[1:])
                 if scope is not None and scope.schema_url:
                     body.append(_field(b"\x1a", _utf8(scope.schema_url)))
                 parts.append(_field(b"\x12", b"".join(body)))
@@ -131,52 +126,57 @@ class SpanEncoder:
         if attributes:
             pairs = self._pairs
             for key, value in attributes.items():
-                encoded = pairs.get((key, type(value), value)) if type(value) in _SCALARS else None
+                if type(value) not in _SCALARS:
+                    return self._by_library(span)
+                encoded = pairs.get((key, type(value), value)) or self._pair(key, value)
                 if encoded is None:
-                    encoded = self._pair(key, value)
+                    return self._by_library(span)
                 parts.append(encoded)
-        if span.dropped_attributes:
-            parts += (b"\x50", _varint(span.dropped_attributes))
-        if span.events:
-            parts += (_field(b"\x5a", event.SerializeToString()) for event in _encode_events(span.events))
-        if span.dropped_events:
-            parts += (b"\x60", _varint(span.dropped_events))
-        if span.links:
-            parts += (_field(b"\x6a", link.SerializeToString()) for link in _encode_links(span.links))
-        if span.dropped_links:
-            parts += (b"\x70", _varint(span.dropped_links))
         status = span.status
-        if status.status_code is StatusCode.UNSET and status.description is None:
-            parts.append(_UNSET_STATUS)
-        else:
-            parts.append(_field(b"\x7a", _encode_status(status).SerializeToString()))
-        parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
+        if (span.dropped_attributes or span.events or span.links or span.dropped_events or span.dropped_links
+                or status.status_code is not StatusCode.UNSET or status.description is not None):
+            return self._by_library(span)
+        parts += (_UNSET_STATUS, _FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
         return b"".join(parts)
 
-    def _pair(self, key: str, value: Any) -> bytes:
-        """One attribute as a `Span.attributes` field (a `KeyValue`), kept when its value is a
-        plain scalar; strings are framed here, every other type by the library."""
+    @staticmethod
+    def _by_library(span: ReadableSpan) -> bytes:
+        """A span with events, links, a set status, something dropped or a value other than a
+        plain scalar: the library's own encoding of it, whole."""
+        return encode_spans([span]).resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+
+    def _pair(self, key: str, value: Any) -> bytes | None:
+        """One scalar attribute as a `Span.attributes` field (a `KeyValue`), kept for the next span;
+        None for an int outside int64, which is the library's to refuse."""
         keyed = self._keys.get(key)
         if keyed is None:
             if len(self._keys) >= _KEPT_PAIRS:
                 self._keys.clear()
             keyed = self._keys[key] = _field(b"\x0a", _utf8(key))
-        if type(value) is str:
-            encoded = _field(b"\x4a", keyed + _field(b"\x12", _field(b"\x0a", _utf8(value))))
+        kind = type(value)
+        if kind is str:
+            any_value = _field(b"\x0a", _utf8(value))
+        elif kind is bool:
+            any_value = b"\x10\x01" if value else b"\x10\x00"
+        elif kind is int:
+            if not -(1 << 63) <= value < (1 << 63):
+                return None
+            any_value = b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)  # int64: two's complement, 10 bytes if < 0
         else:
-            # what the library cannot encode it logs and leaves out, as it would in its own batch
-            encoded = b"".join(_field(b"\x4a", pair.SerializeToString()) for pair in _encode_attributes({key: value}))
-        if type(value) in _SCALARS:
-            if len(self._pairs) >= _KEPT_PAIRS:
-                self._pairs.clear()
-            self._pairs[key, type(value), value] = encoded
+            any_value = b"\x21" + struct.pack("<d", value)
+        encoded = _field(b"\x4a", keyed + _field(b"\x12", any_value))
+        if len(self._pairs) >= _KEPT_PAIRS:
+            self._pairs.clear()
+        self._pairs[key, kind, value] = encoded
         return encoded
 
-    def _outer_field(self, outer: Any, encode: Any) -> bytes:
-        """A resource's or a scope's field, encoded by the library once per object."""
+    def _outer_field(self, span: ReadableSpan, outer: Any, part: str) -> bytes:
+        """The field of a span's resource or scope (``part``), as the library encodes it, once per object."""
         kept = self._outer.get(id(outer))
         if kept is None or kept[0] is not outer:
-            kept = self._outer[id(outer)] = (outer, _field(b"\x0a", encode(outer).SerializeToString()))
+            resource_spans = encode_spans([span]).resource_spans[0]
+            message = resource_spans.resource if part == "resource" else resource_spans.scope_spans[0].scope
+            kept = self._outer[id(outer)] = (outer, _field(b"\x0a", message.SerializeToString()))
         return kept[1]
 
 

@@ -51,6 +51,13 @@ def _spans() -> list:
         span.set_attributes({"rpc.system.name": "jsonrpc", "rpc.method": "notifications/message",
                              "reminder.id": f"r-{i}", "reminder.dedupe_key": "", "bridge.route": "default"})
         span.end()
+    span = tracer.start_span("scalars")  # every scalar the encoder writes itself
+    span.set_attributes({"flag": True, "off": False, "n": -7, "zero": 0, "big": 2**62, "ratio": 0.25, "neg": -1.5,
+                         "empty": "", "text": "é \u2028 😀", "long": "x" * 300})
+    span.end()
+    span = tracer.start_span("out of range")  # an int past int64: the library's to drop
+    span.set_attributes({"huge": 2**64, "ok": "kept"})
+    span.end()
     span = tracer.start_span("session/prompt", context=_remote_parent(True, TraceState([("vendor", "v1")])),
                              kind=SpanKind.SERVER, attributes={"flag": True, "off": False, "n": -7, "big": 2**62,
                                                                "ratio": 0.25, "tags": ("a", "b"), "ints": (1, 2),
