@@ -80,15 +80,20 @@ class Tracing:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
         from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
+        self._direct: _DirectSpans | None = None
         if provider is None:
             provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(sampling)),
                                       resource=Resource.create({"service.name": "reminder-bridge"}))
             if span_exporter is not None:
-                provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+                processor = SimpleSpanProcessor(span_exporter)
             elif exporter == "console":  # stdout is the protocol channel on stdio: spans go to stderr
-                provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+                processor = SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr))
             elif exporter == "otlp":
-                provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+                processor = BatchSpanProcessor(_otlp_exporter(otlp_endpoint))
+            else:
+                raise ValueError(f"unknown telemetry exporter {exporter!r}")
+            provider.add_span_processor(processor)
+            self._direct = _DirectSpans(provider, processor, TraceIdRatioBased(sampling))
         self.provider = provider
         self.tracer = provider.get_tracer("reminder-bridge")
         from opentelemetry.propagate import extract
@@ -113,6 +118,8 @@ class Tracing:
         its context (what `Recorder.carrier` injects). None when it is not recorded, and then
         ``attributes()`` is never called."""
         parent = self._extract(carrier) if carrier else None
+        if self._direct is not None:
+            return self._direct.record(name, attributes, parent, start_ns)
         span = self.tracer.start_span(name, context=parent, start_time=start_ns)
         if not span.is_recording():
             return None
@@ -126,15 +133,64 @@ class Tracing:
             self.provider.shutdown()
 
 
+class _DirectSpans:
+    """A reminder's span made finished, straight into the provider's span processor.
+
+    A reminder span has no children, events or links, and its attributes are the proxy's own
+    strings, so the SDK's live-span lifecycle (a `Span` with locks, bounded attribute and event
+    containers, processor start and end calls) was most of its cost and bought nothing. This
+    builds the `ReadableSpan` the SDK's `Span.end()` would hand on: same sampler, id generator,
+    resource and scope, the trace id and state taken from the parent as `Tracer.start_span` takes
+    them. Used only with a provider this module built, so it knows the one processor, and the
+    sampler: `ParentBased(root)` is decided here as the SDK decides it (a valid parent's sampled
+    flag, else the root ratio's bound on the trace id's low 64 bits), without its three calls."""
+
+    def __init__(self, provider: Any, processor: Any, root: Any) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, get_current_span
+
+        self._bound, self._limit = root.bound, root.TRACE_ID_LIMIT
+        self._ids, self._resource = provider.id_generator, provider.resource
+        self._scope = InstrumentationScope("reminder-bridge")
+        self._end = processor.on_end
+        self._span, self._readable, self._current = SpanContext, ReadableSpan, get_current_span
+        self._non_recording = NonRecordingSpan
+        sampled, random_id = TraceFlags.SAMPLED, getattr(TraceFlags, "RANDOM_TRACE_ID", 0)  # W3C level 2, SDK >= 1.39
+        self._flags = {False: TraceFlags(sampled), True: TraceFlags(sampled | random_id)}
+        self._new_id_random = bool(random_id) and self._ids.is_trace_id_random()
+        from opentelemetry.trace import set_span_in_context
+
+        self._in_context = set_span_in_context
+
+    def record(self, name: str, attributes: Callable[[], dict[str, Any]], parent: Any, start_ns: int | None) -> Any:
+        parent_span = self._current(parent).get_span_context() if parent is not None else None
+        if parent_span is not None and parent_span.is_valid:
+            if not parent_span.trace_flags.sampled:
+                return None
+            trace_id, random_id = parent_span.trace_id, getattr(parent_span.trace_flags, "random_trace_id", False)
+            state = parent_span.trace_state
+        else:
+            parent_span, trace_id, random_id, state = None, self._ids.generate_trace_id(), self._new_id_random, None
+            if trace_id & self._limit >= self._bound:
+                return None
+        context = self._span(trace_id, self._ids.generate_span_id(), False, self._flags[random_id], state)
+        values = attributes()
+        now = time.time_ns()
+        self._end(self._readable(name, context, parent_span, self._resource, values,
+                                 start_time=start_ns or now, end_time=now, instrumentation_scope=self._scope))
+        return self._in_context(self._non_recording(context), parent)
+
+
 def _otlp_exporter(endpoint: str | None) -> Any:
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from bridge.otlp import LeanOTLPSpanExporter
     except ImportError:
         raise RuntimeError("telemetry.exporter = \"otlp\" needs the optional extra: "
                            "pip install 'reminder-bridge[otlp]'") from None
     if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/traces"):
         endpoint = endpoint.rstrip("/") + "/v1/traces"
-    return OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+    return LeanOTLPSpanExporter(endpoint=endpoint) if endpoint else LeanOTLPSpanExporter()
 
 
 OFF = Tracing()

@@ -16,9 +16,11 @@ class Reminders(ClientExtension):
 
     def __init__(self) -> None:
         self.received: list[dict] = []
+        self.metas: list[dict] = []  # each notification's `_meta` (trace context), in the same order
 
     def notifications(self):
         async def on_reminder(params: ReminderParams) -> None:
             self.received.append(params.reminder)
+            self.metas.append((params.model_extra or {}).get("_meta") or {})
 
         return [NotificationBinding(method="notifications/reminder", params_type=ReminderParams, handler=on_reminder)]

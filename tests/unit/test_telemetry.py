@@ -217,3 +217,53 @@ def test_trace_context_gives_headers_for_bodies_without_a_meta_slot():
     flow.from_peer(reminder_msg(meta={"traceparent": TRACEPARENT}))
     [span] = exporter.get_finished_spans()
     assert flow.trace_context()["traceparent"] == f"00-{TRACE}-{format(span.context.span_id, '016x')}-01"
+
+
+@pytest.mark.parametrize("sampling", [1.0, 0.0, 0.5])
+@pytest.mark.parametrize("carrier", [None, {"traceparent": TRACEPARENT, "tracestate": "vendor=v1"},
+                                     {"traceparent": f"00-{TRACE}-{PARENT}-00"},
+                                     {"traceparent": f"00-{'f' * 32}-{PARENT}-01"}])
+def test_a_reminder_span_is_the_one_the_sdk_tracer_would_make(carrier, sampling):
+    """The direct span (`Tracing` built from settings) against the SDK's own `start_span`/`end`
+    (`Tracing` given a provider): same trace, parent, state, sampling, kind, scope and attributes."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    direct = InMemorySpanExporter()
+    sdk = InMemorySpanExporter()
+    ours = Tracing(span_exporter=direct, sampling=sampling)
+    provider = TracerProvider(resource=ours.provider.resource, sampler=ParentBased(TraceIdRatioBased(sampling)))
+    provider.add_span_processor(SimpleSpanProcessor(sdk))
+    provider.id_generator, ours._direct._ids = _SameIds(), _SameIds()  # the same new trace ids on both sides
+    made = []
+    for tracing, exporter in ((ours, direct), (Tracing(provider=provider), sdk)):
+        recorded = [tracing.record("notifications/message", lambda: {"reminder.id": "r1", "bridge.route": "fs"},
+                                   carrier, 5) is None for _ in range(2)]
+        made.append((recorded, [(s.name, s.context.trace_id, s.context.trace_flags, s.context.trace_state,
+                                 s.parent, s.kind, s.instrumentation_scope.name, dict(s.attributes), s.resource,
+                                 s.start_time) for s in exporter.get_finished_spans()]))
+    assert made[0] == made[1]
+    for span in made[0][1]:
+        if carrier is not None:
+            assert format(span[4].span_id, "016x") == PARENT
+            assert format(span[1], "032x") == carrier["traceparent"].split("-")[1]
+    assert made[0][1] or sampling == 0.0 or carrier["traceparent"].endswith("-00")  # not a test of nothing
+
+
+class _SameIds:
+    """New ids as a sequence, so a root span's sampling (which reads the trace id) can be compared:
+    one trace id under the 0.5 bound and one over it."""
+
+    def __init__(self) -> None:
+        self.traces = iter([0x1, 0xFFFFFFFFFFFFFFFF] * 2)
+
+    def generate_trace_id(self) -> int:
+        return next(self.traces)
+
+    def generate_span_id(self) -> int:
+        return 0x1234
+
+    def is_trace_id_random(self) -> bool:
+        return True
