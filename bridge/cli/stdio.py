@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
-from bridge.dialects.hosts import host_dialect_problem, protocol_of
+from bridge.dialects.hosts import HOST_DIALECTS, host_dialect_problem, protocol_of
 from bridge.logs import configure as configure_logging
-from bridge.rules import (
-    HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, load_rules,
-)
 from bridge.transports import child
 from bridge.transports.remote_session import AUTO, TRANSPORTS
 
 if TYPE_CHECKING:
     from bridge.policy.reload import RulesFile
+    from bridge.rules import RouteSettings, Rules
     from bridge.transports.stdio import StdioProxy
 
-# What the route needs beyond its rules (the pipeline, telemetry, state, the loop) is imported in
-# _cmd_stdio once the child is started, so the child's start-up and these imports overlap.
+# Everything with a cost is imported in _cmd_stdio once the child is started, so that the child's
+# start-up and these imports overlap: the rules schema (pydantic: most of the start-up), the
+# pipeline, telemetry, state and the loop. Only a rules file is read before the child starts (its
+# route may name the command; its problems are said before any server starts).
 
 
 EXAMPLES = [
@@ -81,24 +81,26 @@ def add_stdio_parser(sub: Any) -> None:
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    settings = RouteSettings()
-    route_name = args.route or UNNAMED_ROUTE
+    route: RouteSettings | None = None  # the rules file's route; None: the defaults, built once the child runs
+    route_name: str | None = None
     rules: Rules | None = None
-    rules_file = None
+    chosen = None
     if args.rules:
+        from bridge.rules import RulesError, load_rules
+
         try:
             rules = load_rules(args.rules)
         except RulesError as exc:
             sys.stderr.write(f"reminder-bridge: {args.rules} has problems:\n{exc}\n")
             return 2
         try:
-            route_name, settings = select_route(rules, args.route)
+            route_name, route = select_route(rules, args.route)
         except KeyError as exc:
             sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
-    command = command or list(settings.command or ())
-    url = args.upstream or (settings.upstream if not command else None)
+    command = command or list(route.command or () if route is not None else ())
+    url = args.upstream or (route.upstream if route is not None and not command else None)
     problem = _upstream_problem(args, url, command)
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
@@ -108,9 +110,10 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         sys.stderr.write(f"reminder-bridge stdio: no command given: {where}put one after -- "
                          "(reminder-bridge stdio [options] -- CMD ARGS)\n")
         return 2
-    dialect = args.host_dialect or settings.host_dialect
+    dialect = args.host_dialect or (route.host_dialect if route is not None else None)
     # a host adapter belongs to one protocol: it settles a protocol left to detection
-    protocol = args.protocol or settings.protocol or protocol_of(dialect) or ("mcp" if url is not None else None)
+    protocol = (args.protocol or (route.protocol if route is not None else None) or protocol_of(dialect)
+                or ("mcp" if url is not None else None))
     problem = host_dialect_problem(dialect, protocol)
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
@@ -118,11 +121,16 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     started = None
     if url is None:
         try:  # first the child (the host waits for its answer), then what the route needs
-            started = child.start(command, env=child_environment(settings, args.env), cwd=args.cwd or settings.cwd)
+            started = child.start(command, env=child_environment(route, args.env),
+                                  cwd=args.cwd or (route.cwd if route is not None else None))
         except OSError as exc:
             message, code = child.cannot_start(command, exc)
             sys.stderr.write(message)
             return code
+    from bridge.rules import UNNAMED_ROUTE, RouteSettings
+
+    settings = route if route is not None else RouteSettings()
+    route_name = route_name or args.route or UNNAMED_ROUTE
     stop_logging = configure_logging(args.log_format)
 
     def refuse(message: str) -> int:
@@ -197,16 +205,19 @@ def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[s
     return None
 
 
-def child_environment(settings: RouteSettings, flags: list[tuple[str, str]]) -> dict[str, str] | None:
+def child_environment(route: RouteSettings | None, flags: list[tuple[str, str]]) -> dict[str, str] | None:
     """The child's environment: this process's, then the route's `env`, then `--env` (None: this
     process's unchanged, as a host that launched us meant it)."""
-    if not settings.env and not flags:
+    env = route.env if route is not None else {}
+    if not env and not flags:
         return None
-    return {**os.environ, **settings.env, **dict(flags)}
+    return {**os.environ, **env, **dict(flags)}
 
 
 def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
     """The route a stdio proxy serves: the one named, else the file's only stdio-capable route."""
+    from bridge.rules import UNNAMED_ROUTE
+
     if name is not None:
         return name, rules.route(name)
     routes = [(n, r) for n, r in rules.routes.items() if r.protocol in (None, "mcp", "acp")]
