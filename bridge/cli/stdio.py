@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,10 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
                    help="with --upstream: a header on every upstream request, on top of the route's `headers` "
                         "(repeat for more); ${VAR} in VALUE is read from this environment. Values are never logged")
+    p.add_argument("--upstream-timeout", type=options.checked(_seconds), metavar="SECONDS",
+                   help="with --upstream: how long a request may take to connect and be answered (a JSON answer "
+                        "whole; on an event stream, each next event) before the host gets an error that says so "
+                        "(default 300)")
     p.add_argument("--upstream-transport", choices=TRANSPORTS, default=AUTO,
                    help="with --upstream: auto (default) POSTs to the URL and falls back to 2024-11-05 SSE when "
                         "the URL refuses POSTs (a path ending in /sse is taken as SSE at once)")
@@ -170,12 +175,13 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     if url is not None:
         from bridge.rules import Limits
         from bridge.transports.forwarding import with_own
-        from bridge.transports.remote import RemoteProxy
+        from bridge.transports.remote import UPSTREAM_TIMEOUT_S, RemoteProxy
 
         headers = with_own(settings.headers, dict(args.header))  # --header in place of the route's of its name
         proxy: StdioProxy = RemoteProxy(url, headers, settings, protocol, recorder, args.host_dialect,
                                         args.peer_dialect, args.max_line or MAX_LINE, policy=policy,
                                         transport=args.upstream_transport,
+                                        timeout=args.upstream_timeout or UPSTREAM_TIMEOUT_S,
                                         limits=rules.limits if rules is not None else Limits())
     else:
         proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
@@ -190,9 +196,21 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         stop_logging()
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise ValueError(f"must be a number of seconds > 0 (got {text})")
+    return value
+
+
 def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[str]) -> str | None:
     """Why the options cannot go together with (or without) an upstream URL, or None."""
     if url is None:
+        if args.upstream_timeout is not None:
+            return "--upstream-timeout is for --upstream (a child command has no upstream requests)"
         return "--header is for --upstream (a child command gets --env)" if args.header else None
     if command and args.upstream:
         return "give --upstream URL or -- COMMAND, not both"

@@ -1,7 +1,7 @@
 """An MCP server built with the official SDK (`mcp.server.MCPServer`) over HTTP, for `stdio --upstream`:
 Streamable HTTP with an event store (resumption), or the 2024-11-05 HTTP+SSE transport (`--sse`).
 
-    python -m tests.peers.sdk_http_server [--sse [PATH]]
+    python -m tests.peers.sdk_http_server [--sse [PATH]] [--port N]
 
 Tools: `echo {text}`; `remind {path}` sends a legacy Harn reminder (`notifications/message` with
 `_meta.harn.reminder`) on the call's stream, then answers; `announce {text}` sends a log line on the
@@ -10,7 +10,8 @@ session's own stream (the GET stream), not the call's; `hang_up {text}` closes t
 stream, then answers (only a client that resumes gets the answer); `die` ends the process mid-call,
 after one notification. `/seen` lists every request that reached the server, with its headers.
 The SDK's capabilities have no slot for the legacy declaration: a proxy in front of it needs
-`require_declaration = false` to take its reminders. Prints `PORT <n>`.
+`require_declaration = false` to take its reminders. `--port N` listens on a fixed port (a test
+restarts it there: the new process knows none of the old one's sessions). Prints `PORT <n>`.
 """
 from __future__ import annotations
 
@@ -83,12 +84,16 @@ def build() -> MCPServer:
 
 
 def main() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    if "--port" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--port") + 1])
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
     if "--sse" in sys.argv:  # its stream at /sse, or at the path that follows
-        path = sys.argv[sys.argv.index("--sse") + 1] if len(sys.argv) > sys.argv.index("--sse") + 1 else "/sse"
+        after = sys.argv[sys.argv.index("--sse") + 1:]
+        path = after[0] if after and not after[0].startswith("--") else "/sse"
         sdk = build().sse_app(sse_path=path, host="127.0.0.1")
     else:
         sdk = build().streamable_http_app(event_store=MemoryEventStore(), retry_interval=RETRY_MS)
