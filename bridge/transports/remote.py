@@ -372,7 +372,10 @@ class RemoteProxy(StdioProxy):
                 data = await read_answer(response, Holding(self.budget), self.limits, release=True)
             if data.strip():
                 self._feed(data)
-        if not self.remote.legacy and self._awaits(frame):  # a 202, or a stream that ended unanswered
+        if self.remote.legacy:  # the answer comes on the one stream, by the same deadline
+            if call_id is None and self._awaits(frame):
+                asyncio.get_running_loop().call_at(deadline, self._overdue, frame)
+        elif self._awaits(frame):  # a 202, or a stream that ended unanswered
             self._gone(frame, Refused("ended its event stream before the response" if streamed else
                                       f"answered HTTP {response.status} without a response to the request"))
 
@@ -538,6 +541,11 @@ class RemoteProxy(StdioProxy):
         error = upstream_error(self, None, exc)["error"]
         for reply in self.flow.upstream_gone(error, frame):
             self._write(reply.data + b"\n", to_host=True)
+
+    def _overdue(self, frame: bytes) -> None:
+        """A 2024-11-05 request's deadline: unanswered on the stream by then, it gets the timeout's error."""
+        if self._awaits(frame) and not self._closing:
+            self._gone(frame, TimeoutError())
 
     def _timed(self, exc: BaseException) -> BaseException:
         """A timeout as the upstream timeout's own (an error that names it), any other ``exc`` as it is."""

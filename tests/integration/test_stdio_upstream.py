@@ -483,6 +483,22 @@ async def test_a_request_the_upstream_does_not_answer_in_time_gets_an_error_nami
         raw.close()
 
 
+async def test_a_2024_11_05_answer_that_does_not_come_in_time_gets_the_timeouts_error(tmp_path):
+    """On the old transport the answer comes on the one stream: the request's deadline is a timer."""
+    server = peer("tests.peers.sdk_http_server", "--sse")
+    try:
+        url = f"http://127.0.0.1:{server.port}/sse"
+        transport, _ = host(tmp_path, url, "--upstream-timeout", "1")
+        async with Client(transport, mode="legacy") as client:
+            with pytest.raises(MCPError) as late:
+                await client.call_tool("wait", {"seconds": 30})
+            assert [c.text for c in (await client.call_tool("echo", {"text": "still on"})).content] == ["still on"]
+        assert late.value.error.data == {"route": "default", "upstream": url,
+                                         "cause": "did not answer within 1 s (--upstream-timeout)"}
+    finally:
+        server.stop()
+
+
 async def test_a_host_that_closes_stdout_ends_the_proxy_at_once(faulty):
     raw = RawHost(f"http://127.0.0.1:{faulty.port}/mcp")
     try:

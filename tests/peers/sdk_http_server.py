@@ -7,7 +7,8 @@ Tools: `echo {text}`; `remind {path}` sends a legacy Harn reminder (`notificatio
 `_meta.harn.reminder`) on the call's stream, then answers; `announce {text}` sends a log line on the
 session's own stream (the GET stream), not the call's; `hang_up {text}` closes the GET stream first
 (the line reaches only a client that resumes it); `interrupted {text}` closes its call's SSE
-stream, then answers (only a client that resumes gets the answer); `die` ends the process mid-call,
+stream, then answers (only a client that resumes gets the answer); `wait {seconds}` answers after
+that long; `die` ends the process mid-call,
 after one notification. `/seen` lists every request that reached the server, with its headers.
 The SDK's capabilities have no slot for the legacy declaration: a proxy in front of it needs
 `require_declaration = false` to take its reminders. `--port N` listens on a fixed port (a test
@@ -15,6 +16,7 @@ restarts it there: the new process knows none of the old one's sessions). Prints
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
@@ -74,6 +76,11 @@ def build() -> MCPServer:
         await ctx.close_sse_stream()
         await ctx.info("after the stream closed")
         return text
+
+    @server.tool()
+    async def wait(seconds: float) -> str:
+        await asyncio.sleep(seconds)  # a slow tool is the behaviour asked for
+        return "waited"
 
     @server.tool()
     async def die(ctx: Context) -> str:
