@@ -160,8 +160,8 @@ def _add_running_options(p: argparse.ArgumentParser) -> None:
         "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
         "terminal); json: one JSON object per line (the default otherwise)")
     p.add_argument(
-        "--state", metavar="URL", type=options.state_url, help="where budgets, queued reminders and session records live, shared with "
-        "every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
+        "--state", metavar="URL", type=options.state_url, help="where budgets, queued reminders and session "
+        "records live, shared with every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
         "default: the rules file's [state] url, else this process (memory)")
 
 

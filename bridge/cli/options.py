@@ -10,6 +10,7 @@ before it (docs/performance.md, cold start).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,16 @@ def _origin(text: str) -> str:
     return check_origins([text])[0]
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise ValueError(f"must be a number of seconds > 0 (got {text})")
+    return value
+
+
 def _state_url(text: str) -> str:
     from bridge.state.settings import check_state_url
 
@@ -81,6 +92,7 @@ host_port = checked(_host_port)
 upstream_url = checked(_upstream_url)
 origin = checked(_origin)
 state_url = checked(_state_url)
+seconds = checked(_seconds)
 directory = checked(_directory)
 #: `--header 'Name: value'` and `--env NAME=VALUE`, `${NAME}` read from this process's environment
 header = checked(lambda text: parse_header(text, os.environ))

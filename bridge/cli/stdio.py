@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -63,7 +62,7 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
                    help="with --upstream: a header on every upstream request, on top of the route's `headers` "
                         "(repeat for more); ${VAR} in VALUE is read from this environment. Values are never logged")
-    p.add_argument("--upstream-timeout", type=options.checked(_seconds), metavar="SECONDS",
+    p.add_argument("--upstream-timeout", type=options.seconds, metavar="SECONDS",
                    help="with --upstream: how long a request may take to connect and be answered (a JSON answer "
                         "whole; on an event stream, each next event) before the host gets an error that says so "
                         "(default 300)")
@@ -194,16 +193,6 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         if proxy.child is None and started is not None:  # refused before the proxy took the child over
             child.stop(started)  # (an --admin that cannot listen)
         stop_logging()
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (0 < value < math.inf):
-        raise ValueError(f"must be a number of seconds > 0 (got {text})")
-    return value
 
 
 def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[str]) -> str | None:
