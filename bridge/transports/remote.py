@@ -279,7 +279,8 @@ class RemoteProxy(StdioProxy):
         if self._closing or self.client is None:
             return
         self._outbound += len(frame)
-        self.remote.posting(frame)
+        if call_id is None:  # (the proxy's own requests are no part of the host's opening)
+            self.remote.posting(frame)
         task = self._spawn(self._post(frame, call_id))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
@@ -406,6 +407,8 @@ class RemoteProxy(StdioProxy):
         """The server answered 404 to a request that carried the session ``sent``: it lost it (it
         restarted, or forgot it). True once the session is open again (this request's doing, or
         another's that met the same 404): the request may go again. False when it cannot be."""
+        if self._closing:
+            return False
         if self.remote.lost(sent):
             self._reopening = self._spawn(self._reopen())
         elif sent is None or self._reopening is None or sent == self.remote.session_id:

@@ -89,7 +89,7 @@ class RemoteSession:
         return self.transport != LEGACY_SSE and self.session_id is not None
 
     def posting(self, frame: bytes) -> None:
-        """The host's ``frame`` is POSTed: the first, and a notification right after it, open the
+        """The host's ``frame`` is POSTed: its first, and a notification right after it, open the
         session (MCP's handshake: `initialize`, then `notifications/initialized`; a frame with no
         id is a notification, told by the cheap look, not decoded)."""
         if self._opened:
