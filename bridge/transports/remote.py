@@ -11,7 +11,9 @@ the flow says which requests still wait (`awaits`), what a POST mirrors in heade
 Streamable HTTP in both eras: the session the answer to `initialize` names is sent on every
 request, a GET stream carries the server's own messages (a 405 says there is none) and resumes with
 `Last-Event-ID`, as does a POST's stream that breaks before its answer; the session is DELETEd when
-the host leaves. A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05
+the host leaves. A server that lost the session (404) gets the host's `initialize` and `initialized`
+again, and the request that found it goes again, once, in the new session. `--upstream-timeout`
+bounds each request: connecting and its answer (a JSON body whole, a stream's every next event). A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05
 HTTP+SSE transport (`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint`
 event names where to POST, carries every answer.
 
