@@ -161,8 +161,8 @@ def _add_running_options(p: argparse.ArgumentParser) -> None:
         "terminal); json: one JSON object per line (the default otherwise)")
     p.add_argument(
         "--state", metavar="URL", type=options.state_url, help="where budgets, queued reminders and session "
-        "records live, shared with every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
-        "default: the rules file's [state] url, else this process (memory)")
+        "records live, shared with every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], "
+        "rediss://..., unix:///PATH; default: the rules file's [state] url, else this process (memory)")
 
 
 #: each command's parser, in the order `--help` lists them

@@ -13,9 +13,10 @@ request, a GET stream carries the server's own messages (a 405 says there is non
 `Last-Event-ID`, as does a POST's stream that breaks before its answer; the session is DELETEd when
 the host leaves. A server that lost the session (404) gets the host's `initialize` and `initialized`
 again, and the request that found it goes again, once, in the new session. `--upstream-timeout`
-bounds each request: connecting and its answer (a JSON body whole, a stream's every next event). A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05
-HTTP+SSE transport (`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint`
-event names where to POST, carries every answer.
+bounds each request: connecting and its answer (a JSON body whole, a stream's every next event).
+A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05 HTTP+SSE transport
+(`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint` event names where to
+POST, carries every answer.
 
 Memory is bounded in bytes: host messages waiting for or in their POST (`MAX_OUTBOUND_BYTES`, and
 `MAX_OUTBOUND` of them: the host is not read past either), answers read whole (the
