@@ -7,7 +7,9 @@ started directly, and the same server through the proxy (from spawn to the `init
 the request written the moment the process exists, as a host does). The server is a small
 hand-written Python one (`bench.peers mcp-flood`, stdlib only); the same is measured with a
 rules file, and with an MCP SDK server when the SDK is installed, for information.
-`--version` CPU is what the CLI costs before doing anything.
+`--version` CPU is what the CLI costs before doing anything; `import bridge.rules` CPU (the rules
+schema and the reminder model, pydantic's) is the part of the proxy's start-up no route can skip
+today, stated with the goal when it is not met.
 
   python -m bench.cold_start [--quick]
 """
@@ -71,6 +73,15 @@ def cpu_ms(argv: list[str]) -> float:
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
 
 
+#: the CPU `import bridge.rules` takes in a fresh interpreter, its start and exit left out
+RULES_IMPORT = "import time; t = time.process_time(); import bridge.rules; print(time.process_time() - t)"
+
+
+def rules_import_ms() -> float:
+    done = subprocess.run([PY, "-c", RULES_IMPORT], check=True, capture_output=True, text=True, cwd=ROOT)
+    return float(done.stdout) * 1e3
+
+
 def measure(rounds: int) -> dict[str, list[float]]:
     argv = {"direct": SMALL, "proxied": bridge("stdio", "--", *SMALL),
             "proxied, --rules": bridge("stdio", "--rules", RULES, "--", *SMALL)}
@@ -93,6 +104,7 @@ def measure(rounds: int) -> dict[str, list[float]]:
     for _ in range(max(3, rounds // 2)):
         samples.setdefault("--version CPU", []).append(cpu_ms(bridge("--version")))
         samples.setdefault("bare CPU", []).append(cpu_ms([PY, "-c", "pass"]))
+        samples.setdefault("rules schema CPU", []).append(rules_import_ms())
     return samples
 
 
@@ -110,8 +122,10 @@ def rows(samples: dict[str, list[float]]) -> list[dict]:
         "detail": f"{len(samples['direct'])} alternating rounds, medians; server: python -m bench.peers mcp-flood "
                   f"(stdlib only); the same through `stdio --rules rules/default.toml`: "
                   f"{med['proxied, --rules'] - med['direct']:+.0f} ms; CPU to the first answer: proxy "
-                  f"{med['proxied CPU']:.0f} ms, the server direct {med['direct CPU']:.0f} ms; bytecode compiled "
-                  f"first, as an install has it"}]
+                  f"{med['proxied CPU']:.0f} ms, the server direct {med['direct CPU']:.0f} ms, a bare interpreter "
+                  f"{med['bare CPU']:.0f} ms; of the proxy's, `import bridge.rules` (the rules schema and the "
+                  f"reminder model: pydantic) {med['rules schema CPU']:.0f} ms; bytecode compiled first, as an "
+                  f"install has it"}]
     if "SDK direct" in med:
         sdk_added = med["SDK proxied"] - med["SDK direct"]
         out.append({
@@ -139,4 +153,4 @@ def run(quick: bool) -> list[dict]:
 if __name__ == "__main__":
     for row in run("--quick" in sys.argv):
         print(f"{row['scenario']}: {row['proxy']} vs {row['direct']}: {row['ratio']}  goal {row['goal']}  "
-              f"met {row['met']}")
+              f"met {row['met']}" + (f"\n  {row['detail']}" if row.get("detail") else ""))

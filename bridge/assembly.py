@@ -6,17 +6,31 @@ so the pipeline never imports an add-on, lazily or not.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridge.outbox.addon import outbox_for
-from bridge.pipeline.a2a import A2AFlow
-from bridge.pipeline.acp import AcpFlow
-from bridge.pipeline.flow import Flow
-from bridge.pipeline.mcp import McpFlow
 from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 
-PROTOCOLS: dict[str, type[Flow]] = {"mcp": McpFlow, "acp": AcpFlow, "a2a": A2AFlow}
+if TYPE_CHECKING:
+    from bridge.pipeline.flow import Flow
+
+
+def flow_class(protocol: str) -> type[Flow]:
+    """The flow of ``protocol``, its module imported when a route first makes one: a stdio proxy
+    runs one protocol, and it starts (the delay a host sees first) without the others'."""
+    if protocol == "mcp":
+        from bridge.pipeline.mcp import McpFlow
+
+        return McpFlow
+    if protocol == "acp":
+        from bridge.pipeline.acp import AcpFlow
+
+        return AcpFlow
+    if protocol == "a2a":
+        from bridge.pipeline.a2a import A2AFlow
+
+        return A2AFlow
+    raise KeyError(protocol)
 
 
 def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Recorder | None = None, *,
@@ -28,5 +42,7 @@ def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Re
     recorder = recorder or Recorder()
     addons: tuple[Any, ...] = ()
     if protocol == "mcp" and outbox and (settings.outbox is not None or settings.serve_outbox is not None):
+        from bridge.outbox.addon import outbox_for  # only a route that declares an outbox pays for one
+
         addons = outbox_for(settings, recorder)
-    return PROTOCOLS[protocol](settings, recorder, addons=addons, **kwargs)
+    return flow_class(protocol)(settings, recorder, addons=addons, **kwargs)

@@ -5,7 +5,6 @@ uvloop gives a child socketpairs instead of pipes for its stdin and stdout, and 
 picks one explicitly for every command, so the two can be compared on one install."""
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 from collections.abc import Coroutine
@@ -31,4 +30,6 @@ def run(main: Coroutine[Any, Any, int], command: str = "serve") -> int:
             main.close()
             raise RuntimeError(f"{ENV}=uvloop needs uvloop: pip install 'reminder-bridge[fast]'") from None
         return uvloop.run(main)
+    import asyncio  # here: `--version` reads `loop_name`, and asyncio is a third of what it would import
+
     return asyncio.run(main)

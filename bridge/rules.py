@@ -9,7 +9,6 @@ import os
 import re
 import string
 import tomllib
-import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,12 +20,12 @@ from pydantic import (
 
 from bridge.declaration import check_resource, read_manifest
 from bridge.dialects.eras import ERAS
-from bridge.dialects.hosts import HOST_ADAPTERS, host_dialect_problem
+from bridge.dialects.hosts import HOST_DIALECTS, REMINDER_DIALECTS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
 from bridge.model import RoleHint
 from bridge.problems import RuleProblem, RulesError, dotted, line_of, locate_keys, explain, show
 from bridge.state.settings import StateSettings
-from bridge.urls import redact
+from bridge.urls import LOOPBACK_ORIGINS, redact
 
 __all__ = [
     "Admin", "Budget", "CHANNEL_PLACEHOLDERS", "DEFAULT_ENVELOPE", "ENVELOPE_PLACEHOLDERS", "Fallback", "GlobalBudget",
@@ -37,11 +36,10 @@ __all__ = [
 
 Protocol = Literal["mcp", "acp", "a2a"]
 Stage = Literal["observe", "dual", "translate", "enforce"]
-Dialect = Literal["auto", "standard", "legacy", "none"]
+Dialect = Literal[REMINDER_DIALECTS]  # type: ignore[valid-type]
 #: The MCP revision a side of a route speaks (issue 21): `auto` lets the host's era pass through.
 Era = Literal[ERAS]  # type: ignore[valid-type]
 #: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
-HOST_DIALECTS: tuple[str, ...] = (*typing.get_args(Dialect), *HOST_ADAPTERS)
 HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
 #: The name of a route that was given none (no rules file, or a file without routes).
 UNNAMED_ROUTE = "default"
@@ -56,7 +54,7 @@ ROUTE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 class _Model(BaseModel):
     # strict: TOML types are already exact, so `burst = 10.0` or `shadow = 1` is a mistake, not a value.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class Fallback(_Model):
@@ -204,10 +202,6 @@ class ServeOutbox(_Model):
     @classmethod
     def _store(cls, v: str, info: ValidationInfo) -> str:
         return _rules_path(v, info)
-
-
-#: `allowed_origins` keyword for every loopback origin (`http://localhost:*`, `http://127.0.0.1:*`, `[::1]`).
-LOOPBACK_ORIGINS = "loopback"
 
 
 def check_origins(values: list[str]) -> list[str]:

@@ -28,6 +28,10 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+#: `allowed_origins` keyword for every loopback origin (`http://localhost:*`, `http://127.0.0.1:*`, `[::1]`).
+LOOPBACK_ORIGINS = "loopback"
+
+
 def is_loopback(host: str | None) -> bool:
     """Whether ``host`` can only mean this machine: `localhost` or a name below it (RFC 6761 §6.3:
     `*.localhost` resolves to loopback and never reaches DNS), or a loopback address (`127.0.0.0/8`,

@@ -14,6 +14,8 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Callable
+from typing import Any
 
 PROTOCOLS = ("mcp", "acp", "a2a")
 DIALECTS = ("auto", "standard", "legacy", "none")
@@ -96,22 +98,8 @@ EXAMPLES = """examples:
 `reminder-bridge COMMAND --help` has the options and examples of each command."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from bridge.cli.options import add_command, checked
-    from bridge.logs import FORMATS
-    from bridge.state.settings import check_state_url
-
-    parser = argparse.ArgumentParser(
-        prog="reminder-bridge",
-        description="Transparent sidecar that rewrites ambient reminders between legacy (harn) and standard "
-                    "MCP, ACP and A2A messages.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    from bridge.cli.translate import add_translate_parser
-
-    add_translate_parser(sub, PROTOCOLS, DIALECTS)
+def _add_check(sub: Any) -> None:
+    from bridge.cli.options import add_command
 
     p = add_command(sub, "check", "validate rules files; prints FILE:LINE: KEY: MESSAGE per problem", [
         ("reminder-bridge check rules/default.toml rules/examples/*.toml", "check every shipped rules file"),
@@ -121,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.set_defaults(func=_cmd_check)
 
+
+def _add_demo(sub: Any) -> None:
+    from bridge.cli.options import add_command, checked
+
     p = add_command(sub, "demo", "a standard host talking to bundled legacy (harn) peers through the proxy", [
         ("reminder-bridge demo", "every protocol, at the terminal's width"),
         ("reminder-bridge demo --width 160 | less -R", "wider, in a pager"),
@@ -129,25 +121,71 @@ def build_parser() -> argparse.ArgumentParser:
                    help="columns to lay the messages out in (default: the terminal's, at least 100)")
     p.set_defaults(func=_cmd_demo)
 
-    from bridge.cli.serve import add_serve_parser
+
+def _add_translate(sub: Any) -> None:
+    from bridge.cli.translate import add_translate_parser
+
+    add_translate_parser(sub, PROTOCOLS, DIALECTS)
+
+
+def _add_stdio(sub: Any) -> None:
     from bridge.cli.stdio import add_stdio_parser
 
+    add_stdio_parser(sub)
+    _add_running_options(sub.choices["stdio"])
+
+
+def _add_serve(sub: Any) -> None:
+    from bridge.cli.serve import add_serve_parser
+
+    add_serve_parser(sub)
+    _add_running_options(sub.choices["serve"])
+
+
+def _add_status(sub: Any) -> None:
     from bridge.console.cli import add_status_parser
 
-    add_stdio_parser(sub)
-    add_serve_parser(sub)
     add_status_parser(sub)
-    for command in ("stdio", "serve"):
-        sub.choices[command].add_argument(
-            "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
-            "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
-        sub.choices[command].add_argument(
-            "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
-            "terminal); json: one JSON object per line (the default otherwise)")
-        sub.choices[command].add_argument(
-            "--state", metavar="URL", type=checked(check_state_url), help="where budgets, queued reminders and session records live, shared with "
-            "every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://..., unix:///PATH; "
-            "default: the rules file's [state] url, else this process (memory)")
+
+
+def _add_running_options(p: argparse.ArgumentParser) -> None:
+    """What `stdio` and `serve` share: where state lives, the log format."""
+    from bridge.cli import options
+    from bridge.logs import FORMATS
+
+    p.add_argument(
+        "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
+        "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
+    p.add_argument(
+        "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
+        "terminal); json: one JSON object per line (the default otherwise)")
+    p.add_argument(
+        "--state", metavar="URL", type=options.state_url, help="where budgets, queued reminders and session "
+        "records live, shared with every proxy using the same URL: redis://[USER:PASSWORD@]HOST[:PORT][/DB], "
+        "rediss://..., unix:///PATH; default: the rules file's [state] url, else this process (memory)")
+
+
+#: each command's parser, in the order `--help` lists them
+COMMANDS: dict[str, Callable[[Any], None]] = {
+    "translate": _add_translate, "check": _add_check, "demo": _add_demo, "stdio": _add_stdio, "serve": _add_serve,
+    "status": _add_status,
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``command``, that command's alone (what `main` builds for a
+    line that names one): each command's module imports what its options need, and `stdio` must
+    not wait for `serve`'s (the rules schema, pydantic) before it starts its child."""
+    parser = argparse.ArgumentParser(
+        prog="reminder-bridge",
+        description="Transparent sidecar that rewrites ambient reminders between legacy (harn) and standard "
+                    "MCP, ACP and A2A messages.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, add in COMMANDS.items():
+        if command is None or name == command:
+            add(sub)
     return parser
 
 
@@ -155,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:
         print(version_text())  # without building the parser, whose options import the rules schema (pydantic)
         return 0
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(argv)
     if not getattr(args, "reloads", False):  # only `stdio` and `serve` reload on SIGHUP (see `hangup`)
         hangup.release()
     args.argv = list(sys.argv[1:] if argv is None else argv)  # `serve --workers` starts each worker with it

@@ -3,24 +3,25 @@
 one line argparse prints under its usage block, naming the option (`argument --upstream: …`).
 
 A type checks the value as the rules file would (the same functions), so a flag and its rules key
-never disagree about what is valid.
+never disagree about what is valid. The rules schema is imported when a value is checked, not when
+the parser is built: it is pydantic, most of the start-up, and `stdio -- CMD` starts its child
+before it (docs/performance.md, cold start).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-
-from bridge.environ import parse_assignment, parse_header
-from bridge.problems import describe_key
 from bridge.dialects.eras import ERAS
-from bridge.rules import UPSTREAM_SCHEMES, check_hostport, check_origins, check_url
+from bridge.environ import parse_assignment, parse_header
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from bridge.rules import RouteSettings
 
 T = TypeVar("T")
@@ -56,13 +57,45 @@ def _directory(text: str) -> str:
     return str(path.resolve())
 
 
+def _host_port(text: str) -> str:
+    from bridge.rules import check_hostport
+
+    return check_hostport(text)
+
+
+def _upstream_url(text: str) -> str:
+    from bridge.rules import UPSTREAM_SCHEMES, check_url
+
+    return check_url(text, UPSTREAM_SCHEMES)
+
+
 def _origin(text: str) -> str:
+    from bridge.rules import check_origins
+
     return check_origins([text])[0]
 
 
-host_port = checked(check_hostport)
-upstream_url = checked(lambda text: check_url(text, UPSTREAM_SCHEMES))
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise ValueError(f"must be a number of seconds > 0 (got {text})")
+    return value
+
+
+def _state_url(text: str) -> str:
+    from bridge.state.settings import check_state_url
+
+    return check_state_url(text)
+
+
+host_port = checked(_host_port)
+upstream_url = checked(_upstream_url)
 origin = checked(_origin)
+state_url = checked(_state_url)
+seconds = checked(_seconds)
 directory = checked(_directory)
 #: `--header 'Name: value'` and `--env NAME=VALUE`, `${NAME}` read from this process's environment
 header = checked(lambda text: parse_header(text, os.environ))
@@ -72,6 +105,10 @@ assignment = checked(lambda text: parse_assignment(text, os.environ))
 def model_value(model: type[BaseModel], key: str, kind: type) -> Callable[[str], Any]:
     """An argparse type for a flag that overrides ``model``'s ``key``: the same bounds as the rules
     key, in the same words (`must be an integer >= 0 (got -1)`)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from bridge.problems import describe_key
+
     field = model.model_fields[key]
     adapter: TypeAdapter[Any] = TypeAdapter(Annotated[field.annotation, *field.metadata])
 

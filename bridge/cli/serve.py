@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -81,7 +80,7 @@ def add_serve_parser(sub: Any) -> None:
                    help="claude-channel: the hosts are Claude Code sessions launched with channels (MCP routes only)")
     p.add_argument("--peer-dialect", choices=("auto", "standard", "legacy", "none"))
     options.add_era_flags(p)
-    p.add_argument("--upstream-timeout", type=options.checked(_seconds), default=300.0, metavar="SECONDS",
+    p.add_argument("--upstream-timeout", type=options.seconds, default=300.0, metavar="SECONDS",
                    help="seconds to wait for an upstream to start answering (default 300)")
     p.add_argument("--allowed-origin", action="append", type=options.origin, metavar="ORIGIN",
                    help="a browser origin every route accepts (repeat for more; `*` for any, `loopback` for "
@@ -104,16 +103,6 @@ def _workers(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 64:
         raise ValueError(f"must be a number from 1 to 64 (got {text})")
     return int(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not seconds > 0 or math.isinf(seconds):
-        raise ValueError(f"must be a number of seconds > 0 (got {text})")
-    return seconds
 
 
 def build_limits(args: Any, rules: Rules | None) -> Limits:

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
-from bridge.dialects.hosts import host_dialect_problem, protocol_of
+from bridge.dialects.hosts import HOST_DIALECTS, host_dialect_problem, protocol_of
 from bridge.logs import configure as configure_logging
-from bridge.rules import (
-    HOST_DIALECTS, UNNAMED_ROUTE, RouteSettings, Rules, RulesError, load_rules,
-)
 from bridge.transports import child
 from bridge.transports.remote_session import AUTO, TRANSPORTS
 
 if TYPE_CHECKING:
     from bridge.policy.reload import RulesFile
+    from bridge.rules import RouteSettings, Rules
     from bridge.transports.stdio import StdioProxy
 
-# What the route needs beyond its rules (the pipeline, telemetry, state, the loop) is imported in
-# _cmd_stdio once the child is started, so the child's start-up and these imports overlap.
+# Everything with a cost is imported in _cmd_stdio once the child is started, so that the child's
+# start-up and these imports overlap: the rules schema (pydantic: most of the start-up), the
+# pipeline, telemetry, state and the loop. Only a rules file is read before the child starts (its
+# route may name the command; its problems are said before any server starts).
 
 
 EXAMPLES = [
@@ -62,6 +62,10 @@ def add_stdio_parser(sub: Any) -> None:
     p.add_argument("--header", action="append", type=options.header, metavar="'NAME: VALUE'", default=[],
                    help="with --upstream: a header on every upstream request, on top of the route's `headers` "
                         "(repeat for more); ${VAR} in VALUE is read from this environment. Values are never logged")
+    p.add_argument("--upstream-timeout", type=options.seconds, metavar="SECONDS",
+                   help="with --upstream: how long a request may take to connect and be answered (a JSON answer "
+                        "whole; on an event stream, each next event) before the host gets an error that says so "
+                        "(default 300)")
     p.add_argument("--upstream-transport", choices=TRANSPORTS, default=AUTO,
                    help="with --upstream: auto (default) POSTs to the URL and falls back to 2024-11-05 SSE when "
                         "the URL refuses POSTs (a path ending in /sse is taken as SSE at once)")
@@ -82,32 +86,27 @@ def add_stdio_parser(sub: Any) -> None:
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    settings = RouteSettings()
-    route_name = args.route or UNNAMED_ROUTE
+    route: RouteSettings | None = None  # the rules file's route; None: the defaults, built once the child runs
+    route_name: str | None = None
     rules: Rules | None = None
-    rules_file = None
+    chosen = None
     if args.rules:
+        from bridge.rules import RulesError, load_rules
+
         try:
             rules = load_rules(args.rules)
         except RulesError as exc:
             sys.stderr.write(f"reminder-bridge: {args.rules} has problems:\n{exc}\n")
             return 2
         try:
-            route_name, settings = select_route(rules, args.route)
+            route_name, route = select_route(rules, args.route)
         except KeyError as exc:
             sys.stderr.write(f"reminder-bridge: {exc.args[0]}\n")
             return 2
         chosen = route_name if args.route or route_name in rules.routes else None
-    command = command or list(settings.command or ())
-    try:
-        settings = options.with_eras(args, settings)
-    except ValueError as exc:
-        sys.stderr.write(f"reminder-bridge stdio: {exc}\n")
-        return 2
-    url = args.upstream or (settings.upstream if not command else None)
+    command = command or list(route.command or () if route is not None else ())
+    url = args.upstream or (route.upstream if route is not None and not command else None)
     problem = _upstream_problem(args, url, command)
-    if problem is None and url is not None and settings.bridged_server_era:
-        problem = "--host-era/--server-era bridge a child command only, not yet --upstream"
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
         return 2
@@ -116,9 +115,10 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         sys.stderr.write(f"reminder-bridge stdio: no command given: {where}put one after -- "
                          "(reminder-bridge stdio [options] -- CMD ARGS)\n")
         return 2
-    dialect = args.host_dialect or settings.host_dialect
+    dialect = args.host_dialect or (route.host_dialect if route is not None else None)
     # a host adapter belongs to one protocol: it settles a protocol left to detection
-    protocol = args.protocol or settings.protocol or protocol_of(dialect) or ("mcp" if url is not None else None)
+    protocol = (args.protocol or (route.protocol if route is not None else None) or protocol_of(dialect)
+                or ("mcp" if url is not None else None))
     problem = host_dialect_problem(dialect, protocol)
     if problem is not None:
         sys.stderr.write(f"reminder-bridge stdio: {problem}\n")
@@ -126,11 +126,16 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     started = None
     if url is None:
         try:  # first the child (the host waits for its answer), then what the route needs
-            started = child.start(command, env=child_environment(settings, args.env), cwd=args.cwd or settings.cwd)
+            started = child.start(command, env=child_environment(route, args.env),
+                                  cwd=args.cwd or (route.cwd if route is not None else None))
         except OSError as exc:
             message, code = child.cannot_start(command, exc)
             sys.stderr.write(message)
             return code
+    from bridge.rules import UNNAMED_ROUTE, RouteSettings
+
+    settings = route if route is not None else RouteSettings()
+    route_name = route_name or args.route or UNNAMED_ROUTE
     stop_logging = configure_logging(args.log_format)
 
     def refuse(message: str) -> int:
@@ -140,6 +145,13 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         stop_logging()
         sys.stderr.write(f"reminder-bridge: {message}\n")
         return 2
+
+    try:
+        settings = options.with_eras(args, settings)
+    except ValueError as exc:
+        return refuse(str(exc))
+    if url is not None and settings.bridged_server_era:
+        return refuse("--host-era/--server-era bridge a child command only, not yet --upstream")
 
     from bridge.loop import run as run_loop
     from bridge.policy import Policy
@@ -170,12 +182,13 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     if url is not None:
         from bridge.rules import Limits
         from bridge.transports.forwarding import with_own
-        from bridge.transports.remote import RemoteProxy
+        from bridge.transports.remote import UPSTREAM_TIMEOUT_S, RemoteProxy
 
         headers = with_own(settings.headers, dict(args.header))  # --header in place of the route's of its name
         proxy: StdioProxy = RemoteProxy(url, headers, settings, protocol, recorder, args.host_dialect,
                                         args.peer_dialect, args.max_line or MAX_LINE, policy=policy,
                                         transport=args.upstream_transport,
+                                        timeout=args.upstream_timeout or UPSTREAM_TIMEOUT_S,
                                         limits=rules.limits if rules is not None else Limits())
     else:
         proxy = StdioProxy(command, settings, protocol, recorder, args.host_dialect, args.peer_dialect,
@@ -193,6 +206,8 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
 def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[str]) -> str | None:
     """Why the options cannot go together with (or without) an upstream URL, or None."""
     if url is None:
+        if args.upstream_timeout is not None:
+            return "--upstream-timeout is for --upstream (a child command has no upstream requests)"
         return "--header is for --upstream (a child command gets --env)" if args.header else None
     if command and args.upstream:
         return "give --upstream URL or -- COMMAND, not both"
@@ -205,16 +220,19 @@ def _upstream_problem(args: argparse.Namespace, url: str | None, command: list[s
     return None
 
 
-def child_environment(settings: RouteSettings, flags: list[tuple[str, str]]) -> dict[str, str] | None:
+def child_environment(route: RouteSettings | None, flags: list[tuple[str, str]]) -> dict[str, str] | None:
     """The child's environment: this process's, then the route's `env`, then `--env` (None: this
     process's unchanged, as a host that launched us meant it)."""
-    if not settings.env and not flags:
+    env = route.env if route is not None else {}
+    if not env and not flags:
         return None
-    return {**os.environ, **settings.env, **dict(flags)}
+    return {**os.environ, **env, **dict(flags)}
 
 
 def select_route(rules: Rules, name: str | None) -> tuple[str, RouteSettings]:
     """The route a stdio proxy serves: the one named, else the file's only stdio-capable route."""
+    from bridge.rules import UNNAMED_ROUTE
+
     if name is not None:
         return name, rules.route(name)
     routes = [(n, r) for n, r in rules.routes.items() if r.protocol in (None, "mcp", "acp")]

@@ -6,28 +6,38 @@ written toward a host and the refusal of an adapter on another protocol's route 
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
-
-from bridge.dialects.claude_channel import ClaudeChannel
 
 
 @dataclass(frozen=True)
 class HostAdapter:
-    """One host adapter: its dialect name, the protocol it belongs to, what it is, its codec."""
+    """One host adapter: its dialect name, the protocol it belongs to, what it is, and where its
+    codec is (``module:Class``). The codec is imported at its first use, not with the registry: the
+    command line reads the names while it starts, and a codec imports the reminder model (pydantic)."""
 
     name: str
     protocol: str
     title: str
-    codec: Any
+    codec_path: str
+
+    @cached_property
+    def codec(self) -> Any:
+        module, _, name = self.codec_path.partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
 #: dialect name → the adapter, in the order help texts list them
 HOST_ADAPTERS: dict[str, HostAdapter] = {
     adapter.name: adapter for adapter in (
-        HostAdapter(ClaudeChannel.dialect, "mcp", "Claude Code channels", ClaudeChannel),
+        HostAdapter("claude-channel", "mcp", "Claude Code channels", "bridge.dialects.claude_channel:ClaudeChannel"),
     )
 }
+#: what a route's sides may speak (spec §11): the reminder dialects, and toward a host its adapters too
+REMINDER_DIALECTS: tuple[str, ...] = ("auto", "standard", "legacy", "none")
+HOST_DIALECTS: tuple[str, ...] = (*REMINDER_DIALECTS, *HOST_ADAPTERS)
 
 
 def codecs_toward_host(protocol: str) -> dict[str, Any]:

@@ -9,8 +9,7 @@ import base64
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from bridge.rules import LOOPBACK_ORIGINS
-from bridge.urls import SECRET, is_loopback, redact
+from bridge.urls import LOOPBACK_ORIGINS, SECRET, is_loopback, redact
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes; never forwarded.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",

@@ -11,9 +11,12 @@ the flow says which requests still wait (`awaits`), what a POST mirrors in heade
 Streamable HTTP in both eras: the session the answer to `initialize` names is sent on every
 request, a GET stream carries the server's own messages (a 405 says there is none) and resumes with
 `Last-Event-ID`, as does a POST's stream that breaks before its answer; the session is DELETEd when
-the host leaves. A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05
-HTTP+SSE transport (`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint`
-event names where to POST, carries every answer.
+the host leaves. A server that lost the session (404) gets the host's `initialize` and `initialized`
+again, and the request that found it goes again, once, in the new session. `--upstream-timeout`
+bounds each request: connecting and its answer (a JSON body whole, a stream's every next event).
+A 2026-07-28 host's self-contained requests go as it wrote them. The 2024-11-05 HTTP+SSE transport
+(`--upstream-transport sse`, or found by `auto`): one stream, whose `endpoint` event names where to
+POST, carries every answer.
 
 Memory is bounded in bytes: host messages waiting for or in their POST (`MAX_OUTBOUND_BYTES`, and
 `MAX_OUTBOUND` of them: the host is not read past either), answers read whole (the
@@ -38,7 +41,7 @@ from bridge.telemetry import Recorder
 from bridge.transports.forwarding import Upstream
 from bridge.transports.guard import ByteBudget, Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
-from bridge.transports.http.upstream_errors import cause, upstream_error
+from bridge.transports.http.upstream_errors import TimedOut, cause, upstream_error
 from bridge.transports.remote_session import AUTO, RemoteSession, Resume, one_line
 from bridge.transports.sse import EventTooLarge, events
 from bridge.transports.stdio import CONNECTION_CLOSED, DRAIN_GRACE, MAX_LINE, STOP_GRACE, StdioProxy
@@ -53,6 +56,9 @@ MAX_POSTS = 64
 MAX_RESUMES = 3
 #: How long the DELETE that ends the session may take when the host leaves.
 DELETE_TIMEOUT_S = 2.0
+#: `--upstream-timeout`, its default: connecting and the answer (a JSON body whole, a stream's every
+#: next event), per request
+UPSTREAM_TIMEOUT_S = 300.0
 #: What an upstream failure may raise: the HTTP client's errors, a timeout, a socket, a limit passed.
 FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge, EventTooLarge)
 
@@ -71,7 +77,7 @@ class RemoteProxy(StdioProxy):
     def __init__(self, url: str, headers: dict[str, str], settings: RouteSettings, protocol: str | None,
                  recorder: Recorder, host_dialect: str | None = None, peer_dialect: str | None = None,
                  max_line: int = MAX_LINE, policy: Policy | None = None, *, transport: str = AUTO,
-                 limits: Limits | None = None, timeout: float = 300.0):
+                 limits: Limits | None = None, timeout: float = UPSTREAM_TIMEOUT_S):
         super().__init__([url], settings, protocol, recorder, host_dialect, peer_dialect, max_line, policy,
                          started=None)
         #: the URL, the route's own headers (auth), and how both are shown (secrets redacted)
@@ -94,7 +100,8 @@ class RemoteProxy(StdioProxy):
         self._readable: asyncio.Event | None = None  # clear while the host's pipe is full (or the backlog long)
         self._host_full = False
         self._closing = False
-        self._session_lost = False  # the server answered the session with 404 (said once)
+        self._session_lost = False  # the server lost the session (404) and it could not be opened again (said once)
+        self._reopening: asyncio.Task[bool] | None = None  # the last time the session was opened again
         self._signal: int | None = None
 
     def shown(self, text: str) -> str:
@@ -227,8 +234,14 @@ class RemoteProxy(StdioProxy):
             elif not self._host_full:
                 self._readable.set()
 
-    async def _chunks(self, response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-        async for chunk in response.content.iter_any():
+    async def _chunks(self, response: aiohttp.ClientResponse, idle: float | None = None) -> AsyncIterator[bytes]:
+        """An answer's bytes as they come, none read while the host's pipe is full; ``idle``: the
+        longest wait for the next (a POST's stream; the GET stream may rightly say nothing for long)."""
+        while True:
+            async with asyncio.timeout(idle):
+                chunk = await response.content.readany()
+            if not chunk:
+                return
             yield chunk
             if self._readable is not None and not self._readable.is_set():
                 await self._readable.wait()
@@ -269,6 +282,8 @@ class RemoteProxy(StdioProxy):
         if self._closing or self.client is None:
             return
         self._outbound += len(frame)
+        if call_id is None:  # (the proxy's own requests are no part of the host's opening)
+            self.remote.posting(frame)
         task = self._spawn(self._post(frame, call_id))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
@@ -283,6 +298,8 @@ class RemoteProxy(StdioProxy):
                 self._first = asyncio.get_running_loop().create_future()
             else:  # every POST after the first waits for its answer's headers: the session they belong to
                 await asyncio.shield(self._first)
+            if self._reopening is not None and not self._reopening.done():  # (and for the session again)
+                await asyncio.shield(self._reopening)
             assert self._slots is not None
             async with self._slots:
                 await self._exchange(frame, first, call_id)
@@ -302,13 +319,17 @@ class RemoteProxy(StdioProxy):
         """What the protocol mirrors in headers: of ``frame``, or (none given) of the session."""
         return self.flow.http_headers(frame) if self.flow is not None else {}
 
-    async def _exchange(self, frame: bytes, first: bool, call_id: Any = None) -> None:
-        """One host message POSTed; every message of its answer through the flow toward the host."""
+    async def _exchange(self, frame: bytes, first: bool, call_id: Any = None, retried: bool = False) -> None:
+        """One host message POSTed; every message of its answer through the flow toward the host.
+        A request the server refuses because it lost the session goes again, once (``retried``),
+        in the session opened again for it (`_reopened`)."""
         assert self.client is not None
+        sent = self.remote.session_id
         try:
             if self.remote.legacy and self.remote.endpoint is None:
                 await self._open_legacy()
-            async with asyncio.timeout(self.timeout):  # for the answer to start; a stream may then last
+            deadline = asyncio.get_running_loop().time() + self.timeout  # connecting and the answer
+            async with asyncio.timeout_at(deadline):
                 response = await self.client.post(self.remote.post_url(), data=frame,
                                                   headers=self.remote.headers(self._mirrored(frame)),
                                                   allow_redirects=False)
@@ -324,41 +345,48 @@ class RemoteProxy(StdioProxy):
                 return
             if first and self._first is not None and not self._first.done():
                 self._first.set_result(None)
+            if response.status == 404 and not retried and await self._reopened(sent):
+                response.release()
+                await self._exchange(frame, first, call_id, retried=True)
+                return
             try:
-                await self._answer(frame, response, call_id)
+                await self._answer(frame, response, call_id, deadline)
             except FAILURES as exc:
                 self._gone(frame, exc, call_id)
         if first and self.remote.listens and self._stream is None and not self._closing:
             self._stream = self._spawn(self._listen())
 
-    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any) -> None:
+    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any, deadline: float) -> None:
+        """``response`` through the flow: a JSON body whole by ``deadline``, a stream event by event,
+        each within the upstream timeout of the one before."""
         ctype = response.headers.get("content-type", "")
         if response.status >= 300:
-            if response.status == 404 and self.remote.session_id is not None and not self._session_lost:
-                self._session_lost = True  # (MCP: the session is gone; only a new initialize starts another)
-                self._note("upstream_session_lost", why="the server no longer knows the session (HTTP 404): "
-                           "every request fails until the host starts the server again")
             if "json" in ctype and call_id is None:  # a JSON-RPC error for the request, as servers send with 4xx
-                self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
+                async with asyncio.timeout_at(deadline):
+                    self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
             self._gone(frame, Refused.status(response), call_id)
             return
         streamed = "text/event-stream" in ctype
         if streamed:
             resume = Resume()
-            await self._relay(response, resume)
+            await self._relay(response, resume, self.timeout)
             await self._resume(frame, resume)
         elif "json" in ctype:
-            data = await read_answer(response, Holding(self.budget), self.limits, release=True)
+            async with asyncio.timeout_at(deadline):
+                data = await read_answer(response, Holding(self.budget), self.limits, release=True)
             if data.strip():
                 self._feed(data)
-        if not self.remote.legacy and self._awaits(frame):  # a 202, or a stream that ended unanswered
+        if self.remote.legacy:  # the answer comes on the one stream, by the same deadline
+            if call_id is None and self._awaits(frame):
+                asyncio.get_running_loop().call_at(deadline, self._overdue, frame)
+        elif self._awaits(frame):  # a 202, or a stream that ended unanswered
             self._gone(frame, Refused("ended its event stream before the response" if streamed else
                                       f"answered HTTP {response.status} without a response to the request"))
 
-    async def _relay(self, response: aiohttp.ClientResponse, resume: Resume) -> int:
+    async def _relay(self, response: aiohttp.ClientResponse, resume: Resume, idle: float | None = None) -> int:
         """Every message of an SSE answer through the flow, as it comes; returns how many events came."""
         seen = 0
-        async for event in events(self._chunks(response), self.limits.max_event_bytes):
+        async for event in events(self._chunks(response, idle), self.limits.max_event_bytes):
             seen += 1
             resume.saw(event)
             if event.data is not None and event.data.strip():
@@ -374,9 +402,55 @@ class RemoteProxy(StdioProxy):
                 async with self._get(resume) as response:
                     if response.status != 200 or "text/event-stream" not in response.headers.get("content-type", ""):
                         return
-                    tries = 0 if await self._relay(response, resume) else tries + 1
+                    tries = 0 if await self._relay(response, resume, self.timeout) else tries + 1
             except FAILURES:
                 tries += 1
+
+    async def _reopened(self, sent: str | None) -> bool:
+        """The server answered 404 to a request that carried the session ``sent``: it lost it (it
+        restarted, or forgot it). True once the session is open again (this request's doing, or
+        another's that met the same 404): the request may go again. False when it cannot be."""
+        if self._closing:
+            return False
+        if self.remote.lost(sent):
+            self._reopening = self._spawn(self._reopen())
+        elif sent is None or self._reopening is None or sent == self.remote.session_id:
+            return False
+        return await asyncio.shield(self._reopening)
+
+    async def _reopen(self) -> bool:
+        """A new session for the host's: its `initialize` and `notifications/initialized` again, as
+        they were POSTed (the server's answers are the host's already, and are not relayed), then
+        the new session's GET stream. Said in the log either way."""
+        assert self.client is not None
+        if self._stream is not None:
+            self._stream.cancel()  # the lost session's stream
+            self._stream = None
+        try:
+            for n, frame in enumerate(self.remote.opening):
+                async with asyncio.timeout(self.timeout):
+                    response = await self.client.post(  # `initialize` without the version it settles
+                        self.remote.post_url(), data=frame, headers=self.remote.headers(
+                            self._mirrored(frame) if n else None), allow_redirects=False)
+                    async with response:
+                        self.remote.answered(response.status, response.headers, False)
+                        await read_answer(response, Holding(self.budget), self.limits, release=True)
+                if response.status >= 300:
+                    raise Refused.status(response)
+                if self.remote.session_id is None:
+                    raise Refused("answered initialize without a session")
+        except (*FAILURES, Refused) as exc:
+            if not self._session_lost:
+                self._session_lost = True
+                self._note("upstream_session_lost", why="the server no longer knows the session (HTTP 404) and "
+                           f"initialize sent again failed ({self.shown(cause(self._timed(exc)))}): every request "
+                           "fails until the host starts the server again")
+            return False
+        self._note("upstream_session_reopened", why="the server no longer knew the session (HTTP 404): the "
+                   "host's initialize went again, for a new session; the request that found it goes again")
+        if self.remote.listens and not self._closing:
+            self._stream = self._spawn(self._listen())
+        return True
 
     def _get(self, resume: Resume | None = None) -> Any:
         assert self.client is not None
@@ -463,6 +537,7 @@ class RemoteProxy(StdioProxy):
         """The upstream cannot answer ``frame`` (None: anything): each of its requests still waiting
         gets the JSON-RPC error that says why, the upstream's secrets never in it; the proxy's own
         request (``call_id``) gets it as its answer, through the flow that asked."""
+        exc = self._timed(exc)
         self.recorder.log("upstream_error", why=self.shown(cause(exc)), url=self.target.shown)
         if self.flow is None or self._host_gone:
             return
@@ -472,3 +547,12 @@ class RemoteProxy(StdioProxy):
         error = upstream_error(self, None, exc)["error"]
         for reply in self.flow.upstream_gone(error, frame):
             self._write(reply.data + b"\n", to_host=True)
+
+    def _overdue(self, frame: bytes) -> None:
+        """A 2024-11-05 request's deadline: unanswered on the stream by then, it gets the timeout's error."""
+        if self._awaits(frame) and not self._closing:
+            self._gone(frame, TimeoutError())
+
+    def _timed(self, exc: BaseException) -> BaseException:
+        """A timeout as the upstream timeout's own (an error that names it), any other ``exc`` as it is."""
+        return TimedOut(self.timeout, "--upstream-timeout") if isinstance(exc, TimeoutError) else exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urljoin, urlsplit
 
+from bridge.jsonrpc import classify
 from bridge.transports.forwarding import Upstream, with_own
 from bridge.transports.sse import Event
 
@@ -71,6 +72,10 @@ class RemoteSession:
         self.session_id: str | None = None
         #: 2024-11-05: where the host's messages are POSTed (the stream's `endpoint` event)
         self.endpoint: str | None = None
+        #: the host's messages that opened the session, as POSTed: its first (`initialize`) and the
+        #: notification right after it (`notifications/initialized`), replayed when the server loses it
+        self.opening: list[bytes] = []
+        self._opened = False  # the opening is complete: a request other than the first went out
 
     @property
     def legacy(self) -> bool:
@@ -82,6 +87,29 @@ class RemoteSession:
         """Whether a GET stream for the server's own messages is worth opening: a Streamable HTTP
         server that gave a session (a sessionless one has no stream to offer)."""
         return self.transport != LEGACY_SSE and self.session_id is not None
+
+    def posting(self, frame: bytes) -> None:
+        """The host's ``frame`` is POSTed: its first, and a notification right after it, open the
+        session (MCP's handshake: `initialize`, then `notifications/initialized`; a frame with no
+        id is a notification, told by the cheap look, not decoded)."""
+        if self._opened:
+            return
+        if not self.opening:
+            self.opening.append(frame)
+        else:
+            self._opened = True
+            if classify(frame)[0] == "":
+                self.opening.append(frame)
+
+    def lost(self, sent: str | None) -> bool:
+        """The server answered 404 to a request that carried the session ``sent`` (MCP: it no longer
+        knows it). True when the session is to be opened again with the host's own opening: the
+        session is still that one (not already opened again by another request), and the opening
+        is known and was not itself what the server refused."""
+        if sent is None or sent != self.session_id or self.legacy or not self.opening:
+            return False
+        self.session_id = None  # the replayed `initialize` goes without one, as the first did
+        return True
 
     def post_url(self) -> str:
         return self.endpoint if self.legacy and self.endpoint else self.url

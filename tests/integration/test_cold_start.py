@@ -50,7 +50,24 @@ def test_version_builds_no_rules_schema(tmp_path):
     done, modules = modules_after(["--version"], "", tmp_path)
     assert done.returncode == 0 and done.stdout.startswith(b"reminder-bridge ")
     # (finding the [otlp] extra imports the namespace packages above its module: nothing of the SDK)
-    assert families(modules, "pydantic", "aiohttp") == []
+    assert families(modules, "pydantic", "aiohttp", "asyncio") == []
+
+
+def test_stdio_starts_its_child_before_the_rules_schema(tmp_path):
+    """The child is spawned with what parsing the command line needs, and nothing of pydantic, the
+    pipeline or the loop: those are imported while the child starts."""
+    listing = tmp_path / "at-spawn.json"
+    script = ("import json, sys\nfrom bridge.transports import child\nstart = child.start\n"
+              "def spy(*args, **kwargs):\n    open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))\n"
+              "    return start(*args, **kwargs)\n"
+              "child.start = spy\nfrom bridge.cli import main\nsys.exit(main(sys.argv[2:]))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(listing), "stdio", "--", *SERVER],
+                          input=INITIALIZE.encode(), capture_output=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout.splitlines()[0])["id"] == 1
+    modules = set(json.loads(listing.read_text()))
+    assert families(modules, "pydantic", "pydantic_core", "asyncio", "aiohttp") == []
+    assert sorted(m for m in modules if m.startswith(("bridge.rules", "bridge.model", "bridge.pipeline"))) == []
 
 
 def running_with(token: str) -> list[int]:

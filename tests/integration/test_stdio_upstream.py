@@ -410,29 +410,92 @@ async def test_the_outbox_add_on_polls_a_remote_server_through_its_own_posts(tmp
         upstream.wait(10)
 
 
-async def test_a_server_that_lost_the_session_fails_each_request_with_its_error_and_says_so(tmp_path):
-    """The server restarted: it answers the old session with 404. MCP says only a new initialize
-    starts another, which a stdio host cannot know to send: each request gets the server's error,
-    and the log says what happened, once."""
+async def test_a_server_that_lost_the_session_is_initialized_again_and_the_request_goes_again(tmp_path):
+    """The server restarted: it answers the old session with 404 (MCP: only a new initialize starts
+    another, which a stdio host cannot know to send). The proxy sends the host's initialize and
+    initialized again, takes the new session, and sends the request again: the host sees no error."""
     port = free_port()
     server = peer("tests.peers.mcp_legacy_http", "--port", str(port))
     raw = RawHost(f"http://127.0.0.1:{port}/mcp")
     try:
         raw.initialize()
+        raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         server.stop()
         server = peer("tests.peers.mcp_legacy_http", "--port", str(port))
         for n in (2, 3):
             raw.send({"jsonrpc": "2.0", "id": n, "method": "tools/list"})
             got = raw.read()
-            while got.get("id") != n:  # the server's own error names no id (it never read the request)
-                assert got["id"] is None and "Session not found" in got["error"]["message"]
-                got = raw.read()
-            assert got["error"]["data"]["cause"] == "answered HTTP 404 Not Found"
+            assert got["id"] == n and "touch_file" in {tool["name"] for tool in got["result"]["tools"]}
+        assert (await get_json(port, "/stats"))["sessions"] == 1  # one session opened again, not one per request
         raw.proc.stdin.close()
         assert raw.proc.wait(10) == 0
-        assert raw.proc.stderr.read().decode().count("upstream_session_lost") == 1
+        log = raw.proc.stderr.read().decode()
+        assert log.count("upstream_session_reopened") == 1 and "upstream_session_lost" not in log
     finally:
         raw.close()
+        server.stop()
+
+
+async def test_an_sdk_server_restarted_under_an_sdk_host_gets_the_session_and_its_get_stream_again(tmp_path):
+    port = free_port()
+    server = peer("tests.peers.sdk_http_server", "--port", str(port))
+    try:
+        logs, on_log, logged = log_catcher()
+        transport, log = host(tmp_path, f"http://127.0.0.1:{port}/mcp")
+        async with Client(transport, mode="legacy", logging_callback=on_log) as client:
+            assert [c.text for c in (await client.call_tool("echo", {"text": "before"})).content] == ["before"]
+            server.stop()
+            server = peer("tests.peers.sdk_http_server", "--port", str(port))
+            result = await client.call_tool("announce", {"text": "on the new session's stream"})
+            assert [c.text for c in result.content] == ["announced"]
+            await asyncio.wait_for(logged.wait(), 30)  # the new session's GET stream carries it
+        assert [entry.data for entry in logs] == ["on the new session's stream"]
+        seen = await get_json(port, "/seen")  # the new server's: the call it refused (404), the opening
+        posts = [s["headers"].get("mcp-session-id") for s in seen if s["method"] == "POST"]  # again, the call again
+        session = next(s["headers"]["mcp-session-id"] for s in seen if s["method"] == "GET")
+        assert posts[0] not in (None, session) and posts[1:4] == [None, session, session]
+        assert "upstream_session_reopened" in log.read_text()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("request_", [{"method": "hang", "params": {}},
+                                      {"method": "stream", "params": {"count": 3, "held": True}}],
+                         ids=["json", "stream"])
+async def test_a_request_the_upstream_does_not_answer_in_time_gets_an_error_naming_the_timeout(faulty, request_):
+    """--upstream-timeout: the host gets the error in its time (a JSON answer that never comes, a stream
+    that stops between events), and the session goes on."""
+    url = f"http://127.0.0.1:{faulty.port}/mcp"
+    raw = RawHost(url, "--upstream-timeout", "2")  # (the initialize before must come in time too, under load)
+    try:
+        raw.initialize()
+        raw.send({"jsonrpc": "2.0", "id": 2, **request_})
+        got = raw.read()
+        while "method" in got:  # the stream's first progress notification
+            got = raw.read()
+        assert got["id"] == 2 and got["error"]["code"] == -32603
+        assert got["error"]["data"] == {"route": "default", "upstream": url,
+                                        "cause": "did not answer within 2 s (--upstream-timeout)"}
+        assert url in got["error"]["message"] and "--upstream-timeout" in got["error"]["message"]
+        raw.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert raw.read() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    finally:
+        raw.close()
+
+
+async def test_a_2024_11_05_answer_that_does_not_come_in_time_gets_the_timeouts_error(tmp_path):
+    """On the old transport the answer comes on the one stream: the request's deadline is a timer."""
+    server = peer("tests.peers.sdk_http_server", "--sse")
+    try:
+        url = f"http://127.0.0.1:{server.port}/sse"
+        transport, _ = host(tmp_path, url, "--upstream-timeout", "3")
+        async with Client(transport, mode="legacy") as client:
+            with pytest.raises(MCPError) as late:
+                await client.call_tool("wait", {"seconds": 30})
+            assert [c.text for c in (await client.call_tool("echo", {"text": "still on"})).content] == ["still on"]
+        assert late.value.error.data == {"route": "default", "upstream": url,
+                                         "cause": "did not answer within 3 s (--upstream-timeout)"}
+    finally:
         server.stop()
 
 

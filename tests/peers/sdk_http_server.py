@@ -1,19 +1,22 @@
 """An MCP server built with the official SDK (`mcp.server.MCPServer`) over HTTP, for `stdio --upstream`:
 Streamable HTTP with an event store (resumption), or the 2024-11-05 HTTP+SSE transport (`--sse`).
 
-    python -m tests.peers.sdk_http_server [--sse [PATH]]
+    python -m tests.peers.sdk_http_server [--sse [PATH]] [--port N]
 
 Tools: `echo {text}`; `remind {path}` sends a legacy Harn reminder (`notifications/message` with
 `_meta.harn.reminder`) on the call's stream, then answers; `announce {text}` sends a log line on the
 session's own stream (the GET stream), not the call's; `hang_up {text}` closes the GET stream first
 (the line reaches only a client that resumes it); `interrupted {text}` closes its call's SSE
-stream, then answers (only a client that resumes gets the answer); `die` ends the process mid-call,
+stream, then answers (only a client that resumes gets the answer); `wait {seconds}` answers after
+that long; `die` ends the process mid-call,
 after one notification. `/seen` lists every request that reached the server, with its headers.
 The SDK's capabilities have no slot for the legacy declaration: a proxy in front of it needs
-`require_declaration = false` to take its reminders. Prints `PORT <n>`.
+`require_declaration = false` to take its reminders. `--port N` listens on a fixed port (a test
+restarts it there: the new process knows none of the old one's sessions). Prints `PORT <n>`.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
@@ -75,6 +78,11 @@ def build() -> MCPServer:
         return text
 
     @server.tool()
+    async def wait(seconds: float) -> str:
+        await asyncio.sleep(seconds)  # a slow tool is the behaviour asked for
+        return "waited"
+
+    @server.tool()
     async def die(ctx: Context) -> str:
         await ctx.info("about to die")
         os._exit(3)
@@ -83,12 +91,16 @@ def build() -> MCPServer:
 
 
 def main() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    if "--port" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--port") + 1])
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
     if "--sse" in sys.argv:  # its stream at /sse, or at the path that follows
-        path = sys.argv[sys.argv.index("--sse") + 1] if len(sys.argv) > sys.argv.index("--sse") + 1 else "/sse"
+        after = sys.argv[sys.argv.index("--sse") + 1:]
+        path = after[0] if after and not after[0].startswith("--") else "/sse"
         sdk = build().sse_app(sse_path=path, host="127.0.0.1")
     else:
         sdk = build().streamable_http_app(event_store=MemoryEventStore(), retry_interval=RETRY_MS)

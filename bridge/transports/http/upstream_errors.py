@@ -19,7 +19,17 @@ if TYPE_CHECKING:
 UPSTREAM_ERROR = -32603
 
 
+class TimedOut(asyncio.TimeoutError):
+    """The upstream did not answer within a time the proxy was told (`stdio --upstream-timeout`):
+    its cause names the time and the setting, so a host's error says which knob to turn."""
+
+    def __init__(self, seconds: float, setting: str):
+        super().__init__(f"did not answer within {seconds:g} s ({setting})")
+
+
 def cause(exc: BaseException) -> str:
+    if isinstance(exc, TimedOut):
+        return str(exc)
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
     if isinstance(exc, aiohttp.ClientConnectorError):

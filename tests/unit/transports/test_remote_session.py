@@ -77,3 +77,34 @@ def test_resume_follows_the_last_id_and_the_servers_retry():
     assert (resume.last_id, resume.retry_s) == ("e1", 0.25)
     resume.saw(event(b"id\ndata: {}\n\n"))  # an empty id resets it
     assert resume.last_id is None
+
+
+INIT = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+
+
+def test_the_opening_is_the_first_message_and_the_notification_right_after_it():
+    remote = RemoteSession(Upstream("http://h/mcp"))
+    for frame in (INIT, INITIALIZED, LIST, b'{"jsonrpc":"2.0","method":"notifications/cancelled"}'):
+        remote.posting(frame)
+    assert remote.opening == [INIT, INITIALIZED]
+    alone = RemoteSession(Upstream("http://h/mcp"))  # a host that sends no `initialized` before its requests
+    for frame in (INIT, LIST, INITIALIZED):
+        alone.posting(frame)
+    assert alone.opening == [INIT]
+
+
+def test_a_lost_session_is_opened_again_once_and_only_the_session_that_was_lost():
+    remote = RemoteSession(Upstream("http://h/mcp"))
+    assert not remote.lost("s1")  # nothing to open it with yet
+    remote.posting(INIT)
+    remote.answered(200, {"Mcp-Session-Id": "s1"}, first=True)
+    assert not remote.lost(None)  # a request that carried no session: a 404 is the URL's
+    assert remote.lost("s1") and remote.session_id is None  # the replayed initialize carries none
+    assert not remote.lost("s1")  # a second request that met the same 404: already being opened again
+    remote.answered(200, {"Mcp-Session-Id": "s2"}, first=False)
+    assert remote.session_id == "s2" and not remote.lost("s1")
+    legacy = RemoteSession(Upstream("http://h/sse"))
+    legacy.posting(INIT)
+    assert not legacy.lost("s1")  # a 2024-11-05 session is its stream: no session id to lose
