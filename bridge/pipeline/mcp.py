@@ -272,7 +272,8 @@ class McpFlow(Flow):
             return None
         declared = CAPABILITIES.read(caps)
         self.state.peer_declared = declared.any
-        info = get_path(msg, "result", "serverInfo")
+        info = get_path(msg, "result", "serverInfo")  # 2026-07-28: in discover's `_meta`
+        info = info if isinstance(info, dict) else get_path(msg, "result", "_meta", SERVER_INFO_KEY)
         # the server's era: the one the rules name (an era bridge below speaks it, in the host's era
         # toward this flow), else the host's, which the server answered
         era = self.settings.server_era if self.settings.server_era != "auto" else self.state.era

@@ -114,6 +114,7 @@ def test_the_flow_reports_each_side_s_era_and_status_and_metrics_show_the_mix():
     assert eras["hosts"][MODERN]["hosts"] == 1 and eras["hosts"][LEGACY]["hosts"] == 0
     assert eras["servers"][LEGACY] == {"count": 1, "in_window": 1, "hosts": 1, "last_seen": T0}
     assert eras["servers"][MODERN]["hosts"] == 0
+    assert [server.name for server in feed.routes["fs"].seen("peer", 0)] == ["harn"]  # discover's serverInfo
     assert eras["readiness"]["needed"] is True and "(claude-code)" in eras["readiness"]["text"]
     shown = table({"routes": [route], "time": T0, "since": T0, "window_s": 3600.0})
     assert "  fs: still needs the era bridge — 1 host on 2026-07-28 (claude-code)" in shown
