@@ -191,12 +191,11 @@ def era_readiness(stats: RouteStats | None, *, bridging: str | None, bridged: in
                   started: float | None = None) -> dict[str, Any]:
     """Whether an MCP route still needs the era bridge: with the bridge on (``bridging``: the
     server's era, `RouteSettings.bridged_server_era`), it does while hosts of the other era are seen
-    in the window; without it, hosts of an era the server answered no handshake in would need it.
-    ``bridged``: the requests it took since the route started."""
+    in the window (named, as legacy hosts are); a route without one relies on none. ``bridged``: the
+    requests it took since the route started."""
     cutoff, _, during = _window(now, window_s, started)
     stats = stats or RouteStats()
     hosts = [host for host in stats.seen("host", cutoff) if host.era is not None]
-    servers = {era for peer in stats.seen("peer", cutoff) for era in ERAS if peer.speaks(era, cutoff)}
     on = {era: [host for host in hosts if host.era == era] for era in ERAS}
     at_least = "" if stats.complete("host", cutoff) else "at least "
     counted = f"; {_plural(bridged, 'request')} bridged since the route started" if bridged else ""
@@ -213,23 +212,11 @@ def era_readiness(stats: RouteStats | None, *, bridging: str | None, bridged: in
                                    f"{_plural(len(hosts), 'host')}, all on {bridging}, the server's era")
         else:
             needed, text = None, f"the era bridge saw no host {during}"
-    else:
-        unanswered = [era for era in ERAS if on[era] and servers and era not in servers]
+    else:  # each host's era reaches the server as it is: nothing relies on a bridge
         mix = ", ".join(f"{len(on[era])} on {era}" for era in ERAS if on[era])
-        if unanswered:
-            across = on[unanswered[0]]
-            spoken = next(era for era in ERAS if era != unanswered[0])
-            needed, text = True, (f"needs the era bridge — {at_least}{_plural(len(across), 'host')} on {unanswered[0]} "
-                                  f"({_named(across)}) {during}, and the server answered only {spoken}: "
-                                  f"server_era = \"{spoken}\" bridges them")
-        elif hosts and servers:
-            needed, text = False, (f"no era bridge needed — {at_least}{_plural(len(hosts), 'host')} {during} ({mix}), "
-                                   "each on an era the server answered")
-        elif hosts:
-            needed, text = None, (f"no era bridge — {at_least}{_plural(len(hosts), 'host')} {during} ({mix}); no server "
-                                  "handshake told the server's era")
-        else:
-            needed, text = None, f"no era bridge — no host seen {during}"
+        seen = f"{at_least}{_plural(len(hosts), 'host')} {during} ({mix}), each passed to the server in its own era" \
+            if hosts else f"no host seen {during}"
+        needed, text = False, f"no era bridge on this route — {seen}"
     return {"needed": needed, "text": text + counted, "hosts": {era: len(on[era]) for era in ERAS},
             "bridged_hosts": sorted({host.name for host in across if host.name})}
 

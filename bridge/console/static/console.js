@@ -115,6 +115,7 @@
     const bridged = e.bridged.length
       ? e.bridged.map((b) => `${b.requests} ${b.host_era} → ${b.server_era}`).join(" · ") : "none";
     return h("div", {class: "eras", "data-needed": String(ready.needed)},
+      h("p", {class: "era-title muted", text: "MCP revisions (eras): hosts and servers seen in the same window"}),
       h("p", {class: `era-verdict ${tone}`}, h("b", {text: cut < 0 ? ready.text : ready.text.slice(0, cut)}),
         cut < 0 ? null : ready.text.slice(cut)),
       mixBar("host", "hosts", e.hosts, ERAS, "era", now), mixBar("server", "servers", e.servers, ERAS, "era", now),
