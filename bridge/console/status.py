@@ -196,7 +196,7 @@ def era_readiness(stats: RouteStats | None, *, bridging: str | None, bridged: in
     cutoff, _, during = _window(now, window_s, started)
     stats = stats or RouteStats()
     hosts = [host for host in stats.seen("host", cutoff) if host.era is not None]
-    on = {era: [host for host in hosts if host.era == era] for era in ERAS}
+    on = {era: [host for host in hosts if _on_era(host, era)] for era in ERAS}
     at_least = "" if stats.complete("host", cutoff) else "at least "
     counted = f"; {_plural(bridged, 'request')} bridged since the route started" if bridged else ""
     needed: bool | None
@@ -205,8 +205,9 @@ def era_readiness(stats: RouteStats | None, *, bridging: str | None, bridged: in
         other = next(era for era in ERAS if era != bridging)
         across = on[other]
         if across:
+            talk = "talks" if len(across) == 1 else "talk"
             needed, text = True, (f"still needs the era bridge — {at_least}{_plural(len(across), 'host')} on {other} "
-                                  f"({_named(across)}) talk to a {bridging}-only server through the bridge {during}")
+                                  f"({_named(across)}) {talk} to a {bridging}-only server through the bridge {during}")
         elif hosts:
             needed, text = False, (f"the era bridge is idle — no host on {other} {during}: {at_least}"
                                    f"{_plural(len(hosts), 'host')}, all on {bridging}, the server's era")

@@ -268,7 +268,7 @@ async def test_the_console_shows_the_era_mix_and_names_the_hosts_that_need_the_b
     assert bridged["requests"] == eras["bridged_requests"] >= 3  # the handshake and two calls
     ready = eras["readiness"]
     assert ready["needed"] is True and ready["bridged_hosts"] == ["migrating-ide"]
-    assert ready["text"].startswith(f"still needs the era bridge — 1 host on {host} (migrating-ide) talk to a "
+    assert ready["text"].startswith(f"still needs the era bridge — 1 host on {host} (migrating-ide) talks to a "
                                     f"{server_era}-only server through the bridge since start-up; ")
     assert (f'reminder_bridge_era_bridged_requests_total{{host_era="{host}",route="{route["name"]}",'
             f'server_era="{server_era}"}} {float(bridged["requests"])}') in metrics
