@@ -18,7 +18,8 @@ import sys
 import time
 import traceback
 
-SCENARIOS = ("stdio", "cold_start", "reminders", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood", "state")
+SCENARIOS = ("stdio", "cold_start", "reminders", "mcp_http", "a2a", "rewrite", "sse", "memory", "flood", "state",
+             "eras")
 PEERS = "peers"  # `--peers`, or `--only peers`: bench/alternatives.py
 
 

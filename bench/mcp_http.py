@@ -77,12 +77,19 @@ def session_headers(session: str, version: str = "2025-11-25") -> dict[str, str]
     return {**HEADERS, "Mcp-Protocol-Version": version, **({"Mcp-Session-Id": session} if session else {})}
 
 
+#: a `tools/call` after its id
+CALL = b',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"}}}'
+
+
 def _maker(port: int, session: str):
-    headers = session_headers(session)
+    return request_maker(port, session_headers(session))
+
+
+def request_maker(port: int, headers: dict[str, str], after: bytes = CALL):
+    """Request ``i`` as raw HTTP: a POST to /mcp with ``headers``, the JSON-RPC id ``i + 1``, then ``after``."""
     head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port
             + "".join(f"{k}: {v}\r\n" for k, v in headers.items())).encode()
     before = b'{"jsonrpc":"2.0","id":'
-    after = b',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello from the bench"}}}'
 
     def make(i: int) -> bytes:
         body = before + str(i + 1).encode() + after
@@ -96,8 +103,8 @@ def _check(status: int, body: bytes) -> None:
         raise RuntimeError(f"tools/call failed: {status} {body[:300]!r}")
 
 
-async def _latency(port: int, session: str, count: int) -> list[float]:
-    make = _maker(port, session)
+async def call_latencies(port: int, make, count: int) -> list[float]:
+    """``count`` requests made by ``make``, one at a time on one connection: µs each."""
     conn = await connect(port)
     samples = []
     try:
@@ -200,7 +207,7 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
     through a bare aiohttp reverse proxy (bench/http_relay.py), the floor of the proxy's design."""
     sides = {side: (port, await open_session(port)) for side, port in ports.items()}
     for port, session in sides.values():  # warm-up: connections, caches, the proxy's first flow
-        await _latency(port, session, 200)
+        await call_latencies(port, _maker(port, session), 200)
         await _throughput(port, session, 10, 0.3)
     base = ("direct", "proxy", "relay")  # the other sides run only at 100 clients
     lat: dict[str, list[float]] = {side: [] for side in base}
@@ -212,7 +219,7 @@ async def _run(ports: dict[str, int], pids: dict[str, int], rounds: int, trips: 
         for side in order:
             port, session = sides[side]
             if side in base:
-                lat[side] += await _latency(port, session, trips)
+                lat[side] += await call_latencies(port, _maker(port, session), trips)
             for clients in concurrency if side in base else (100,):
                 used = tree_cpu_seconds(pids[side])
                 started = time.perf_counter()

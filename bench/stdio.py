@@ -79,24 +79,34 @@ def throughput(megabytes: float, rounds: int) -> dict:
             "detail": f"{len(data) / 1e6:.0f} MB of ordinary MCP traffic through `cat`, median of {rounds}"}
 
 
-class _Peer:
-    """One child (wrapped or not) answering requests on pipes, one round trip at a time."""
+#: the request each round trip sends (``%d``: its id)
+CALL = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}\n'
 
-    def __init__(self, argv: list[str]):
+
+class Peer:
+    """One child (wrapped or not) answering requests on pipes, one round trip at a time: ``call``
+    (with ``%d`` for the id) is what each trip sends."""
+
+    def __init__(self, argv: list[str], call: bytes = CALL):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.fd_in, self.fd_out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         self.buffered = b""
+        self.call = call
+        self.answer = b""  # the last trip's answer
 
     def trip(self, i: int) -> float:
-        line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":'
-                b'{"text":"hello"}}}\n' % i)
+        line = self.call % i
         start = time.perf_counter()
         os.write(self.fd_in, line)
         while b"\n" not in self.buffered:
             self.buffered += os.read(self.fd_out, 65536)
         elapsed = time.perf_counter() - start
-        _, _, self.buffered = self.buffered.partition(b"\n")
+        self.answer, _, self.buffered = self.buffered.partition(b"\n")
         return elapsed * 1e6
+
+    def send(self, line: bytes) -> None:
+        """A line that gets no answer (a notification)."""
+        os.write(self.fd_in, line)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -104,7 +114,7 @@ class _Peer:
 
 
 def _round_trips(argv: list[str], count: int) -> list[float]:
-    peer = _Peer(argv)
+    peer = Peer(argv)
     samples = [peer.trip(i) for i in range(count + 200)][200:]  # warm-up excluded
     peer.close()
     return samples
@@ -116,7 +126,7 @@ def latency(count: int, rounds: int) -> dict:
     proxy: list[float] = []
     direct: list[float] = []
     for _ in range(rounds):
-        bare, wrapped = _Peer(ECHO), _Peer(bridge("stdio", "--") + ECHO)
+        bare, wrapped = Peer(ECHO), Peer(bridge("stdio", "--") + ECHO)
         for i in range(count + 200):
             first, second = (bare, wrapped) if i % 2 else (wrapped, bare)
             a, b = first.trip(i), second.trip(i)

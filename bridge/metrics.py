@@ -77,6 +77,14 @@ class RouteMetrics:
             "reminder_bridge_http_refused",
             "serve: requests the proxy refused itself, by reason (origin, max_body_bytes, max_inflight_bytes).",
             "route", "reason")
+        self.era_handshakes = counter(
+            "reminder_bridge_era_handshakes",
+            "MCP handshakes by side and the protocol revision (era) it spoke: 2025-11-25 (initialize) or "
+            "2026-07-28 (server/discover or a request's _meta envelope).", "protocol", "route", "side", "era")
+        self.era_bridged = counter(
+            "reminder_bridge_era_bridged_requests",
+            "Host requests the era bridge carried (or answered, or refused) between a host of one MCP revision "
+            "and a server of the other.", "route", "host_era", "server_era")
 
     def totals(self, children: Children) -> Tally[tuple[str, ...]]:
         """What ``children``'s counter has counted, by its label values in label order, in the order

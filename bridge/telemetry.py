@@ -343,6 +343,12 @@ class Recorder:
             for listener in self.listeners:
                 listener.refusal(record)
 
+    def bridged(self, host_era: str, server_era: str) -> None:
+        """The era bridge took a host request of ``host_era`` toward a server of ``server_era``
+        (`bridge.pipeline.eras`): carried, answered in the server's place, or refused by name."""
+        if self.metrics is not None:
+            self.metrics.era_bridged[self.route, host_era, server_era].inc()
+
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
         if self.metrics is not None:
             self.metrics.rewrite_duration[protocol, self.route].observe(seconds)
@@ -382,6 +388,11 @@ class Recorder:
         return out
 
     @property
+    def bridged_requests(self) -> Counter[tuple[str, ...]]:
+        """By (route, host_era, server_era)."""
+        return self._totals("era_bridged")
+
+    @property
     def budget_rejections(self) -> Counter[tuple[str, ...]]:
         """By (protocol, route, scope kind, shadow "true"|"false")."""
         return self._totals("budget_rejections")
@@ -392,15 +403,19 @@ class Recorder:
         return self._totals("trust_refusals")
 
     def handshake(self, side: str, dialect: str, *, protocol: str, client: str | None = None,
-                  version: str | None = None, capabilities: Any = None, scope: Any = None) -> None:
+                  version: str | None = None, capabilities: Any = None, scope: Any = None,
+                  era: str | None = None) -> None:
         """A side's reminder dialect as its handshake (or first reminder message) showed it:
         ``side`` host|peer, ``dialect`` standard|legacy|none, ``client`` its name (MCP clientInfo,
-        ACP clientInfo, A2A card name) when it gave one.  ``version`` and ``capabilities`` (as the
-        side sent them: listeners check their types) and ``scope`` (the flow's `Scope`) only reach
-        listeners: the console tells hosts apart by them."""
+        ACP clientInfo, A2A card name) when it gave one; ``era`` the MCP revision it spoke (counted:
+        the era mix of a route that migrates).  ``version`` and ``capabilities`` (as the side sent
+        them: listeners check their types) and ``scope`` (the flow's `Scope`) only reach listeners:
+        the console tells hosts apart by them."""
+        if era is not None and self.metrics is not None:
+            self.metrics.era_handshakes[protocol, self.route, side, era].inc()
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "side": side, "dialect": dialect, "client": client,
-                      "version": version, "capabilities": capabilities, "scope": scope}
+                      "version": version, "capabilities": capabilities, "scope": scope, "era": era}
             for listener in self.listeners:
                 listener.handshake(record)
 

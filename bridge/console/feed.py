@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bridge.console.timeline import Timeline, refusal_cause
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.display import MAX_SHOWN_ID, clip
 from bridge.state.scope import digest
 
@@ -56,6 +57,8 @@ BUCKET_S = 60.0
 RETAIN_S = 7 * 24 * 3600.0
 SIDES = ("host", "peer")
 DIALECTS = ("standard", "legacy", "none")
+#: The MCP revisions a handshake is counted under (`Recorder.handshake`'s ``era``).
+ERAS = (LEGACY_ERA, MODERN_ERA)
 
 
 class Series:
@@ -94,15 +97,26 @@ class Series:
 
 
 class Seen:
-    """One host (or peer) as its handshakes showed it."""
+    """One host (or peer) as its handshakes showed it, with when it last spoke each MCP revision: a
+    server may answer both; a host is on the one it spoke last (`era`: one that probed
+    `server/discover` and fell back to `initialize` is on 2025-11-25)."""
 
-    __slots__ = ("name", "dialect", "handshakes", "last")
+    __slots__ = ("name", "dialect", "eras", "handshakes", "last")
 
     def __init__(self, name: str | None, dialect: str) -> None:
         self.name = name
         self.dialect = dialect
+        self.eras: dict[str, float] = {}
         self.handshakes = 0
         self.last = 0.0
+
+    @property
+    def era(self) -> str | None:
+        return next(reversed(self.eras), None)  # ``eras`` is kept in the order last spoken
+
+    def speaks(self, era: str, cutoff: float) -> bool:
+        """Whether it spoke ``era`` since ``cutoff``."""
+        return self.eras.get(era, -1.0) >= cutoff
 
 
 def identity(dialect: str, name: str | None, version: Any, capabilities: Any, scope: Any) -> str:
@@ -121,12 +135,13 @@ def identity(dialect: str, name: str | None, version: Any, capabilities: Any, sc
 class RouteStats:
     """What one route's handshakes and host-side input showed, for `/api/status`."""
 
-    __slots__ = ("protocol", "dialects", "hosts", "forgotten", "legacy_input")
+    __slots__ = ("protocol", "dialects", "eras", "hosts", "forgotten", "legacy_input")
 
     def __init__(self) -> None:
         self.protocol: str | None = None
-        #: handshakes by side and dialect
+        #: handshakes by side and dialect, and (MCP) by side and era
         self.dialects = {side: {d: Series() for d in DIALECTS} for side in SIDES}
+        self.eras = {side: {e: Series() for e in ERAS} for side in SIDES}
         #: per side, `identity` -> the host (or peer) it names, least recently seen first; bounded
         self.hosts: dict[str, OrderedDict[str, Seen]] = {side: OrderedDict() for side in SIDES}
         #: per side, when the most recently seen of the hosts forgotten (beyond `MAX_HOSTS`) was seen
@@ -286,6 +301,11 @@ class Feed:
             hosts.move_to_end(key)
         host.handshakes += 1
         host.last = now
+        era = record.get("era")
+        if era in ERAS:
+            stats.eras[side][era].hit(now)
+            host.eras.pop(era, None)
+            host.eras[era] = now
         if self.subscribers:
             data = {"time": round(now, 3), "route": record.get("route"), "protocol": record.get("protocol"),
                     "side": side, "dialect": dialect, "client": name}

@@ -9,15 +9,19 @@ was seen in the window; a route that has seen nothing at all since it started sa
 yet" instead of a verdict.  Hosts are counted, not their handshakes (`feed.identity`).  A window
 that reaches back before start-up says "since start-up", not "in the last 24 h": the proxy saw
 only that much.
+
+An MCP route's era mix (docs/console.md#era-mix) beside it: hosts and servers seen per MCP
+revision, the requests the era bridge took, and whether the route still needs the bridge (hosts of
+the other revision than the server's seen in the window, named as the legacy hosts are).
 """
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from bridge.console.feed import DIALECTS, SIDES, Feed, RouteStats
+from bridge.console.feed import DIALECTS, ERAS, SIDES, Feed, RouteStats, Seen, Series
 from bridge.console.timeline import MINUTE_S, MINUTES
 from bridge.display import safe_text
 from bridge.state.base import StateUnavailable
@@ -99,30 +103,39 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _window(now: float, window_s: float, started: float | None) -> tuple[float, bool, str]:
+    """Where the window starts, whether it reaches back before start-up, and how the verdicts say so."""
+    cutoff = now - window_s
+    partial = started is not None and started > cutoff
+    return cutoff, partial, "since start-up" if partial else f"in the last {span_text(window_s)}"
+
+
+def _named(hosts: list[Seen]) -> str:
+    """"ci-bot, old-ide; 1 without a clientInfo name": who they are, the first ten by name."""
+    names = sorted({host.name for host in hosts if host.name})
+    unnamed = sum(1 for host in hosts if not host.name)
+    shown = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
+    nameless = "" if not unnamed else f"{unnamed} without a clientInfo name" if names else "without a clientInfo name"
+    return "; ".join(part for part in (shown, nameless) if part)
+
+
 def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | None, now: float,
               window_s: float, decisions: int = 0, started: float | None = None) -> dict[str, Any]:
     """The verdict for one route (see the module docstring for the rule); ``decisions``: how many
     reminder decisions the route counted since it started; ``started``: when the statistics began
     (`Feed.started`), for a window that reaches back before it."""
-    cutoff = now - window_s
-    partial = started is not None and started > cutoff
-    during = "since start-up" if partial else f"in the last {span_text(window_s)}"
+    cutoff, partial, during = _window(now, window_s, started)
     stats = stats or RouteStats()
     hosts = stats.seen("host", cutoff)
     mix = {d: sum(1 for host in hosts if host.dialect == d) for d in DIALECTS}
     at_least = "" if stats.complete("host", cutoff) else "at least "
     legacy = [host for host in hosts if host.dialect == "legacy"]
     names = sorted({host.name for host in legacy if host.name})
-    unnamed = sum(1 for host in legacy if not host.name)
     inputs = stats.legacy_input.since(cutoff)
     seen = bool(hosts) or inputs > 0
     reasons: list[str] = []
     if legacy:
-        shown = ", ".join(names[:10]) + (f", … {len(names) - 10} more" if len(names) > 10 else "")
-        nameless = "" if not unnamed else f"{unnamed} without a clientInfo name" if names else \
-            "without a clientInfo name"
-        reasons.append(f"{at_least}{_plural(len(legacy), 'legacy host')} seen {during} "
-                       f"({'; '.join(part for part in (shown, nameless) if part)})")
+        reasons.append(f"{at_least}{_plural(len(legacy), 'legacy host')} seen {during} ({_named(legacy)})")
     if inputs:
         reasons.append(f"{_plural(inputs, 'legacy reminder')} from the host side {during}")
     ready: bool | None
@@ -153,13 +166,78 @@ def readiness(stats: RouteStats | None, *, protocol: str | None, stage: str | No
             "legacy_inputs": inputs, "note": note}
 
 
-def _dialects(stats: RouteStats, side: str, cutoff: float) -> dict[str, Any]:
-    """Per dialect: handshakes since start-up (`count`) and in the window, hosts (or peers) in the
-    window, and when the last handshake came."""
-    seen = stats.seen(side, cutoff)
-    return {d: {"count": s.count, "in_window": s.since(cutoff), "hosts": sum(1 for host in seen if host.dialect == d),
+def _mix(table: dict[str, Series], seen: list[Seen], on: Callable[[Seen, str], bool], cutoff: float) -> dict[str, Any]:
+    """Per dialect or MCP era: handshakes since start-up (`count`) and in the window, the hosts (or
+    peers) of ``seen`` that are ``on`` it, and when the last handshake came."""
+    return {k: {"count": s.count, "in_window": s.since(cutoff), "hosts": sum(1 for host in seen if on(host, k)),
                 "last_seen": None if s.last is None else round(s.last, 3)}
-            for d, s in stats.dialects[side].items()}
+            for k, s in table.items()}
+
+
+def _in_dialect(host: Seen, dialect: str) -> bool:
+    return host.dialect == dialect
+
+
+def _on_era(host: Seen, era: str) -> bool:
+    """A host is on the era it spoke last."""
+    return host.era == era
+
+
+def _speaks(cutoff: float) -> Callable[[Seen, str], bool]:
+    return lambda peer, era: peer.speaks(era, cutoff)
+
+
+def era_readiness(stats: RouteStats | None, *, bridging: str | None, bridged: int, now: float, window_s: float,
+                  started: float | None = None) -> dict[str, Any]:
+    """Whether an MCP route still needs the era bridge: with the bridge on (``bridging``: the
+    server's era, `RouteSettings.bridged_server_era`), it does while hosts of the other era are seen
+    in the window (named, as legacy hosts are); a route without one relies on none. ``bridged``: the
+    requests it took since the route started."""
+    cutoff, _, during = _window(now, window_s, started)
+    stats = stats or RouteStats()
+    hosts = [host for host in stats.seen("host", cutoff) if host.era is not None]
+    on = {era: [host for host in hosts if _on_era(host, era)] for era in ERAS}
+    at_least = "" if stats.complete("host", cutoff) else "at least "
+    counted = f"; {_plural(bridged, 'request')} bridged since the route started" if bridged else ""
+    needed: bool | None
+    across: list[Seen] = []
+    if bridging is not None:
+        other = next(era for era in ERAS if era != bridging)
+        across = on[other]
+        if across:
+            talk = "talks" if len(across) == 1 else "talk"
+            needed, text = True, (f"still needs the era bridge — {at_least}{_plural(len(across), 'host')} on {other} "
+                                  f"({_named(across)}) {talk} to a {bridging}-only server through the bridge {during}")
+        elif hosts:
+            needed, text = False, (f"the era bridge is idle — no host on {other} {during}: {at_least}"
+                                   f"{_plural(len(hosts), 'host')}, all on {bridging}, the server's era")
+        else:
+            needed, text = None, f"the era bridge saw no host {during}"
+    else:  # each host's era reaches the server as it is: nothing relies on a bridge
+        mix = ", ".join(f"{len(on[era])} on {era}" for era in ERAS if on[era])
+        seen = f"{at_least}{_plural(len(hosts), 'host')} {during} ({mix}), each passed to the server in its own era" \
+            if hosts else f"no host seen {during}"
+        needed, text = False, f"no era bridge on this route — {seen}"
+    return {"needed": needed, "text": text + counted, "hosts": {era: len(on[era]) for era in ERAS},
+            "bridged_hosts": sorted({host.name for host in across if host.name})}
+
+
+def era_mix(recorder: Any, stats: RouteStats | None, settings: Any, *, now: float, window_s: float,
+            started: float | None) -> dict[str, Any]:
+    """An MCP route's part of `/api/status` on its eras: the route's `host_era` / `server_era`, hosts
+    and servers per era (as `dialects` counts them), the requests bridged, and `era_readiness`."""
+    stats = stats or RouteStats()
+    cutoff = now - window_s
+    host_era, server_era = getattr(settings, "host_era", "auto"), getattr(settings, "server_era", "auto")
+    bridged = [{"host_era": h, "server_era": s, "requests": n}
+               for (_, h, s), n in sorted(recorder.bridged_requests.items())]
+    total = sum(b["requests"] for b in bridged)
+    return {"host_era": host_era, "server_era": server_era,
+            "hosts": _mix(stats.eras["host"], stats.seen("host", cutoff), _on_era, cutoff),
+            "servers": _mix(stats.eras["peer"], stats.seen("peer", cutoff), _speaks(cutoff), cutoff),
+            "bridged": bridged, "bridged_requests": total,
+            "readiness": era_readiness(stats, bridging=getattr(settings, "bridged_server_era", None), bridged=total,
+                                       now=now, window_s=window_s, started=started)}
 
 
 def _clients(stats: RouteStats, side: str, limit: int = 50) -> list[dict[str, Any]]:
@@ -202,6 +280,7 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
             pending[queue] += n
     cutoff = now - window_s
     stats_or_empty = stats or RouteStats()
+    started = feed.started if feed is not None else None
     return {
         "name": recorder.route,
         "transport": source.get("transport"),
@@ -209,7 +288,8 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
         "stage": stage,
         "sessions": source.get("sessions"),
         "since": round(recorder.started, 3),
-        "dialects": {side: _dialects(stats_or_empty, side, cutoff) for side in SIDES},
+        "dialects": {side: _mix(stats_or_empty.dialects[side], stats_or_empty.seen(side, cutoff), _in_dialect,
+                                cutoff) for side in SIDES},
         "clients": {side: _clients(stats_or_empty, side) for side in SIDES},
         "actions": {**{a: actions.get(a, 0) for a in SHOWN_ACTIONS},
                     **{a: n for a, n in sorted(actions.items()) if a not in SHOWN_ACTIONS}},
@@ -221,7 +301,9 @@ def route_status(recorder: Any, feed: Feed | None, *, now: float, window_s: floa
         "held": [{"queue": queue, "count": n, "label": HELD.get(queue, f"in the {queue} queue")}
                  for queue, n in sorted(pending.items())],
         "readiness": readiness(stats, protocol=protocol, stage=stage, now=now, window_s=window_s,
-                               decisions=sum(actions.values()), started=feed.started if feed is not None else None),
+                               decisions=sum(actions.values()), started=started),
+        "eras": era_mix(recorder, stats, source.get("settings"), now=now, window_s=window_s, started=started)
+        if protocol == "mcp" else None,
         "series": feed.timeline.series(recorder.route, budgets) if feed is not None else None,
     }
 
@@ -285,6 +367,8 @@ def table(status: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     notes = [f"  {safe_text(route['name'])}: {safe_text(route['readiness']['note'], None)}"
              for route in status.get("routes", []) if route["readiness"].get("note")]
+    notes += [f"  {safe_text(route['name'])}: {safe_text(route['eras']['readiness']['text'], None)}"
+              for route in status.get("routes", []) if (route.get("eras") or {}).get("readiness", {}).get("needed")]
     window_s = float(status.get("window_s", DEFAULT_WINDOW_S))
     up = float(status.get("time", 0)) - float(status.get("since", 0))
     since = f" (the proxy started {ago_text(up)} ago: counted since then)" if up < window_s else ""

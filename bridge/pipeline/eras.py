@@ -30,6 +30,7 @@ from bridge.dialects.mcp import (
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
+from bridge.telemetry import Recorder
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
 #: a 2025-11-25 server.
@@ -75,11 +76,16 @@ class EraLayer:
     """What both directions share: frames split into lines and parsed (a batch or a bad frame goes
     on for the other side to judge), the pass-through of a host whose era needs no bridge, and the
     bridge's own requests. ``host_era``: the route's; ``era``: the era the MCP flow settled for the
-    host (the one place it is decided), read when the route's `host_era` is `auto`."""
+    host (the one place it is decided), read when the route's `host_era` is `auto`; ``recorder``
+    counts each host request the bridge takes (`Recorder.bridged`: the console's era mix)."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
+    #: the eras this bridge stands between: (the host's, the server's)
+    bridges: tuple[str, str]
+
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
         self.host_era = host_era
         self.era = era
+        self.recorder = recorder
         self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
         self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
         self._prefix = f"rb-era-{id(self):x}-"
@@ -102,6 +108,9 @@ class EraLayer:
             except ValueError:
                 msg = None
             out += handle(msg, line) if isinstance(msg, dict) else [Forward(to, line)]
+            if to == PEER and not self.through and self.recorder is not None and isinstance(msg, dict) \
+                    and "id" in msg and isinstance(msg.get("method"), str):
+                self.recorder.bridged(*self.bridges)
         return out
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
@@ -123,8 +132,10 @@ class EraLayer:
 class LegacyServer(EraLayer):
     """2026-07-28 host → 2025-11-25 server."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
-        super().__init__(host_era, era)
+    bridges = (MODERN_ERA, LEGACY_ERA)
+
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
+        super().__init__(host_era, era, recorder)
         self.state = EraState()
 
     # -- the flow → the server -----------------------------------------------------------------
@@ -288,8 +299,10 @@ class ModernServer(EraLayer):
     request carries the host's envelope, and `ping`, `logging/setLevel` and
     `notifications/initialized` (gone in 2026-07-28) stay here."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
-        super().__init__(host_era, era)
+    bridges = (LEGACY_ERA, MODERN_ERA)
+
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
+        super().__init__(host_era, era, recorder)
         self.state = ModernState()
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:

@@ -220,7 +220,7 @@ class McpFlow(Flow):
         info = client_info if isinstance(client_info, dict) else {}
         name = info.get("name")
         self.recorder.handshake("host", declared, protocol=self.protocol, client=name if isinstance(name, str) else None,
-                                version=info.get("version"), capabilities=caps, scope=self.scope)
+                                version=info.get("version"), capabilities=caps, scope=self.scope, era=era)
         self.host.learn(declared)
         self.state.host_key = McpStandard.host_key(caps)
         self._watch_host()
@@ -272,9 +272,13 @@ class McpFlow(Flow):
             return None
         declared = CAPABILITIES.read(caps)
         self.state.peer_declared = declared.any
-        info = get_path(msg, "result", "serverInfo")
+        info = get_path(msg, "result", "serverInfo")  # 2026-07-28: in discover's `_meta`
+        info = info if isinstance(info, dict) else get_path(msg, "result", "_meta", SERVER_INFO_KEY)
+        # the server's era: the one the rules name (an era bridge below speaks it, in the host's era
+        # toward this flow), else the host's, which the server answered
+        era = self.settings.server_era if self.settings.server_era != "auto" else self.state.era
         self.recorder.handshake("peer", declared.spoken, protocol=self.protocol,
-                                client=info.get("name") if isinstance(info, dict) else None)
+                                client=info.get("name") if isinstance(info, dict) else None, era=era)
         self.peer.learn(declared.spoken)
         target = self.host.dialect
         adapter = _adapter(target)

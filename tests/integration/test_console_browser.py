@@ -240,6 +240,23 @@ async def test_the_charts_in_chromium_update_while_the_page_is_open(tmp_path):
             reminders = await page.locator("#feed tbody td:nth-child(6)").all_inner_texts()  # the reminder column
             assert "–" not in reminders, reminders
 
+            # -- the era mix (issue 21): one host on each MCP revision, passed as they came (no bridge)
+            await page.wait_for_function(
+                "() => document.querySelector('.route[data-route=\"ci\"] .era-verdict').textContent"
+                ".includes('(1 on 2025-11-25, 1 on 2026-07-28)')", timeout=3000)
+            assert await page.inner_text(f"{ci} .era-verdict") == (
+                "no era bridge on this route — 2 hosts since start-up (1 on 2025-11-25, 1 on 2026-07-28), each "
+                "passed to the server in its own era")
+            assert await page.get_attribute(f"{ci} .era-verdict", "class") == "era-verdict idle"
+            for era in ("2025-11-25", "2026-07-28"):
+                assert await page.get_attribute(f'{ci} .bar[data-era-side="host"] .seg.era-{era}', "data-count") == "1"
+            # the server answered modern-ide's initialize (a pinned 2026-07-28 host asks no discover)
+            assert await page.get_attribute(f'{ci} .bar[data-era-side="server"] .seg.era-2025-11-25',
+                                            "data-count") == "1"
+            assert "requests bridged since the route's start: none" in await page.inner_text(f"{ci} .bridged")
+            assert await page.inner_text(f"{docs} .era-verdict") == "no era bridge on this route — no host seen " \
+                "since start-up"
+
             # -- a screenshot for docs/console.md, with a little of everything on it
             await connect_host(bridge.url, "legacy-ide", LEGACY_HOST_CAPS)
             await page.wait_for_function(

@@ -14,7 +14,7 @@ from mcp import Client
 from mcp_types import Implementation
 
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import eventually, get_json, peer, proxy
+from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 
@@ -197,3 +197,32 @@ async def test_raw_hosts_get_json_or_each_message_as_an_event(bridge):
     assert [e.get("method") for e in events] == ["notifications/reminder", None]
     assert events[0]["params"]["reminder"]["dedupeKey"] == "file_changed:s.py"
     assert events[1]["id"] == 8 and events[1]["result"]["content"][0]["text"] == "touched s.py"
+
+
+async def test_the_console_shows_a_mixed_fleet_and_names_the_hosts_that_need_the_bridge(upstream, tmp_path):
+    """`server_era` alone, a fleet half migrated: two 2026-07-28 hosts bridged, a 2025-11-25 host
+    through as it is. `/api/status` counts each host on its era, the server on 2025-11-25, the
+    requests bridged, and names the two hosts that still need the bridge."""
+    admin = free_port()
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n'
+                     f'server_era = "{LEGACY}"\n')
+    running = proxy("--rules", str(rules), "--admin", f"127.0.0.1:{admin}")
+    try:
+        for name, mode in (("alpha", MODERN), ("beta", "auto"), ("old-ide", "legacy")):
+            async with Client(url(running), mode=mode, client_info=Implementation(name=name, version="1")) as client:
+                await client.call_tool("echo", {"text": name})
+        [route] = (await get_json(admin, "/api/status"))["routes"]
+    finally:
+        running.stop()
+    eras = route["eras"]
+    assert (eras["host_era"], eras["server_era"]) == ("auto", LEGACY)
+    assert {era: mix["hosts"] for era, mix in eras["hosts"].items()} == {LEGACY: 1, MODERN: 2}
+    assert {era: mix["hosts"] for era, mix in eras["servers"].items()} == {LEGACY: 1, MODERN: 0}
+    assert eras["bridged"] == [{"host_era": MODERN, "server_era": LEGACY, "requests": eras["bridged_requests"]}]
+    assert eras["bridged_requests"] >= 4  # each modern host's handshake and call
+    ready = eras["readiness"]
+    assert ready["needed"] is True and ready["bridged_hosts"] == ["alpha", "beta"]
+    assert ready["text"].startswith("still needs the era bridge — 2 hosts on 2026-07-28 (alpha, beta) talk to a "
+                                    "2025-11-25-only server through the bridge since start-up; ")

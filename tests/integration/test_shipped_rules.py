@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -109,3 +110,59 @@ def test_an_example_server_says_where_it_listens(module, path):
     server = example(module)
     server.stop()
     assert f"http://127.0.0.1:{server.port}{path}" in server.announced
+
+
+MIGRATION = ROOT / "docs" / "migration.md"
+
+
+def fenced(text: str, language: str) -> list[str]:
+    """The bodies of the ```language blocks of a Markdown text, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+
+
+def test_every_rules_file_in_the_migration_guide_passes_check(tmp_path):
+    """docs/migration.md gives a whole rules file for each step of its worked example."""
+    blocks = fenced(MIGRATION.read_text(), "toml")
+    assert len(blocks) >= 7
+    files = []
+    for n, block in enumerate(blocks):
+        files.append(tmp_path / f"step{n}.toml")
+        files[-1].write_text(block)
+    done = subprocess.run([sys.executable, "-m", "bridge", "check", *map(str, files)], capture_output=True, text=True,
+                          timeout=30, cwd=ROOT)
+    assert (done.returncode, done.stdout) == (0, f"ok: {len(files)} file(s), no problems\n"), done.stdout
+
+
+def test_the_migration_guide_shows_only_fields_api_status_has():
+    """Each `/api/status` excerpt in docs/migration.md names fields a real route's status has (`…`
+    marks what an excerpt leaves out)."""
+    from bridge.console.feed import Feed
+    from bridge.console.status import route_status
+    from bridge.rules import parse_rules_text
+    from bridge.telemetry import Recorder
+
+    feed = Feed()
+    shown = []
+    for name, protocol in (("files", "mcp"), ("planner", "a2a")):
+        recorder = Recorder(route=name)
+        feed.attach([recorder])
+        recorder.bridged("2026-07-28", "2025-11-25")
+        settings = parse_rules_text(f'[defaults]\nprotocol = "{protocol}"\n').defaults
+        recorder.status_source = lambda p=protocol, s=settings: {"protocol": p, "stage": "translate", "settings": s}
+        shown.append(route_status(recorder, feed, now=feed.clock(), window_s=86400.0))
+
+    def unknown(excerpt, real, path=""):
+        if isinstance(excerpt, list) and isinstance(real, list):
+            return [found for item in excerpt for found in unknown(item, real[0] if real else {}, f"{path}[]")]
+        if not isinstance(excerpt, dict):
+            return []
+        if not isinstance(real, dict):
+            return [path]
+        return [found for key, value in excerpt.items() if key != "…"
+                for found in ([f"{path}.{key}"] if key not in real else unknown(value, real[key], f"{path}.{key}"))]
+
+    excerpts = [json.loads(block) for block in fenced(MIGRATION.read_text(), "json")]
+    assert len(excerpts) >= 4
+    for excerpt in excerpts:
+        real = next(r for r in shown if r["protocol"] == ("mcp" if excerpt.get("eras") is not None else "a2a"))
+        assert unknown(excerpt, real) == [], excerpt["name"]

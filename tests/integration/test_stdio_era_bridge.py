@@ -8,15 +8,20 @@ host (`initialize`, then `notifications/initialized`, before anything else), and
 `_meta` key."""
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation
 
+from tests.integration.test_console import wait_listening
 from tests.peers.mcp_host import Reminders
+from tests.peers.processes import free_port, get_json
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
@@ -224,3 +229,51 @@ async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules)
     assert [c.text for c in result.content] == ["plain"]
     got = received(seen)
     assert got[0]["method"] == "initialize" and isinstance(got[0]["id"], int)  # the host's own id: not the proxy's
+
+
+# -- the era mix on the admin port (issue 21, point 3) -------------------------------------------
+
+async def status_of(admin: int) -> dict:
+    """The one route of the stdio proxy in `/api/status`, once its admin port answers."""
+    await asyncio.get_running_loop().run_in_executor(None, wait_listening, admin)
+    [route] = (await get_json(admin, "/api/status"))["routes"]
+    return route
+
+
+@pytest.mark.parametrize("direction", ["modern host", "legacy host"])
+async def test_the_console_shows_the_era_mix_and_names_the_hosts_that_need_the_bridge(tmp_path, rules, direction):
+    """A real bridged proxy with an admin port: `/api/status` counts the SDK host on its era, the
+    server on the one `--server-era` names, the requests bridged; its verdict names the host, and
+    `/metrics` has the same counts."""
+    admin = free_port()
+    seen = tmp_path / "seen.jsonl"
+    if direction == "modern host":
+        host, server_era = MODERN, LEGACY
+        params = proxied(seen, *BRIDGE, "--admin", f"127.0.0.1:{admin}", rules=rules)
+    else:
+        host, server_era = LEGACY, MODERN
+        params = modern_server(seen, *REVERSE, "--admin", f"127.0.0.1:{admin}", rules=rules)
+    async with Client(params, mode="auto" if host == MODERN else "legacy",
+                      client_info=Implementation(name="migrating-ide", version="1")) as client:
+        await client.call_tool("echo", {"text": "one"})
+        await client.call_tool("echo", {"text": "two"})
+        route = await status_of(admin)
+        metrics = await metrics_text(admin)
+    eras = route["eras"]
+    assert (eras["host_era"], eras["server_era"]) == (host, server_era)
+    assert eras["hosts"][host]["hosts"] == 1 and eras["hosts"][server_era]["hosts"] == 0
+    assert eras["servers"][server_era]["hosts"] == 1 and eras["servers"][host]["hosts"] == 0
+    [bridged] = eras["bridged"]
+    assert (bridged["host_era"], bridged["server_era"]) == (host, server_era)
+    assert bridged["requests"] == eras["bridged_requests"] >= 3  # the handshake and two calls
+    ready = eras["readiness"]
+    assert ready["needed"] is True and ready["bridged_hosts"] == ["migrating-ide"]
+    assert ready["text"].startswith(f"still needs the era bridge — 1 host on {host} (migrating-ide) talks to a "
+                                    f"{server_era}-only server through the bridge since start-up; ")
+    assert (f'reminder_bridge_era_bridged_requests_total{{host_era="{host}",route="{route["name"]}",'
+            f'server_era="{server_era}"}} {float(bridged["requests"])}') in metrics
+
+
+async def metrics_text(admin: int) -> str:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{admin}/metrics") as r:
+        return await r.text()

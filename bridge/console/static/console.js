@@ -12,6 +12,7 @@
   const ACTIONS = ["rewritten", "passed", "queued", "coalesced", "dropped", "rate_limited", "refused", "invalid",
                    "rendered", "attached", "synthesized"];
   const DIALECTS = ["standard", "legacy", "none"];
+  const ERAS = ["2025-11-25", "2026-07-28"];   // MCP revisions: initialize and sessions, discover and envelopes
 
   // C0, DEL, C1, line/paragraph separators and bidi controls: the class bridge/display.py escapes
   const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
@@ -82,25 +83,44 @@
   }
 
   // -- status ------------------------------------------------------------------------------------
-  function dialectBar(side, dialects, now) {
-    const who = side === "host" ? "hosts" : "peers";
-    const total = DIALECTS.reduce((n, d) => n + dialects[d].hosts, 0);
-    const bar = h("div", {class: "bar", role: "img", "data-side": side,
-                          "aria-label": `${who} in the window: ` + DIALECTS.map((d) => `${dialects[d].hosts} ${d}`).join(", ")});
-    for (const d of DIALECTS) {
-      const n = dialects[d].hosts;
+  // One bar of hosts (or peers) seen in the window, a segment per dialect, or (`kind` "era") per MCP revision.
+  function mixBar(side, who, table, kinds, kind, now) {
+    const data = `data-${kind}`, cls = (k) => kind === "era" ? `era-${k}` : k;
+    const total = kinds.reduce((n, k) => n + table[k].hosts, 0);
+    const bar = h("div", {class: "bar", role: "img", [kind === "era" ? "data-era-side" : "data-side"]: side,
+                          "aria-label": `${who} in the window: ` + kinds.map((k) => `${table[k].hosts} ${k}`).join(", ")});
+    for (const k of kinds) {
+      const n = table[k].hosts;
       if (!n) continue;
-      bar.append(h("span", {class: `seg ${d}`, "data-dialect": d, "data-count": n,
-                            title: `${d}: ${n} ${n === 1 ? who.slice(0, -1) : who} in the window (${dialects[d].in_window} ` +
-                                   `handshakes); ${dialects[d].count} handshakes since start-up, the last ${ago(dialects[d].last_seen, now)}`}));
+      bar.append(h("span", {class: `seg ${cls(k)}`, [data]: k, "data-count": n,
+                            title: `${k}: ${n} ${n === 1 ? who.slice(0, -1) : who} in the window (${table[k].in_window} ` +
+                                   `handshakes); ${table[k].count} handshakes since start-up, the last ${ago(table[k].last_seen, now)}`}));
       bar.lastChild.style.flexGrow = String(n);
     }
     if (!total) bar.append(h("span", {class: "seg empty", text: `no ${who.slice(0, -1)} seen`}));
     const legend = h("div", {class: "legend"},
-      DIALECTS.map((d) => h("span", {class: `key ${d}`, "data-dialect": d},
-                             `${d} ${dialects[d].hosts}`,
-                             dialects[d].last_seen ? h("small", {}, ` · ${ago(dialects[d].last_seen, now)}`) : null)));
+      kinds.map((k) => h("span", {class: `key ${cls(k)}`, [data]: k},
+                             `${k} ${table[k].hosts}`,
+                             table[k].last_seen ? h("small", {}, ` · ${ago(table[k].last_seen, now)}`) : null)));
     return h("div", {class: "mix"}, h("span", {class: "side", text: who}), bar, legend);
+  }
+  const dialectBar = (side, dialects, now) =>
+    mixBar(side, side === "host" ? "hosts" : "peers", dialects, DIALECTS, "dialect", now);
+
+  // An MCP route's era mix: the bridge's verdict, hosts and servers per revision, the requests bridged.
+  function eraMix(e, now) {
+    const ready = e.readiness;
+    const cut = ready.text.indexOf(" — ");
+    const tone = ready.needed === null ? "unseen" : ready.needed ? "needed" : "idle";
+    const bridged = e.bridged.length
+      ? e.bridged.map((b) => `${b.requests} ${b.host_era} → ${b.server_era}`).join(" · ") : "none";
+    return h("div", {class: "eras", "data-needed": String(ready.needed)},
+      h("p", {class: "era-title muted", text: "MCP revisions (eras): hosts and servers seen in the same window"}),
+      h("p", {class: `era-verdict ${tone}`}, h("b", {text: cut < 0 ? ready.text : ready.text.slice(0, cut)}),
+        cut < 0 ? null : ready.text.slice(cut)),
+      mixBar("host", "hosts", e.hosts, ERAS, "era", now), mixBar("server", "servers", e.servers, ERAS, "era", now),
+      h("p", {class: "bridged muted", "data-bridged": e.bridged_requests,
+              text: `host_era ${e.host_era} · server_era ${e.server_era} · requests bridged since the route's start: ${bridged}`}));
   }
 
   function gauge(b) {
@@ -264,6 +284,7 @@
                     text: ready.since_start_up ? `seen since ${clock(ready.since).slice(0, 8)} (start-up), each counted once`
                                                : `seen in the last ${span(ready.window_s)}, since ${dayTime(ready.since)}, each counted once`}),
             dialectBar("host", r.dialects.host, now), dialectBar("peer", r.dialects.peer, now)),
+          r.eras ? eraMix(r.eras, now) : null,
           hostClients.length ? h("p", {class: "clients"}, h("span", {class: "muted", text: "hosts by name: "}),
             hostClients.map((c, i) => h("span", {class: `client ${c.dialect}`,
                                                  title: `${c.hosts} ${c.hosts === 1 ? "host" : "hosts"}, ${c.count} handshakes, ` +

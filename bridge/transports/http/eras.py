@@ -105,7 +105,7 @@ def _legacy(route: HttpRoute, request: web.Request, body: bytes) -> Legacy:
     if route.eras is None:
         route.eras = {}
     if key not in route.eras:
-        route.eras[key] = Legacy(LegacyServer(route.settings.host_era, lambda: MODERN_ERA))
+        route.eras[key] = Legacy(LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder))
     return route.eras[key]
 
 

@@ -254,3 +254,22 @@ def test_an_auto_route_lets_a_2026_07_28_host_through():
     discover = request(1, "server/discover")
     assert bridge.toward_server(discover) == [Forward(PEER, discover)]
     assert BRIDGES == {LEGACY: LegacyServer, MODERN: ModernServer}
+
+
+def test_each_host_request_the_bridge_takes_is_counted_once_and_its_own_never():
+    """`Recorder.bridged` (the console's era mix): the host's requests, whether carried, held for the
+    session, or answered here; not the bridge's own `initialize`, nor a host that passes through."""
+    from bridge.telemetry import Recorder
+
+    recorder = Recorder(route="fs", log=None)
+    bridge = LegacyServer(MODERN, lambda: MODERN, recorder)
+    opened(bridge, request(1, "tools/list"))
+    bridge.toward_server(request(2, "ping"))
+    bridge.toward_server(frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}))
+    assert recorder.bridged_requests == {("fs", MODERN, LEGACY): 2}
+    reverse = ModernServer(LEGACY, lambda: LEGACY, recorder)
+    initialized(reverse)
+    passing = LegacyServer("auto", lambda: LEGACY, recorder)
+    passing.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+    passing.toward_server(request(2, "tools/list"))
+    assert recorder.bridged_requests == {("fs", MODERN, LEGACY): 2, ("fs", LEGACY, MODERN): 1}
