@@ -30,6 +30,7 @@ from bridge.dialects.mcp import (
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
+from bridge.pipeline.era_listens import Listens, stamped
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
 #: a 2025-11-25 server.
@@ -69,17 +70,21 @@ class EraState:
     opted: set[Any] = field(default_factory=set)
     #: the level `logging/setLevel` last set upstream
     level: str | None = None
+    #: the host's open listen streams
+    listens: Listens = field(default_factory=Listens)
 
 
 class EraLayer:
     """What both directions share: frames split into lines and parsed (a batch or a bad frame goes
     on for the other side to judge), the pass-through of a host whose era needs no bridge, and the
     bridge's own requests. ``host_era``: the route's; ``era``: the era the MCP flow settled for the
-    host (the one place it is decided), read when the route's `host_era` is `auto`."""
+    host (the one place it is decided), read when the route's `host_era` is `auto`; ``streams``: the
+    transport keeps a `subscriptions/listen` request open as its stream (stdio: one channel)."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
+    def __init__(self, host_era: str, era: Callable[[], str | None], streams: bool = False):
         self.host_era = host_era
         self.era = era
+        self.streams = streams
         self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
         self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
         self._prefix = f"rb-era-{id(self):x}-"
@@ -123,8 +128,8 @@ class EraLayer:
 class LegacyServer(EraLayer):
     """2026-07-28 host → 2025-11-25 server."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
-        super().__init__(host_era, era)
+    def __init__(self, host_era: str, era: Callable[[], str | None], streams: bool = False):
+        super().__init__(host_era, era, streams)
         self.state = EraState()
 
     # -- the flow → the server -----------------------------------------------------------------
@@ -141,8 +146,8 @@ class LegacyServer(EraLayer):
                 f"{MODERN_ERA} (host_era): send server/discover, or leave host_era \"auto\""))]
         if request and method == "ping":  # gone in 2026-07-28; answered here, never asked of the server
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete"}})]
-        if request and method == LISTEN_METHOD:
-            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream"))]
+        if request and method == LISTEN_METHOD and not self.streams:
+            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream over HTTP"))]
         if request:
             refused = self._session_for(msg)
             if refused is not None:
@@ -183,23 +188,45 @@ class LegacyServer(EraLayer):
         method = msg.get("method")
         if method == "server/discover" and "id" in msg:
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": self._discovered()})]
+        if method == LISTEN_METHOD and "id" in msg:
+            return self._listen(msg)
+        if method == "notifications/cancelled":
+            gone = state.listens.close(id_key(get_path(msg, "params", "requestId")))
+            if gone is not None:  # a listen stream the host ended: the server never knew of it
+                return [self._call("resources/unsubscribe", {"uri": uri}) for uri in gone]
         out: list[Write] = []
         if isinstance(method, str) and "id" in msg:
             key = id_key(msg["id"])
             state.asked[key] = method
-            meta = params_meta(msg)
-            level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
-            if isinstance(level, str):
+            if self._level(msg, out):
                 state.opted.add(key)
-                if level != state.level:
-                    state.level = level
-                    out.append(self._call("logging/setLevel", {"level": level}))
         stripped = _stripped(msg)
         if stripped is msg and line is not None:
             out.append(Forward(PEER, line))
         else:
             out.append(Send(PEER, dumps(stripped)))
         return out
+
+    def _level(self, msg: dict[str, Any], out: list[Write]) -> bool:
+        """Whether ``msg`` opts in to log messages (`_meta` logLevel): `logging/setLevel` upstream
+        when the level is new."""
+        meta = params_meta(msg)
+        level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
+        if not isinstance(level, str):
+            return False
+        if level != self.state.level:
+            self.state.level = level
+            out.append(self._call("logging/setLevel", {"level": level}))
+        return True
+
+    def _listen(self, msg: dict[str, Any]) -> list[Write]:
+        """A listen request opens a stream here (the server has none to give): subscriptions and the
+        log level upstream, then its acknowledgement up to the flow, as the server's."""
+        caps = (self.state.opened or {}).get("capabilities")
+        ack, fresh = self.state.listens.listen(id_key(msg["id"]), msg, caps if isinstance(caps, dict) else {})
+        out = [self._call("resources/subscribe", {"uri": uri}) for uri in fresh]
+        self._level(msg, out)
+        return [*out, self._to_flow(ack)]
 
     def _discovered(self) -> dict[str, Any]:
         """`server/discover`'s result, from the server's `initialize` result: every field 2026-07-28
@@ -226,11 +253,17 @@ class LegacyServer(EraLayer):
                 return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
             return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
                                                                "as input_required results yet")))]
-        if method == LOG_METHOD and not McpLegacy.is_reminder(msg) and not state.opted:
-            return []  # 2026-07-28: log messages only for a request that opted in (reminders: the flow's rule)
-        if method == LOG_METHOD or method in PASSED_NOTIFICATIONS:
+        if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
-        return []  # list_changed, resources/updated: a 2026-07-28 host gets them on a listen stream only
+        if McpLegacy.is_reminder(msg):
+            if state.asked:  # a request is under way: the reminder is taken as its (stdio cannot tell)
+                return [Forward(HOST, line)]
+            # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
+            return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
+        if method == LOG_METHOD and state.opted:
+            return [Forward(HOST, line)]  # a request that opted in to log messages is under way
+        # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
+        return [self._to_flow(copy) for copy in state.listens.copies(msg)]
 
     def _answer(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
@@ -288,8 +321,8 @@ class ModernServer(EraLayer):
     request carries the host's envelope, and `ping`, `logging/setLevel` and
     `notifications/initialized` (gone in 2026-07-28) stay here."""
 
-    def __init__(self, host_era: str, era: Callable[[], str | None]):
-        super().__init__(host_era, era)
+    def __init__(self, host_era: str, era: Callable[[], str | None], streams: bool = False):
+        super().__init__(host_era, era, streams)
         self.state = ModernState()
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:

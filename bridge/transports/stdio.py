@@ -625,7 +625,7 @@ class StdioProxy:
         if protocol == "mcp" and self.settings.bridged_server_era:
             from bridge.pipeline.eras import BRIDGES
 
-            self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era)
+            self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era, True)
         return flow
 
     def _bridged(self, writes: list[Write]) -> bytes:

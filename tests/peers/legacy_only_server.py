@@ -7,7 +7,10 @@ handshake-only loop (`serve_loop`), so `server/discover` is an unknown method an
 Every message it receives is appended to SEEN_FILE (one JSON object a line), so a test can check
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
-plain log line (logger "legacy"), then answers. A resource `file:///notes.txt` and a prompt `greet`.
+plain log line (logger "legacy"), then answers; `touch {path}` answers, then (ambient, after its
+answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
+`file:///notes.txt`, a Harn reminder for `path` and a log line "ambient". A resource
+`file:///notes.txt` (subscribable) and a prompt `greet`.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import TextIO
 import anyio
 import mcp_types as types
 from mcp.server import MCPServer
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
@@ -26,6 +30,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import SessionMessage
 
 NOTES = "remember the milk"
+#: what a `touch` sends once its answer is written: request id → notifications
+AFTER: dict[object, list[dict]] = {}
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
@@ -54,6 +60,22 @@ def build() -> MCPServer:
             params=types.LoggingMessageNotificationParams(level="info", logger="legacy", data=text)),
             related_request_id=ctx.request_id)
         return "logged"
+
+    @server.tool()
+    def touch(path: str, ctx: Context) -> str:
+        AFTER[ctx.request_id] = [
+            {"method": "notifications/tools/list_changed"}, {"method": "notifications/resources/list_changed"},
+            {"method": "notifications/prompts/list_changed"},
+            {"method": "notifications/resources/updated", "params": {"uri": "file:///notes.txt"}},
+            {k: v for k, v in dumped(harn_reminder(path)).items() if k in ("method", "params")},
+            {"method": "notifications/message", "params": {"level": "info", "logger": "legacy", "data": "ambient"}}]
+        return f"touched {path}"
+
+    async def subscribed(ctx, params) -> types.EmptyResult:
+        return types.EmptyResult()
+
+    server._lowlevel_server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribed)
+    server._lowlevel_server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, subscribed)
 
     @server.resource("file:///notes.txt")
     def notes() -> str:
@@ -84,11 +106,22 @@ async def main(seen: TextIO) -> None:
                         seen.write(json.dumps(dumped(item.message)) + "\n")
                     await send.send(item)
 
+        out, written = anyio.create_memory_object_stream(64)
+
+        async def then() -> None:  # a `touch`'s notifications follow its answer on the wire
+            async for item in written:
+                await write.send(item)
+                answered = dumped(item.message)
+                for extra in AFTER.pop(answered.get("id"), []) if "result" in answered else []:
+                    await write.send(SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", **extra)))
+
         async with anyio.create_task_group() as group:
             group.start_soon(tee)
+            group.start_soon(then)
             async with low.lifespan(low) as state:
-                await serve_loop(low, receive, write, lifespan_state=state,
-                                 init_options=low.create_initialization_options())
+                changed = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+                await serve_loop(low, receive, out, lifespan_state=state,
+                                 init_options=low.create_initialization_options(changed))
             group.cancel_scope.cancel()
 
 

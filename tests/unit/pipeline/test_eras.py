@@ -254,3 +254,77 @@ def test_an_auto_route_lets_a_2026_07_28_host_through():
     discover = request(1, "server/discover")
     assert bridge.toward_server(discover) == [Forward(PEER, discover)]
     assert BRIDGES == {LEGACY: LegacyServer, MODERN: ModernServer}
+
+
+# -- subscriptions/listen in front of a 2025-11-25 server (stdio: the listen stays open as the stream)
+
+SUB = "io.modelcontextprotocol/subscriptionId"
+LISTING = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "logging": {}}
+
+
+def listening() -> LegacyServer:
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list"), {"protocolVersion": LEGACY, "capabilities": LISTING})
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    return bridge
+
+
+def notification(method: str, **params) -> bytes:
+    return frame({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
+
+
+def test_a_listen_is_acknowledged_with_what_the_server_can_honour():
+    bridge = listening()
+    filters = {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["file:///a"],
+               "reminders": True}
+    writes = bridge.toward_server(request("L1", "subscriptions/listen",
+                                          envelope(**{"io.modelcontextprotocol/logLevel": "info"}),
+                                          notifications=filters))
+    assert [(m["method"], m["params"]) for m in sent(writes, PEER)] == [
+        ("resources/subscribe", {"uri": "file:///a"}), ("logging/setLevel", {"level": "info"})]
+    [ack] = sent(writes, HOST)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    # no prompts on this server; reminders are the flow's to echo
+    assert ack["params"] == {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]},
+                             "_meta": {SUB: "L1"}}
+    assert_valid(validator_for(SCHEMA, "SubscriptionsAcknowledgedNotification"), ack)
+    # a second stream on the same URI subscribes nothing more upstream
+    again = bridge.toward_server(request(2, "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    assert sent(again, PEER) == []
+
+
+def test_server_notifications_go_on_each_stream_that_takes_them_stamped():
+    bridge = listening()
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"toolsListChanged": True}))
+    bridge.toward_server(request("L2", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    changed = sent(bridge.from_server(notification("notifications/tools/list_changed")), HOST)
+    assert changed == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: "L1"}}}]
+    updated = sent(bridge.from_server(notification("notifications/resources/updated", uri="file:///a")), HOST)
+    assert [(m["params"]["uri"], m["params"]["_meta"][SUB]) for m in updated] == [("file:///a", "L2")]
+    assert bridge.from_server(notification("notifications/resources/updated", uri="file:///b")) == []
+    assert bridge.from_server(notification("notifications/prompts/list_changed")) == []
+    assert bridge.from_server(notification("notifications/message", level="info", data="x")) == []  # no stream asked
+
+
+def test_a_cancelled_listen_ends_its_stream_and_its_subscriptions():
+    bridge = listening()
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    cancel = notification("notifications/cancelled", requestId="L1")
+    [unsubscribe] = sent(bridge.toward_server(cancel), PEER)
+    assert (unsubscribe["method"], unsubscribe["params"]) == ("resources/unsubscribe", {"uri": "file:///a"})
+    assert bridge.from_server(notification("notifications/resources/updated", uri="file:///a")) == []
+    other = notification("notifications/cancelled", requestId=9)
+    assert bridge.toward_server(other) == [Forward(PEER, other)]  # a request's: the server's to hear
+
+
+def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
+    """No request under way: the reminder belongs to no request, so it is the listen stream's (the
+    flow puts it on the one that opted in, or holds it for the fallback when none did)."""
+    bridge = listening()
+    reminder = notification("notifications/message", level="info", data="b",
+                            _meta={"harn": {"reminder": {"body": "b"}}})
+    [held] = sent(bridge.from_server(reminder), HOST)
+    assert held["params"]["_meta"][SUB] is None
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"reminders": True}))
+    [streamed] = sent(bridge.from_server(reminder), HOST)
+    assert streamed["params"]["_meta"] == {"harn": {"reminder": {"body": "b"}}, SUB: "L1"}
