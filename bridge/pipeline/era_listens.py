@@ -61,7 +61,7 @@ class Listens:
                 if self.uris[uri] == 1:
                     fresh.append(uri)
         meta = params_meta(msg)
-        logs = isinstance(meta, dict) and isinstance(meta.get(LOG_LEVEL_KEY), str) and "logging" in caps
+        logs = isinstance(meta, dict) and isinstance(meta.get(LOG_LEVEL_KEY), str)  # (a server without logging sends none)
         self.open[key] = Listen(msg["id"], honoured, logs, asked.get(REMINDERS_FILTER) is True)
         ack = {"jsonrpc": "2.0", "method": ACK_METHOD,
                "params": {"notifications": honoured, "_meta": {SUBSCRIPTION_KEY: msg["id"]}}}

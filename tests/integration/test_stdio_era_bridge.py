@@ -8,10 +8,13 @@ host (`initialize`, then `notifications/initialized`, before anything else), and
 `_meta` key."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -20,6 +23,7 @@ from tests.peers.mcp_host import Reminders
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
+SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 
 
 def server(seen: Path) -> list[str]:
@@ -224,3 +228,121 @@ async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules)
     assert [c.text for c in result.content] == ["plain"]
     got = received(seen)
     assert got[0]["method"] == "initialize" and isinstance(got[0]["id"], int)  # the host's own id: not the proxy's
+
+
+# -- subscriptions/listen ↔ the 2025-11-25 server's notifications and resources/subscribe ------------
+
+async def test_listen_streams_list_changed_and_resource_updates(tmp_path, rules):
+    """The SDK host's `listen()` is acknowledged with what the server honours; the server's
+    notifications after a `touch` (ambient: after its answer) reach the stream, stamped."""
+    seen = tmp_path / "seen.jsonl"
+    events = []
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
+            assert sub.honored.tools_list_changed is True
+            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
+            await client.call_tool("touch", {"path": "a.py"})
+            with anyio.fail_after(20):
+                async for event in sub:
+                    events.append(type(event).__name__)
+                    if len(events) == 2:
+                        break
+        await client.call_tool("echo", {"text": "after"})  # the cancel reached the proxy before this
+    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
+    got = received(seen)
+    assert [m["params"] for m in got if m.get("method") == "resources/subscribe"] == [{"uri": "file:///notes.txt"}]
+    assert [m["params"] for m in got if m.get("method") == "resources/unsubscribe"] == [{"uri": "file:///notes.txt"}]
+    assert not any(m.get("method") == "subscriptions/listen" for m in got)
+    assert_legacy_wire(seen)
+
+
+class RawHost:
+    """A 2026-07-28 host written by hand over the proxy's stdio: the SDK's `listen()` has no way to
+    ask for reminders (the filter key `reminders`, spec §3)."""
+
+    CAPS = {"extensions": {"com.example/reminders": {}}}
+
+    def __init__(self, process):
+        self.process = process
+        self.ids = iter(range(1, 1000))
+
+    def meta(self) -> dict:
+        return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo":
+                {"name": "raw", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": self.CAPS}
+
+    async def send(self, method: str, msg_id=None, more: dict | None = None, **params) -> None:
+        msg = {"jsonrpc": "2.0", "method": method, "params": {**params, "_meta": {**self.meta(), **(more or {})}}}
+        if msg_id is not None:
+            msg["id"] = msg_id
+        self.process.stdin.write((json.dumps(msg) + "\n").encode())
+        await self.process.stdin.drain()
+
+    async def until(self, done) -> list[dict]:
+        """What the proxy wrote, up to and with the first message ``done`` accepts."""
+        got = []
+        with anyio.fail_after(20):
+            while not got or not done(got[-1]):
+                got.append(json.loads(await self.process.stdout.readline()))
+        return got
+
+    async def call(self, name: str, **arguments) -> list[dict]:
+        msg_id = next(self.ids)
+        await self.send("tools/call", msg_id, name=name, arguments=arguments)
+        return await self.until(lambda m: m.get("id") == msg_id)
+
+
+@contextlib.asynccontextmanager
+async def raw_host(tmp_path: Path, rules: Path):
+    """The proxy in front of the 2025-11-25 server, with a hand-written host on its stdio."""
+    seen = tmp_path / "seen.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), *BRIDGE, "--", *server(seen),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        yield RawHost(process)
+    finally:
+        process.stdin.close()
+        await process.wait()
+    assert_legacy_wire(seen)
+
+
+async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(tmp_path, rules):
+    async with raw_host(tmp_path, rules) as host:
+        await streamed_reminder(host)
+
+
+async def streamed_reminder(raw_host: RawHost) -> None:
+    await raw_host.send("subscriptions/listen", "L", notifications={"reminders": True, "toolsListChanged": True})
+    [ack] = await raw_host.until(lambda m: True)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
+    assert ack["params"]["_meta"] == {SUB_KEY: "L"}
+    answered = await raw_host.call("touch", path="src/x.rs")
+    # what the touch sent after its answer: the list change the stream asked for, and the reminder
+    after = await raw_host.until(lambda m: m.get("method") == "notifications/reminder")
+    assert answered[-1]["result"]["content"][0]["text"] == "touched src/x.rs"
+    [changed] = [m for m in after if m.get("method") == "notifications/tools/list_changed"]
+    assert changed["params"]["_meta"] == {SUB_KEY: "L"}
+    reminder = after[-1]
+    assert reminder["params"]["_meta"][SUB_KEY] == "L"
+    assert reminder["params"]["reminder"]["id"] == "r-src/x.rs"
+    assert reminder["params"]["reminder"]["dedupeKey"] == "file_changed:src/x.rs"
+    assert reminder["params"]["reminder"]["ttlTurns"] == 2
+    # nothing the stream did not ask for: no other list change, no resource update, no log line
+    assert {m.get("method") for m in after} == {"notifications/tools/list_changed", "notifications/reminder"}
+
+
+async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_result(tmp_path, rules):
+    """The stream takes log messages only: the log line the server sends after the reminder tells
+    the host the reminder has come (and was held, since a request under way would have taken it)."""
+    async with raw_host(tmp_path, rules) as host:
+        await host.send("subscriptions/listen", "L", {"io.modelcontextprotocol/logLevel": "info"}, notifications={})
+        [ack] = await host.until(lambda m: True)
+        assert ack["params"] == {"notifications": {}, "_meta": {SUB_KEY: "L"}}
+        await host.call("touch", path="src/y.rs")
+        [log] = await host.until(lambda m: m.get("method") == "notifications/message")
+        assert log["params"]["data"] == "ambient" and log["params"]["_meta"] == {SUB_KEY: "L"}
+        sync = await host.call("echo", text="next")
+    assert not any(m.get("method") == "notifications/reminder" for m in sync)
+    texts = [c["text"] for c in sync[-1]["result"]["content"]]
+    assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]

@@ -30,8 +30,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import SessionMessage
 
 NOTES = "remember the milk"
-#: what a `touch` sends once its answer is written: request id → notifications
-AFTER: dict[object, list[dict]] = {}
+#: what a `touch` sends once its answer is written: request id (as text) → notifications
+AFTER: dict[str, list[dict]] = {}
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
@@ -112,7 +112,7 @@ async def main(seen: TextIO) -> None:
             async for item in written:
                 await write.send(item)
                 answered = dumped(item.message)
-                for extra in AFTER.pop(answered.get("id"), []) if "result" in answered else []:
+                for extra in AFTER.pop(str(answered.get("id")), []) if "result" in answered else []:
                     await write.send(SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", **extra)))
 
         async with anyio.create_task_group() as group:
