@@ -25,12 +25,13 @@ from typing import Any
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
-    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
+    SUBSCRIPTION_KEY, McpLegacy,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
-from bridge.pipeline.era_listens import Listens, stamped
+from bridge.pipeline.era_listens import LIST_CHANGED, Listens, stamped
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
 #: a 2025-11-25 server.
@@ -314,6 +315,11 @@ class ModernState:
     held: list[dict[str, Any]] = field(default_factory=list)
     #: the level the host's `logging/setLevel` asked for: every later request opts in at it
     level: str | None = None
+    #: the server's capabilities (discover's), and the resource URIs the host subscribed to
+    caps: dict[str, Any] = field(default_factory=dict)
+    uris: list[str] = field(default_factory=list)
+    #: the one `subscriptions/listen` upstream that carries the host's notifications (its own id)
+    listen: str | None = None
 
 
 class ModernServer(EraLayer):
@@ -342,13 +348,17 @@ class ModernServer(EraLayer):
         if method == "notifications/initialized" or method == "notifications/roots/list_changed":
             return []  # no 2026-07-28 counterpart: the server has no session to be told of
         if request and method in ("ping", "logging/setLevel"):
-            if method == "logging/setLevel":
-                level = get_path(msg, "params", "level")
-                state.level = level if isinstance(level, str) else state.level
-            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+            out = [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+            level = get_path(msg, "params", "level")
+            if method == "logging/setLevel" and isinstance(level, str) and level != state.level:
+                state.level = level
+                return self._relisten() + out  # the stream's own log messages at the new level
+            return out
         if request and method in ("resources/subscribe", "resources/unsubscribe"):
-            return [self._to_flow(unbridged(msg["id"], method, "not yet mapped to subscriptions/listen",
-                                            host=LEGACY_ERA, server=MODERN_ERA))]
+            if not self.streams:
+                return [self._to_flow(unbridged(msg["id"], method, "not yet mapped to subscriptions/listen over "
+                                                "HTTP", host=LEGACY_ERA, server=MODERN_ERA))]
+            return self._subscribe(msg, method == "resources/subscribe")
         if state.initialize is not None:  # discover is under way: what follows waits for it
             state.held.append(msg)
             return []
@@ -366,10 +376,55 @@ class ModernServer(EraLayer):
             stamped[LOG_LEVEL_KEY] = self.state.level
         return [Send(PEER, dumps({**msg, "params": {**params, "_meta": stamped}}))]
 
+    def _subscribe(self, msg: dict[str, Any], on: bool) -> list[Write]:
+        """`resources/subscribe` / `unsubscribe`: the listen upstream again, with the host's URIs."""
+        uri = get_path(msg, "params", "uri")
+        uris = self.state.uris
+        changed = isinstance(uri, str) and (uri not in uris) == on
+        if changed and on:
+            uris.append(uri)
+        elif changed:
+            uris.remove(uri)
+        return (self._relisten() if changed else []) + [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+
+    def _relisten(self) -> list[Write]:
+        """The host's notifications (2025-11-25: whatever the server declared it sends, and the
+        resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
+        cancelled (what the old one still delivers is not passed on)."""
+        state = self.state
+        if not self.streams or state.envelope is None:
+            return []
+        filters: dict[str, Any] = {}
+        for name, cap in LIST_CHANGED.values():
+            if get_path(state.caps, cap, "listChanged") is True:
+                filters[name] = True
+        if state.uris and get_path(state.caps, "resources", "subscribe") is True:
+            filters["resourceSubscriptions"] = list(state.uris)
+        meta = {**state.envelope, **({LOG_LEVEL_KEY: state.level} if state.level is not None else {})}
+        out = []
+        if state.listen is not None:
+            self.own.pop(state.listen, None)
+            out.append(Send(PEER, dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                         "params": {"requestId": state.listen}})))
+        state.listen = None
+        if filters or state.level is not None:
+            out.append(self._call(LISTEN_METHOD, {"notifications": filters, "_meta": meta}))
+            state.listen = next(reversed(self.own))
+        return out
+
     def _from(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         msg_id = msg.get("id")
-        if "method" not in msg and isinstance(msg_id, str) and self.own.pop(msg_id, None) == "server/discover":
-            return self._discovered(msg)
+        if "method" not in msg and isinstance(msg_id, str) and msg_id.startswith(self._prefix):
+            if self.own.pop(msg_id, None) == "server/discover":
+                return self._discovered(msg)
+            return []  # a listen ended (or refused): the host asked for none, nothing to answer
+        meta = params_meta(msg)
+        if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:  # a listen stream's (the acknowledgement too)
+            current = self.state.listen is not None and meta[SUBSCRIPTION_KEY] == self.state.listen
+            return [Forward(HOST, line)] if current and msg.get("method") != ACK_METHOD else []
+        if msg.get("method") == "notifications/cancelled" and get_path(msg, "params", "requestId") == self.state.listen:
+            self.state.listen = None  # the server ended the stream (stdio)
+            return []
         if get_path(msg, "result", "resultType") == "input_required":  # a request of the server's, in 2026-07-28
             return [self._to_flow(unbridged(msg_id, "input_required results",
                                             "server-to-client requests are not carried to a 2025-11-25 host yet",
@@ -393,7 +448,9 @@ class ModernServer(EraLayer):
                                   "serverInfo": info if isinstance(info, dict) else {"name": "unknown", "version": ""}}
         if isinstance(result.get("instructions"), str):
             answer["instructions"] = result["instructions"]
-        out = [self._to_flow({"jsonrpc": "2.0", "id": asked["id"], "result": answer})]
+        caps = result.get("capabilities")
+        state.caps = caps if isinstance(caps, dict) else {}
+        out = [self._to_flow({"jsonrpc": "2.0", "id": asked["id"], "result": answer}), *self._relisten()]
         for waiting in held:
             out += self._toward(waiting, dumps(waiting))
         return out

@@ -346,3 +346,39 @@ async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_
     assert not any(m.get("method") == "notifications/reminder" for m in sync)
     texts = [c["text"] for c in sync[-1]["result"]["content"]]
     assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe, on purpose
+async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_path, rules):
+    """A 2025-11-25 host's `resources/subscribe` and the list changes it expects unasked become one
+    `subscriptions/listen` to the 2026-07-28 server, opened again when the URIs change."""
+    seen = tmp_path / "seen.jsonl"
+    changes, updated, updates = anyio.Event(), anyio.Event(), []
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method == "notifications/resources/updated":
+            updates.append(str(root.params.uri))
+            updated.set()
+        if method == "notifications/tools/list_changed":
+            changes.set()
+
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy",
+                      message_handler=on_message) as client:
+        await client.subscribe_resource("file:///notes.txt")
+        await client.call_tool("touch", {"path": "c.py"})
+        with anyio.fail_after(20):
+            await changes.wait()
+            await updated.wait()
+    assert updates == ["file:///notes.txt"]
+    got = received(seen)
+    listens = [m for m in got if m.get("method") == "subscriptions/listen"]
+    assert [sorted(m["params"]["notifications"]) for m in listens] == [
+        ["promptsListChanged", "resourcesListChanged", "toolsListChanged"],
+        ["promptsListChanged", "resourceSubscriptions", "resourcesListChanged", "toolsListChanged"]]
+    assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["file:///notes.txt"]
+    cancelled = [m for m in got if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [listens[0]["id"]]
+    assert not any(m.get("method") in ("resources/subscribe", "resources/unsubscribe") for m in got)
+    assert_modern_wire(seen)

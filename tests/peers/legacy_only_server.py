@@ -9,7 +9,8 @@ what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends 
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
 plain log line (logger "legacy"), then answers; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
-`file:///notes.txt`, a Harn reminder for `path` and a log line "ambient". A resource
+`file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
+publishes the tools change and the update to listen streams instead). A resource
 `file:///notes.txt` (subscribable) and a prompt `greet`.
 """
 from __future__ import annotations
@@ -62,7 +63,9 @@ def build() -> MCPServer:
         return "logged"
 
     @server.tool()
-    def touch(path: str, ctx: Context) -> str:
+    async def touch(path: str, ctx: Context) -> str:
+        await ctx.notify_tools_changed()  # to 2026-07-28 listen streams (tests.peers.modern_only_server)
+        await ctx.notify_resource_updated("file:///notes.txt")
         AFTER[ctx.request_id] = [
             {"method": "notifications/tools/list_changed"}, {"method": "notifications/resources/list_changed"},
             {"method": "notifications/prompts/list_changed"},

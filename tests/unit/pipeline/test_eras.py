@@ -328,3 +328,30 @@ def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
     bridge.toward_server(request("L1", "subscriptions/listen", notifications={"reminders": True}))
     [streamed] = sent(bridge.from_server(reminder), HOST)
     assert streamed["params"]["_meta"] == {"harn": {"reminder": {"body": "b"}}, SUB: "L1"}
+
+
+def test_reverse_notifications_ride_one_listen_upstream():
+    """Over stdio: what a 2025-11-25 host gets unasked (the list changes the server declares) and
+    the resources it subscribes to become one listen, opened anew when the URIs change."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    caps = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
+    writes = bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": caps}}))
+    [first] = sent(writes, PEER)
+    assert (first["method"], first["params"]["notifications"]) == ("subscriptions/listen", {"toolsListChanged": True})
+    subscribe = frame({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "file:///a"}})
+    writes = bridge.toward_server(subscribe)
+    cancel, second = sent(writes, PEER)
+    assert cancel == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": first["id"]}}
+    assert second["params"]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]}
+    assert sent(writes, HOST) == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    ack = frame({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                 "params": {"notifications": {}, "_meta": {SUB: second["id"]}}})
+    assert bridge.from_server(ack) == []  # no 2025-11-25 counterpart
+    old = frame({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: first["id"]}}})
+    new = frame({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: second["id"]}}})
+    assert bridge.from_server(old) == []
+    assert bridge.from_server(new) == [Forward(HOST, new)]
+    ended = frame({"jsonrpc": "2.0", "id": second["id"], "result": {"resultType": "complete", "_meta": {}}})
+    assert bridge.from_server(ended) == []
