@@ -31,6 +31,7 @@ from bridge.dialects.mcp import (
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
+from bridge.pipeline.era_input import INPUT_KEY, INPUT_METHODS, Retries, Retry, Suspended, declared, input_required
 from bridge.pipeline.era_listens import LIST_CHANGED, Listens, stamped
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
@@ -73,6 +74,8 @@ class EraState:
     level: str | None = None
     #: the host's open listen streams
     listens: Listens = field(default_factory=Listens)
+    #: the host's requests answered `input_required` while the server's own request waits
+    inputs: Suspended = field(default_factory=Suspended)
 
 
 class EraLayer:
@@ -191,6 +194,9 @@ class LegacyServer(EraLayer):
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": self._discovered()})]
         if method == LISTEN_METHOD and "id" in msg:
             return self._listen(msg)
+        resumed = state.inputs.resume(get_path(msg, "params", "requestState"), msg["id"]) if "id" in msg else None
+        if resumed is not None:
+            return self._resumed(msg, resumed[1])
         if method == "notifications/cancelled":
             gone = state.listens.close(id_key(get_path(msg, "params", "requestId")))
             if gone is not None:  # a listen stream the host ended: the server never knew of it
@@ -252,8 +258,10 @@ class LegacyServer(EraLayer):
         if "id" in msg:  # the server asks the client
             if method == "ping":
                 return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
+            if method in INPUT_METHODS and self.streams:
+                return self._input(msg)
             return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
-                                                               "as input_required results yet")))]
+                                                               "as input_required results over HTTP yet")))]
         if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
         if McpLegacy.is_reminder(msg):
@@ -266,6 +274,36 @@ class LegacyServer(EraLayer):
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
 
+    def _input(self, msg: dict[str, Any]) -> list[Write]:
+        """The server asks its client: the host's request in flight is answered `input_required`
+        with the question; its retry carries the answer back (`_send`)."""
+        state = self.state
+        method = msg["method"]
+        caps = json.loads(state.session)[0] if state.session is not None else None
+        if not declared(caps, method):
+            cap = INPUT_METHODS[method]
+            return [Send(PEER, dumps(error_response(
+                msg["id"], UNBRIDGED, f"{method} needs the client capability {cap}, which the {MODERN_ERA} host "
+                f"behind this {LEGACY_ERA} session did not declare",
+                {"feature": method, "capability": cap, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA})))]
+        key = state.inputs.carrier(state.asked)
+        if key is None:
+            return [Send(PEER, dumps(unbridged(msg["id"], method, "no request of the host is under way to carry it "
+                                               "as an input_required result")))]
+        token = f"{self._prefix}input-{next(_OWN)}"
+        state.inputs.waiting[token] = (key, msg["id"])
+        return [self._to_flow({"jsonrpc": "2.0", "id": state.inputs.host_id(key),
+                               "result": input_required(msg, token)})]
+
+    def _resumed(self, msg: dict[str, Any], server_id: Any) -> list[Write]:
+        """The host's retry: its answer goes to the server's request (the server still owes the first)."""
+        answer = get_path(msg, "params", "inputResponses", INPUT_KEY)
+        if isinstance(answer, dict):
+            reply = {"jsonrpc": "2.0", "id": server_id, "result": {k: v for k, v in answer.items() if k != "resultType"}}
+        else:
+            reply = error_response(server_id, -32603, "the host's retry carried no answer to this request")
+        return [Send(PEER, dumps(reply))]
+
     def _answer(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
         msg_id = msg.get("id")
@@ -277,9 +315,12 @@ class LegacyServer(EraLayer):
         key = id_key(msg_id)
         method = state.asked.pop(key, None)
         state.opted.discard(key)
+        retry = state.inputs.rebound.pop(key, None)
+        if retry is not None:  # the host knows the request by the id of its retry
+            msg = {**msg, "id": retry}
         result = msg.get("result")
         if method is None or not isinstance(result, dict):
-            return [Forward(HOST, line)]
+            return [Forward(HOST, line) if retry is None else self._to_flow(msg)]
         out = {**msg, "result": {"resultType": "complete", **result}}
         if method in CACHEABLE:
             out["result"] = {**CACHE_FIELDS, **out["result"]}
@@ -320,6 +361,8 @@ class ModernState:
     uris: list[str] = field(default_factory=list)
     #: the one `subscriptions/listen` upstream that carries the host's notifications (its own id)
     listen: str | None = None
+    #: the host's requests in flight, and those an `input_required` result holds for the host's answers
+    retries: Retries = field(default_factory=Retries)
 
 
 class ModernServer(EraLayer):
@@ -338,6 +381,8 @@ class ModernServer(EraLayer):
         if state.envelope is None and self.host_era == "auto" and self.era() == MODERN_ERA:
             self.through = True  # a 2026-07-28 host: nothing to bridge, for good
             return [Forward(PEER, line)]
+        if method is None and isinstance(msg.get("id"), str) and msg["id"] in state.retries.asking:
+            return self._answered(msg)
         if method == "initialize" and request:
             params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
             caps, info = params.get("capabilities"), params.get("clientInfo")
@@ -374,7 +419,60 @@ class ModernServer(EraLayer):
         stamped = {**meta, **envelope}
         if self.state.level is not None:
             stamped[LOG_LEVEL_KEY] = self.state.level
-        return [Send(PEER, dumps({**msg, "params": {**params, "_meta": stamped}}))]
+        out = {**msg, "params": {**params, "_meta": stamped}}
+        if self.streams:  # kept for its retry, should the server answer input_required
+            self.state.retries.sent[id_key(msg["id"])] = out
+        return [Send(PEER, dumps(out))]
+
+    def _ask_host(self, key: Any, request: dict[str, Any], result: dict[str, Any]) -> list[Write]:
+        """The server answered ``request`` `input_required`: each of its questions goes to the host as
+        the request 2025-11-25 has for it; their answers make the retry (`_answered`)."""
+        state = self.state
+        asks = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
+        caps = (state.envelope or {}).get(CLIENT_CAPS_KEY)
+        for ask in asks.values():
+            method = ask.get("method") if isinstance(ask, dict) else None
+            if method not in INPUT_METHODS or not declared(caps, method):
+                cap = INPUT_METHODS.get(method, "?") if isinstance(method, str) else "?"
+                return [self._to_flow(error_response(
+                    request["id"], UNBRIDGED, f"the {MODERN_ERA} server needs {method} (client capability {cap}), "
+                    f"which the {LEGACY_ERA} host did not declare",
+                    {"feature": method, "capability": cap, "hostEra": LEGACY_ERA, "serverEra": MODERN_ERA}))]
+        if not asks:  # only requestState: the retry at once
+            return self._retry(Retry(request, result.get("requestState"), set()))
+        state.retries.open[key] = Retry(request, result.get("requestState"), set(asks))
+        out = []
+        for name, ask in asks.items():
+            own = f"{self._prefix}{next(_OWN)}"
+            state.retries.asking[own] = (key, name)
+            out.append(self._to_flow({"jsonrpc": "2.0", "id": own, **ask}))
+        return out
+
+    def _answered(self, msg: dict[str, Any]) -> list[Write]:
+        """The host answered one of the server's questions: the retry once all are in."""
+        retries = self.state.retries
+        key = retries.asking[msg["id"]][0]
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            request = retries.open[key].request if key in retries.open else None
+            retries.drop(key)
+            error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+            return [] if request is None else [self._to_flow(error_response(
+                request["id"], error.get("code", -32603), f"the {LEGACY_ERA} host refused the server's request: "
+                f"{error.get('message', 'no reason given')}", error.get("data")))]
+        retry = retries.answer(msg["id"], result)
+        return [] if retry is None else self._retry(retry)
+
+    def _retry(self, retry: Retry) -> list[Write]:
+        """The request again, with the host's answers and the server's state."""
+        params = {k: v for k, v in retry.request["params"].items() if k not in ("inputResponses", "requestState")}
+        if retry.answers:
+            params["inputResponses"] = retry.answers
+        if isinstance(retry.state, str):
+            params["requestState"] = retry.state
+        again = {**retry.request, "params": params}
+        self.state.retries.sent[id_key(again["id"])] = again
+        return [Send(PEER, dumps(again))]
 
     def _subscribe(self, msg: dict[str, Any], on: bool) -> list[Write]:
         """`resources/subscribe` / `unsubscribe`: the listen upstream again, with the host's URIs."""
@@ -425,10 +523,13 @@ class ModernServer(EraLayer):
         if msg.get("method") == "notifications/cancelled" and get_path(msg, "params", "requestId") == self.state.listen:
             self.state.listen = None  # the server ended the stream (stdio)
             return []
+        request = self.state.retries.sent.pop(id_key(msg_id), None) if "method" not in msg else None
         if get_path(msg, "result", "resultType") == "input_required":  # a request of the server's, in 2026-07-28
+            if request is not None:
+                return self._ask_host(id_key(msg_id), request, msg["result"])
             return [self._to_flow(unbridged(msg_id, "input_required results",
-                                            "server-to-client requests are not carried to a 2025-11-25 host yet",
-                                            host=LEGACY_ERA, server=MODERN_ERA))]
+                                            "server-to-client requests are not carried to a 2025-11-25 host over "
+                                            "HTTP yet", host=LEGACY_ERA, server=MODERN_ERA))]
         return [Forward(HOST, line)]
 
     def _discovered(self, msg: dict[str, Any]) -> list[Write]:

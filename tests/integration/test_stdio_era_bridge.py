@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -88,7 +89,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch"}
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -206,7 +207,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]
@@ -382,3 +383,38 @@ async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_p
     assert [m["params"]["requestId"] for m in cancelled] == [listens[0]["id"]]
     assert not any(m.get("method") in ("resources/subscribe", "resources/unsubscribe") for m in got)
     assert_modern_wire(seen)
+
+
+# -- server→client requests: the 2025-11-25 server's sampling request ↔ an input_required result ---
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_sampling_request_crosses_as_input_required_and_back(tmp_path, rules):
+    """The server's `sampling/createMessage` answers the host's `tools/call` `input_required`; the
+    SDK host samples and retries; its answer goes to the server, whose result answers the retry."""
+    seen = tmp_path / "seen.jsonl"
+    asked = []
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
+                                         model="test-model")
+
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN, sampling_callback=sample) as client:
+        result = await client.call_tool("ask", {"question": "the answer?"})
+    assert asked == ["the answer?"]
+    assert [c.text for c in result.content] == ["sampled: forty-two"]
+    got = received(seen)
+    assert sum(m.get("method") == "tools/call" for m in got) == 1  # the retry never reached the server
+    [answer] = [m for m in got if "result" in m and "model" in m["result"]]
+    assert answer["result"]["content"]["text"] == "forty-two" and "resultType" not in answer["result"]
+    assert_legacy_wire(seen)
+
+
+async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_naming_it(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
+        result = await client.call_tool("ask", {"question": "q"})
+    [text] = [c.text for c in result.content]
+    assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
+    assert MODERN in text and LEGACY in text
+    assert_legacy_wire(seen)

@@ -7,7 +7,8 @@ handshake-only loop (`serve_loop`), so `server/discover` is an unknown method an
 Every message it receives is appended to SEEN_FILE (one JSON object a line), so a test can check
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
-plain log line (logger "legacy"), then answers; `touch {path}` answers, then (ambient, after its
+plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
+(`sampling/createMessage`) and answers with the text, or the refusal; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
 `file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
 publishes the tools change and the update to listen streams instead). A resource
@@ -73,6 +74,16 @@ def build() -> MCPServer:
             {k: v for k, v in dumped(harn_reminder(path)).items() if k in ("method", "params")},
             {"method": "notifications/message", "params": {"level": "info", "logger": "legacy", "data": "ambient"}}]
         return f"touched {path}"
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str:
+        try:
+            sampled = await ctx.session.create_message(  # the server asks its client (2025-11-25)
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+                max_tokens=16, related_request_id=ctx.request_id)
+        except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
+            return f"refused: {exc}"
+        return f"sampled: {sampled.content.text}"
 
     async def subscribed(ctx, params) -> types.EmptyResult:
         return types.EmptyResult()
