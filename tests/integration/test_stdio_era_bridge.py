@@ -89,7 +89,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask"}
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -207,7 +207,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]
@@ -418,3 +418,22 @@ async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_na
     assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
     assert MODERN in text and LEGACY in text
     assert_legacy_wire(seen)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_reverse_an_input_required_result_becomes_a_sampling_request(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
+                                         model="test-model")
+
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", sampling_callback=sample) as client:
+        result = await client.call_tool("consult", {"question": "how many?"})
+    assert [c.text for c in result.content] == ["sampled: seven"]
+    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
+    assert len(calls) == 2  # the first, answered input_required; the retry with the host's answer
+    retry = calls[1]["params"]
+    assert retry["inputResponses"] and [r["content"]["text"] for r in retry["inputResponses"].values()] == ["seven"]
+    assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}
+    assert_modern_wire(seen)

@@ -8,7 +8,8 @@ Every message it receives is appended to SEEN_FILE (one JSON object a line), so 
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
 plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
-(`sampling/createMessage`) and answers with the text, or the refusal; `touch {path}` answers, then (ambient, after its
+(`sampling/createMessage`) and answers with the text, or the refusal; `consult {question}` the same through the SDK's
+resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
 `file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
 publishes the tools change and the update to listen streams instead). A resource
@@ -19,13 +20,13 @@ from __future__ import annotations
 import json
 import sys
 import warnings
-from typing import TextIO
+from typing import Annotated, TextIO
 
 import anyio
 import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve, Sample
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -42,6 +43,12 @@ def harn_reminder(path: str) -> types.LoggingMessageNotification:
                                   "dedupeKey": f"file_changed:{path}", "ttlTurns": 2}}}
     return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
         level="info", logger="harn.reminder", data=body, _meta=meta))
+
+
+def sampling(question: str) -> Sample:
+    """`consult`'s resolver (module level: the SDK reads its annotation by name)."""
+    return Sample([types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+                  max_tokens=16)
 
 
 def build() -> MCPServer:
@@ -83,6 +90,10 @@ def build() -> MCPServer:
                 max_tokens=16, related_request_id=ctx.request_id)
         except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
             return f"refused: {exc}"
+        return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    def consult(question: str, sampled: Annotated[types.CreateMessageResult, Resolve(sampling)]) -> str:
         return f"sampled: {sampled.content.text}"
 
     async def subscribed(ctx, params) -> types.EmptyResult:

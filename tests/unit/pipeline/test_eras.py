@@ -355,3 +355,64 @@ def test_reverse_notifications_ride_one_listen_upstream():
     assert bridge.from_server(new) == [Forward(HOST, new)]
     ended = frame({"jsonrpc": "2.0", "id": second["id"], "result": {"resultType": "complete", "_meta": {}}})
     assert bridge.from_server(ended) == []
+
+
+# -- server→client requests ↔ input_required results (stdio) --------------------------------------
+
+SAMPLE = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 4}}
+
+
+def test_a_server_request_answers_the_host_request_input_required_and_the_retry_answers_it():
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list", envelope(caps={"sampling": {}})))
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    bridge.toward_server(request(5, "tools/call", envelope(caps={"sampling": {}}), name="ask"))
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE})), HOST)
+    result = suspended["result"]
+    assert suspended["id"] == 5 and result["resultType"] == "input_required"
+    assert list(result["inputRequests"].values()) == [SAMPLE]
+    assert_valid(validator_for(SCHEMA, "InputRequiredResult"), result)
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m", "resultType": "complete"}
+    retry = request(6, "tools/call", envelope(caps={"sampling": {}}), name="ask", requestState=result["requestState"],
+                    inputResponses={k: answer for k in result["inputRequests"]})
+    [to_server] = sent(bridge.toward_server(retry), PEER)
+    assert to_server == {"jsonrpc": "2.0", "id": 70, "result": {k: v for k, v in answer.items() if k != "resultType"}}
+    [done] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {"content": []}})), HOST)
+    assert done == {"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete", "content": []}}
+
+
+def test_a_server_request_the_host_cannot_take_is_refused_naming_it():
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list"))
+    [refused] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 71, "method": "roots/list"})), PEER)
+    assert refused["error"]["data"] == {"feature": "roots/list", "capability": "roots", "hostEra": MODERN,
+                                        "serverEra": LEGACY}
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list", envelope(caps={"sampling": {}})))
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    [idle] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 72, **SAMPLE})), PEER)
+    assert "no request of the host is under way" in idle["error"]["message"]
+
+
+def test_reverse_input_required_becomes_host_requests_and_a_retry(reverse):
+    reverse.streams = True
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"sampling": {}}}})
+    [discover] = sent(reverse.toward_server(init), PEER)
+    reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": {}}}))
+    call = frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "consult"}})
+    reverse.toward_server(call)
+    needed = {"resultType": "input_required", "inputRequests": {"q": SAMPLE}, "requestState": "st"}
+    [ask] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 3, "result": needed})), HOST)
+    assert {k: ask[k] for k in ("method", "params")} == SAMPLE
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    [again] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": ask["id"], "result": answer})), PEER)
+    assert again["id"] == 3 and again["params"]["inputResponses"] == {"q": answer}
+    assert again["params"]["requestState"] == "st" and again["params"]["name"] == "consult"
+    done = frame({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "content": []}})
+    assert reverse.from_server(done) == [Forward(HOST, done)]
+    # a host without the capability: its request gets the error naming it
+    reverse.state.envelope["io.modelcontextprotocol/clientCapabilities"] = {}
+    reverse.toward_server(frame({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "consult"}}))
+    [error] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 4, "result": needed})), HOST)
+    assert error["id"] == 4 and error["error"]["data"] == {"feature": "sampling/createMessage", "capability": "sampling",
+                                                           "hostEra": LEGACY, "serverEra": MODERN}
