@@ -390,6 +390,10 @@ class ModernServer(EraLayer):
             state.envelope = {PROTOCOL_KEY: MODERN_ERA, CLIENT_CAPS_KEY: caps if isinstance(caps, dict) else {},
                               CLIENT_INFO_KEY: info if isinstance(info, dict) else {}}
             return [self._call("server/discover", {"_meta": dict(state.envelope)})]
+        if method == "notifications/cancelled":  # nothing kept for a retry of what the host gave up
+            key = id_key(get_path(msg, "params", "requestId"))
+            state.retries.sent.pop(key, None)
+            state.retries.drop(key)
         if method == "notifications/initialized" or method == "notifications/roots/list_changed":
             return []  # no 2026-07-28 counterpart: the server has no session to be told of
         if request and method in ("ping", "logging/setLevel"):
