@@ -519,6 +519,8 @@ class ModernServer(EraLayer):
         if "method" not in msg and isinstance(msg_id, str) and msg_id.startswith(self._prefix):
             if self.own.pop(msg_id, None) == "server/discover":
                 return self._discovered(msg)
+            if msg_id == self.state.listen:
+                self.state.listen = None
             return []  # a listen ended (or refused): the host asked for none, nothing to answer
         meta = params_meta(msg)
         if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:  # a listen stream's (the acknowledgement too)
