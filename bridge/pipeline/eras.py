@@ -11,8 +11,10 @@ server writes (`from_server`), and answers with `Write` commands: ``PEER`` goes 
 
 (`ModernServer` is the mirror: the flow sees a 2025-11-25 server.) What each keeps is one table:
 `EraState`, the upstream session it opened (`initialize`, then `notifications/initialized`,
-before anything else), what waits for it, the host's requests in flight, the log level it set;
-`ModernState`, the host's `initialize` and the envelope made of it. No awaits, no clock, no logging.
+before anything else), what waits for it, the host's requests in flight, the log level it set,
+its listen streams (`era_listens`) and the requests a server's own request suspended (`era_input`);
+`ModernState`, the host's `initialize` and the envelope made of it, the one listen upstream, the
+requests kept for an `input_required` retry. No awaits, no clock, no logging.
 """
 from __future__ import annotations
 
