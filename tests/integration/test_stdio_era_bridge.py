@@ -89,7 +89,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult"}
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -207,7 +207,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]
@@ -437,3 +437,20 @@ async def test_reverse_an_input_required_result_becomes_a_sampling_request(tmp_p
     assert retry["inputResponses"] and [r["content"]["text"] for r in retry["inputResponses"].values()] == ["seven"]
     assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}
     assert_modern_wire(seen)
+
+
+@pytest.mark.parametrize("direction", ["legacy server", "modern server"])
+async def test_roots_list_crosses_both_ways(tmp_path, rules, direction):
+    """`roots/list`: a 2025-11-25 server's request becomes input_required for a 2026-07-28 host, and
+    a 2026-07-28 server's input_required a request to a 2025-11-25 host."""
+    seen = tmp_path / "seen.jsonl"
+
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    params, mode = ((proxied(seen, *BRIDGE, rules=rules), MODERN) if direction == "legacy server"
+                    else (modern_server(seen, *REVERSE, rules=rules), "legacy"))
+    async with Client(params, mode=mode, list_roots_callback=list_roots) as client:
+        result = await client.call_tool("where", {})
+    assert [c.text for c in result.content] == ["file:///work"]
+    (assert_legacy_wire if direction == "legacy server" else assert_modern_wire)(seen)

@@ -9,7 +9,8 @@ what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends 
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
 plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
 (`sampling/createMessage`) and answers with the text, or the refusal; `consult {question}` the same through the SDK's
-resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `touch {path}` answers, then (ambient, after its
+resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
+client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
 `file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
 publishes the tools change and the update to listen streams instead). A resource
@@ -26,7 +27,7 @@ import anyio
 import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.mcpserver import Context, Resolve, Sample
+from mcp.server.mcpserver import Context, ListRoots, Resolve, Sample
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -49,6 +50,11 @@ def sampling(question: str) -> Sample:
     """`consult`'s resolver (module level: the SDK reads its annotation by name)."""
     return Sample([types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
                   max_tokens=16)
+
+
+def roots() -> ListRoots:
+    """`where`'s resolver."""
+    return ListRoots()
 
 
 def build() -> MCPServer:
@@ -95,6 +101,10 @@ def build() -> MCPServer:
     @server.tool()
     def consult(question: str, sampled: Annotated[types.CreateMessageResult, Resolve(sampling)]) -> str:
         return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    def where(found: Annotated[types.ListRootsResult, Resolve(roots)]) -> str:
+        return " ".join(str(root.uri) for root in found.roots)
 
     async def subscribed(ctx, params) -> types.EmptyResult:
         return types.EmptyResult()
