@@ -11,8 +11,10 @@ server writes (`from_server`), and answers with `Write` commands: ``PEER`` goes 
 
 (`ModernServer` is the mirror: the flow sees a 2025-11-25 server.) What each keeps is one table:
 `EraState`, the upstream session it opened (`initialize`, then `notifications/initialized`,
-before anything else), what waits for it, the host's requests in flight, the log level it set;
-`ModernState`, the host's `initialize` and the envelope made of it. No awaits, no clock, no logging.
+before anything else), what waits for it, the host's requests in flight, the log level it set,
+its listen streams (`era_listens`) and the requests a server's own request suspended (`era_input`);
+`ModernState`, the host's `initialize` and the envelope made of it, the one listen upstream, the
+requests kept for an `input_required` retry. No awaits, no clock, no logging.
 """
 from __future__ import annotations
 
@@ -25,11 +27,14 @@ from typing import Any
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
-    CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY, McpLegacy,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
+    SUBSCRIPTION_KEY, McpLegacy,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
+from bridge.pipeline.era_input import INPUT_KEY, INPUT_METHODS, Retries, Retry, Suspended, declared, input_required
+from bridge.pipeline.era_listens import LIST_CHANGED, Listens, stamped
 from bridge.telemetry import Recorder
 
 #: The `_meta` keys 2026-07-28 reserves (the envelope, log opt-ins, subscription ids): never sent to
@@ -70,6 +75,10 @@ class EraState:
     opted: set[Any] = field(default_factory=set)
     #: the level `logging/setLevel` last set upstream
     level: str | None = None
+    #: the host's open listen streams
+    listens: Listens = field(default_factory=Listens)
+    #: the host's requests answered `input_required` while the server's own request waits
+    inputs: Suspended = field(default_factory=Suspended)
 
 
 class EraLayer:
@@ -77,15 +86,19 @@ class EraLayer:
     on for the other side to judge), the pass-through of a host whose era needs no bridge, and the
     bridge's own requests. ``host_era``: the route's; ``era``: the era the MCP flow settled for the
     host (the one place it is decided), read when the route's `host_era` is `auto`; ``recorder``
-    counts each host request the bridge takes (`Recorder.bridged`: the console's era mix)."""
+    counts each host request the bridge takes (`Recorder.bridged`: the console's era mix);
+    ``streams``: the transport keeps a `subscriptions/listen` request open as its stream (stdio:
+    one channel)."""
 
     #: the eras this bridge stands between: (the host's, the server's)
     bridges: tuple[str, str]
 
-    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None,
+                 streams: bool = False):
         self.host_era = host_era
         self.era = era
         self.recorder = recorder
+        self.streams = streams
         self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
         self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
         self._prefix = f"rb-era-{id(self):x}-"
@@ -134,8 +147,9 @@ class LegacyServer(EraLayer):
 
     bridges = (MODERN_ERA, LEGACY_ERA)
 
-    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
-        super().__init__(host_era, era, recorder)
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None,
+                 streams: bool = False):
+        super().__init__(host_era, era, recorder, streams)
         self.state = EraState()
 
     # -- the flow → the server -----------------------------------------------------------------
@@ -152,8 +166,8 @@ class LegacyServer(EraLayer):
                 f"{MODERN_ERA} (host_era): send server/discover, or leave host_era \"auto\""))]
         if request and method == "ping":  # gone in 2026-07-28; answered here, never asked of the server
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete"}})]
-        if request and method == LISTEN_METHOD:
-            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream"))]
+        if request and method == LISTEN_METHOD and not self.streams:
+            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream over HTTP"))]
         if request:
             refused = self._session_for(msg)
             if refused is not None:
@@ -194,23 +208,48 @@ class LegacyServer(EraLayer):
         method = msg.get("method")
         if method == "server/discover" and "id" in msg:
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": self._discovered()})]
+        if method == LISTEN_METHOD and "id" in msg:
+            return self._listen(msg)
+        resumed = state.inputs.resume(get_path(msg, "params", "requestState"), msg["id"]) if "id" in msg else None
+        if resumed is not None:
+            return self._resumed(msg, resumed[1])
+        if method == "notifications/cancelled":
+            gone = state.listens.close(id_key(get_path(msg, "params", "requestId")))
+            if gone is not None:  # a listen stream the host ended: the server never knew of it
+                return [self._call("resources/unsubscribe", {"uri": uri}) for uri in gone]
         out: list[Write] = []
         if isinstance(method, str) and "id" in msg:
             key = id_key(msg["id"])
             state.asked[key] = method
-            meta = params_meta(msg)
-            level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
-            if isinstance(level, str):
+            if self._level(msg, out):
                 state.opted.add(key)
-                if level != state.level:
-                    state.level = level
-                    out.append(self._call("logging/setLevel", {"level": level}))
         stripped = _stripped(msg)
         if stripped is msg and line is not None:
             out.append(Forward(PEER, line))
         else:
             out.append(Send(PEER, dumps(stripped)))
         return out
+
+    def _level(self, msg: dict[str, Any], out: list[Write]) -> bool:
+        """Whether ``msg`` opts in to log messages (`_meta` logLevel): `logging/setLevel` upstream
+        when the level is new."""
+        meta = params_meta(msg)
+        level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
+        if not isinstance(level, str):
+            return False
+        if level != self.state.level:
+            self.state.level = level
+            out.append(self._call("logging/setLevel", {"level": level}))
+        return True
+
+    def _listen(self, msg: dict[str, Any]) -> list[Write]:
+        """A listen request opens a stream here (the server has none to give): subscriptions and the
+        log level upstream, then its acknowledgement up to the flow, as the server's."""
+        caps = (self.state.opened or {}).get("capabilities")
+        ack, fresh = self.state.listens.listen(id_key(msg["id"]), msg, caps if isinstance(caps, dict) else {})
+        out = [self._call("resources/subscribe", {"uri": uri}) for uri in fresh]
+        self._level(msg, out)
+        return [*out, self._to_flow(ack)]
 
     def _discovered(self) -> dict[str, Any]:
         """`server/discover`'s result, from the server's `initialize` result: every field 2026-07-28
@@ -235,13 +274,51 @@ class LegacyServer(EraLayer):
         if "id" in msg:  # the server asks the client
             if method == "ping":
                 return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
+            if method in INPUT_METHODS and self.streams:
+                return self._input(msg)
             return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
-                                                               "as input_required results yet")))]
-        if method == LOG_METHOD and not McpLegacy.is_reminder(msg) and not state.opted:
-            return []  # 2026-07-28: log messages only for a request that opted in (reminders: the flow's rule)
-        if method == LOG_METHOD or method in PASSED_NOTIFICATIONS:
+                                                               "as input_required results over HTTP yet")))]
+        if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
-        return []  # list_changed, resources/updated: a 2026-07-28 host gets them on a listen stream only
+        if McpLegacy.is_reminder(msg):
+            if state.asked:  # a request is under way: the reminder is taken as its (stdio cannot tell)
+                return [Forward(HOST, line)]
+            # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
+            return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
+        if method == LOG_METHOD and state.opted:
+            return [Forward(HOST, line)]  # a request that opted in to log messages is under way
+        # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
+        return [self._to_flow(copy) for copy in state.listens.copies(msg)]
+
+    def _input(self, msg: dict[str, Any]) -> list[Write]:
+        """The server asks its client: the host's request in flight is answered `input_required`
+        with the question; its retry carries the answer back (`_send`)."""
+        state = self.state
+        method = msg["method"]
+        caps = json.loads(state.session)[0] if state.session is not None else None
+        if not declared(caps, method):
+            cap = INPUT_METHODS[method]
+            return [Send(PEER, dumps(error_response(
+                msg["id"], UNBRIDGED, f"{method} needs the client capability {cap}, which the {MODERN_ERA} host "
+                f"behind this {LEGACY_ERA} session did not declare",
+                {"feature": method, "capability": cap, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA})))]
+        key = state.inputs.carrier(state.asked)
+        if key is None:
+            return [Send(PEER, dumps(unbridged(msg["id"], method, "no request of the host is under way to carry it "
+                                               "as an input_required result")))]
+        token = f"{self._prefix}input-{next(_OWN)}"
+        state.inputs.waiting[token] = (key, msg["id"])
+        return [self._to_flow({"jsonrpc": "2.0", "id": state.inputs.host_id(key),
+                               "result": input_required(msg, token)})]
+
+    def _resumed(self, msg: dict[str, Any], server_id: Any) -> list[Write]:
+        """The host's retry: its answer goes to the server's request (the server still owes the first)."""
+        answer = get_path(msg, "params", "inputResponses", INPUT_KEY)
+        if isinstance(answer, dict):
+            reply = {"jsonrpc": "2.0", "id": server_id, "result": {k: v for k, v in answer.items() if k != "resultType"}}
+        else:
+            reply = error_response(server_id, -32603, "the host's retry carried no answer to this request")
+        return [Send(PEER, dumps(reply))]
 
     def _answer(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
@@ -254,9 +331,12 @@ class LegacyServer(EraLayer):
         key = id_key(msg_id)
         method = state.asked.pop(key, None)
         state.opted.discard(key)
+        retry = state.inputs.rebound.pop(key, None)
+        if retry is not None:  # the host knows the request by the id of its retry
+            msg = {**msg, "id": retry}
         result = msg.get("result")
         if method is None or not isinstance(result, dict):
-            return [Forward(HOST, line)]
+            return [Forward(HOST, line) if retry is None else self._to_flow(msg)]
         out = {**msg, "result": {"resultType": "complete", **result}}
         if method in CACHEABLE:
             out["result"] = {**CACHE_FIELDS, **out["result"]}
@@ -292,6 +372,13 @@ class ModernState:
     held: list[dict[str, Any]] = field(default_factory=list)
     #: the level the host's `logging/setLevel` asked for: every later request opts in at it
     level: str | None = None
+    #: the server's capabilities (discover's), and the resource URIs the host subscribed to
+    caps: dict[str, Any] = field(default_factory=dict)
+    uris: list[str] = field(default_factory=list)
+    #: the one `subscriptions/listen` upstream that carries the host's notifications (its own id)
+    listen: str | None = None
+    #: the host's requests in flight, and those an `input_required` result holds for the host's answers
+    retries: Retries = field(default_factory=Retries)
 
 
 class ModernServer(EraLayer):
@@ -301,8 +388,9 @@ class ModernServer(EraLayer):
 
     bridges = (LEGACY_ERA, MODERN_ERA)
 
-    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None):
-        super().__init__(host_era, era, recorder)
+    def __init__(self, host_era: str, era: Callable[[], str | None], recorder: Recorder | None = None,
+                 streams: bool = False):
+        super().__init__(host_era, era, recorder, streams)
         self.state = ModernState()
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
@@ -312,6 +400,8 @@ class ModernServer(EraLayer):
         if state.envelope is None and self.host_era == "auto" and self.era() == MODERN_ERA:
             self.through = True  # a 2026-07-28 host: nothing to bridge, for good
             return [Forward(PEER, line)]
+        if method is None and isinstance(msg.get("id"), str) and msg["id"] in state.retries.asking:
+            return self._answered(msg)
         if method == "initialize" and request:
             params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
             caps, info = params.get("capabilities"), params.get("clientInfo")
@@ -319,16 +409,24 @@ class ModernServer(EraLayer):
             state.envelope = {PROTOCOL_KEY: MODERN_ERA, CLIENT_CAPS_KEY: caps if isinstance(caps, dict) else {},
                               CLIENT_INFO_KEY: info if isinstance(info, dict) else {}}
             return [self._call("server/discover", {"_meta": dict(state.envelope)})]
+        if method == "notifications/cancelled":  # nothing kept for a retry of what the host gave up
+            key = id_key(get_path(msg, "params", "requestId"))
+            state.retries.sent.pop(key, None)
+            state.retries.drop(key)
         if method == "notifications/initialized" or method == "notifications/roots/list_changed":
             return []  # no 2026-07-28 counterpart: the server has no session to be told of
         if request and method in ("ping", "logging/setLevel"):
-            if method == "logging/setLevel":
-                level = get_path(msg, "params", "level")
-                state.level = level if isinstance(level, str) else state.level
-            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+            out = [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+            level = get_path(msg, "params", "level")
+            if method == "logging/setLevel" and isinstance(level, str) and level != state.level:
+                state.level = level
+                return self._relisten() + out  # the stream's own log messages at the new level
+            return out
         if request and method in ("resources/subscribe", "resources/unsubscribe"):
-            return [self._to_flow(unbridged(msg["id"], method, "not yet mapped to subscriptions/listen",
-                                            host=LEGACY_ERA, server=MODERN_ERA))]
+            if not self.streams:
+                return [self._to_flow(unbridged(msg["id"], method, "not yet mapped to subscriptions/listen over "
+                                                "HTTP", host=LEGACY_ERA, server=MODERN_ERA))]
+            return self._subscribe(msg, method == "resources/subscribe")
         if state.initialize is not None:  # discover is under way: what follows waits for it
             state.held.append(msg)
             return []
@@ -344,16 +442,119 @@ class ModernServer(EraLayer):
         stamped = {**meta, **envelope}
         if self.state.level is not None:
             stamped[LOG_LEVEL_KEY] = self.state.level
-        return [Send(PEER, dumps({**msg, "params": {**params, "_meta": stamped}}))]
+        out = {**msg, "params": {**params, "_meta": stamped}}
+        if self.streams:  # kept for its retry, should the server answer input_required
+            self.state.retries.sent[id_key(msg["id"])] = out
+        return [Send(PEER, dumps(out))]
+
+    def _ask_host(self, key: Any, request: dict[str, Any], result: dict[str, Any]) -> list[Write]:
+        """The server answered ``request`` `input_required`: each of its questions goes to the host as
+        the request 2025-11-25 has for it; their answers make the retry (`_answered`)."""
+        state = self.state
+        asks = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
+        caps = (state.envelope or {}).get(CLIENT_CAPS_KEY)
+        for ask in asks.values():
+            method = ask.get("method") if isinstance(ask, dict) else None
+            if method not in INPUT_METHODS or not declared(caps, method):
+                cap = INPUT_METHODS.get(method, "?") if isinstance(method, str) else "?"
+                return [self._to_flow(error_response(
+                    request["id"], UNBRIDGED, f"the {MODERN_ERA} server needs {method} (client capability {cap}), "
+                    f"which the {LEGACY_ERA} host did not declare",
+                    {"feature": method, "capability": cap, "hostEra": LEGACY_ERA, "serverEra": MODERN_ERA}))]
+        if not asks:  # only requestState: the retry at once
+            return self._retry(Retry(request, result.get("requestState"), set()))
+        state.retries.open[key] = Retry(request, result.get("requestState"), set(asks))
+        out = []
+        for name, ask in asks.items():
+            own = f"{self._prefix}{next(_OWN)}"
+            state.retries.asking[own] = (key, name)
+            out.append(self._to_flow({"jsonrpc": "2.0", "id": own, **ask}))
+        return out
+
+    def _answered(self, msg: dict[str, Any]) -> list[Write]:
+        """The host answered one of the server's questions: the retry once all are in."""
+        retries = self.state.retries
+        key = retries.asking[msg["id"]][0]
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            request = retries.open[key].request if key in retries.open else None
+            retries.drop(key)
+            error = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+            return [] if request is None else [self._to_flow(error_response(
+                request["id"], error.get("code", -32603), f"the {LEGACY_ERA} host refused the server's request: "
+                f"{error.get('message', 'no reason given')}", error.get("data")))]
+        retry = retries.answer(msg["id"], result)
+        return [] if retry is None else self._retry(retry)
+
+    def _retry(self, retry: Retry) -> list[Write]:
+        """The request again, with the host's answers and the server's state."""
+        params = {k: v for k, v in retry.request["params"].items() if k not in ("inputResponses", "requestState")}
+        if retry.answers:
+            params["inputResponses"] = retry.answers
+        if isinstance(retry.state, str):
+            params["requestState"] = retry.state
+        again = {**retry.request, "params": params}
+        self.state.retries.sent[id_key(again["id"])] = again
+        return [Send(PEER, dumps(again))]
+
+    def _subscribe(self, msg: dict[str, Any], on: bool) -> list[Write]:
+        """`resources/subscribe` / `unsubscribe`: the listen upstream again, with the host's URIs."""
+        uri = get_path(msg, "params", "uri")
+        uris = self.state.uris
+        changed = isinstance(uri, str) and (uri not in uris) == on
+        if changed and on:
+            uris.append(uri)
+        elif changed:
+            uris.remove(uri)
+        return (self._relisten() if changed else []) + [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
+
+    def _relisten(self) -> list[Write]:
+        """The host's notifications (2025-11-25: whatever the server declared it sends, and the
+        resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
+        cancelled (what the old one still delivers is not passed on)."""
+        state = self.state
+        if not self.streams or state.envelope is None:
+            return []
+        filters: dict[str, Any] = {}
+        for name, cap in LIST_CHANGED.values():
+            if get_path(state.caps, cap, "listChanged") is True:
+                filters[name] = True
+        if state.uris and get_path(state.caps, "resources", "subscribe") is True:
+            filters["resourceSubscriptions"] = list(state.uris)
+        meta = {**state.envelope, **({LOG_LEVEL_KEY: state.level} if state.level is not None else {})}
+        out = []
+        if state.listen is not None:
+            self.own.pop(state.listen, None)
+            out.append(Send(PEER, dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                         "params": {"requestId": state.listen}})))
+        state.listen = None
+        if filters or state.level is not None:
+            out.append(self._call(LISTEN_METHOD, {"notifications": filters, "_meta": meta}))
+            state.listen = next(reversed(self.own))
+        return out
 
     def _from(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         msg_id = msg.get("id")
-        if "method" not in msg and isinstance(msg_id, str) and self.own.pop(msg_id, None) == "server/discover":
-            return self._discovered(msg)
+        if "method" not in msg and isinstance(msg_id, str) and msg_id.startswith(self._prefix):
+            if self.own.pop(msg_id, None) == "server/discover":
+                return self._discovered(msg)
+            if msg_id == self.state.listen:
+                self.state.listen = None
+            return []  # a listen ended (or refused): the host asked for none, nothing to answer
+        meta = params_meta(msg)
+        if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:  # a listen stream's (the acknowledgement too)
+            current = self.state.listen is not None and meta[SUBSCRIPTION_KEY] == self.state.listen
+            return [Forward(HOST, line)] if current and msg.get("method") != ACK_METHOD else []
+        if msg.get("method") == "notifications/cancelled" and get_path(msg, "params", "requestId") == self.state.listen:
+            self.state.listen = None  # the server ended the stream (stdio)
+            return []
+        request = self.state.retries.sent.pop(id_key(msg_id), None) if "method" not in msg else None
         if get_path(msg, "result", "resultType") == "input_required":  # a request of the server's, in 2026-07-28
+            if request is not None:
+                return self._ask_host(id_key(msg_id), request, msg["result"])
             return [self._to_flow(unbridged(msg_id, "input_required results",
-                                            "server-to-client requests are not carried to a 2025-11-25 host yet",
-                                            host=LEGACY_ERA, server=MODERN_ERA))]
+                                            "server-to-client requests are not carried to a 2025-11-25 host over "
+                                            "HTTP yet", host=LEGACY_ERA, server=MODERN_ERA))]
         return [Forward(HOST, line)]
 
     def _discovered(self, msg: dict[str, Any]) -> list[Write]:
@@ -373,7 +574,9 @@ class ModernServer(EraLayer):
                                   "serverInfo": info if isinstance(info, dict) else {"name": "unknown", "version": ""}}
         if isinstance(result.get("instructions"), str):
             answer["instructions"] = result["instructions"]
-        out = [self._to_flow({"jsonrpc": "2.0", "id": asked["id"], "result": answer})]
+        caps = result.get("capabilities")
+        state.caps = caps if isinstance(caps, dict) else {}
+        out = [self._to_flow({"jsonrpc": "2.0", "id": asked["id"], "result": answer}), *self._relisten()]
         for waiting in held:
             out += self._toward(waiting, dumps(waiting))
         return out

@@ -626,7 +626,7 @@ class StdioProxy:
             from bridge.pipeline.eras import BRIDGES
 
             self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era,
-                                                                  self.recorder)
+                                                                  self.recorder, streams=True)
         return flow
 
     def _bridged(self, writes: list[Write]) -> bytes:

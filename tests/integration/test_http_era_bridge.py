@@ -73,7 +73,7 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         resources = await client.list_resources()
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]

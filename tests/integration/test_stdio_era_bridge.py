@@ -9,11 +9,14 @@ host (`initialize`, then `notifications/initialized`, before anything else), and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 
 import aiohttp
+import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -25,6 +28,7 @@ from tests.peers.processes import free_port, get_json
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
+SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 
 
 def server(seen: Path) -> list[str]:
@@ -89,7 +93,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -207,7 +211,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]
@@ -277,3 +281,228 @@ async def test_the_console_shows_the_era_mix_and_names_the_hosts_that_need_the_b
 async def metrics_text(admin: int) -> str:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{admin}/metrics") as r:
         return await r.text()
+
+
+# -- subscriptions/listen ↔ the 2025-11-25 server's notifications and resources/subscribe ------------
+
+async def test_listen_streams_list_changed_and_resource_updates(tmp_path, rules):
+    """The SDK host's `listen()` is acknowledged with what the server honours; the server's
+    notifications after a `touch` (ambient: after its answer) reach the stream, stamped."""
+    seen = tmp_path / "seen.jsonl"
+    events = []
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
+            assert sub.honored.tools_list_changed is True
+            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
+            await client.call_tool("touch", {"path": "a.py"})
+            with anyio.fail_after(20):
+                async for event in sub:
+                    events.append(type(event).__name__)
+                    if len(events) == 2:
+                        break
+        await client.call_tool("echo", {"text": "after"})  # the cancel reached the proxy before this
+    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
+    got = received(seen)
+    assert [m["params"] for m in got if m.get("method") == "resources/subscribe"] == [{"uri": "file:///notes.txt"}]
+    assert [m["params"] for m in got if m.get("method") == "resources/unsubscribe"] == [{"uri": "file:///notes.txt"}]
+    assert not any(m.get("method") == "subscriptions/listen" for m in got)
+    assert_legacy_wire(seen)
+
+
+class RawHost:
+    """A 2026-07-28 host written by hand over the proxy's stdio: the SDK's `listen()` has no way to
+    ask for reminders (the filter key `reminders`, spec §3)."""
+
+    CAPS = {"extensions": {"com.example/reminders": {}}}
+
+    def __init__(self, process):
+        self.process = process
+        self.ids = iter(range(1, 1000))
+
+    def meta(self) -> dict:
+        return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo":
+                {"name": "raw", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": self.CAPS}
+
+    async def send(self, method: str, msg_id=None, more: dict | None = None, **params) -> None:
+        msg = {"jsonrpc": "2.0", "method": method, "params": {**params, "_meta": {**self.meta(), **(more or {})}}}
+        if msg_id is not None:
+            msg["id"] = msg_id
+        self.process.stdin.write((json.dumps(msg) + "\n").encode())
+        await self.process.stdin.drain()
+
+    async def until(self, done) -> list[dict]:
+        """What the proxy wrote, up to and with the first message ``done`` accepts."""
+        got = []
+        with anyio.fail_after(20):
+            while not got or not done(got[-1]):
+                got.append(json.loads(await self.process.stdout.readline()))
+        return got
+
+    async def call(self, name: str, **arguments) -> list[dict]:
+        msg_id = next(self.ids)
+        await self.send("tools/call", msg_id, name=name, arguments=arguments)
+        return await self.until(lambda m: m.get("id") == msg_id)
+
+
+@contextlib.asynccontextmanager
+async def raw_host(tmp_path: Path, rules: Path):
+    """The proxy in front of the 2025-11-25 server, with a hand-written host on its stdio."""
+    seen = tmp_path / "seen.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), *BRIDGE, "--", *server(seen),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        yield RawHost(process)
+    finally:
+        process.stdin.close()
+        await process.wait()
+    assert_legacy_wire(seen)
+
+
+async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(tmp_path, rules):
+    async with raw_host(tmp_path, rules) as host:
+        await streamed_reminder(host)
+
+
+async def streamed_reminder(raw_host: RawHost) -> None:
+    await raw_host.send("subscriptions/listen", "L", notifications={"reminders": True, "toolsListChanged": True})
+    [ack] = await raw_host.until(lambda m: True)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
+    assert ack["params"]["_meta"] == {SUB_KEY: "L"}
+    answered = await raw_host.call("touch", path="src/x.rs")
+    # what the touch sent after its answer: the list change the stream asked for, and the reminder
+    after = await raw_host.until(lambda m: m.get("method") == "notifications/reminder")
+    assert answered[-1]["result"]["content"][0]["text"] == "touched src/x.rs"
+    [changed] = [m for m in after if m.get("method") == "notifications/tools/list_changed"]
+    assert changed["params"]["_meta"] == {SUB_KEY: "L"}
+    reminder = after[-1]
+    assert reminder["params"]["_meta"][SUB_KEY] == "L"
+    assert reminder["params"]["reminder"]["id"] == "r-src/x.rs"
+    assert reminder["params"]["reminder"]["dedupeKey"] == "file_changed:src/x.rs"
+    assert reminder["params"]["reminder"]["ttlTurns"] == 2
+    # nothing the stream did not ask for: no other list change, no resource update, no log line
+    assert {m.get("method") for m in after} == {"notifications/tools/list_changed", "notifications/reminder"}
+
+
+async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_result(tmp_path, rules):
+    """The stream takes log messages only: the log line the server sends after the reminder tells
+    the host the reminder has come (and was held, since a request under way would have taken it)."""
+    async with raw_host(tmp_path, rules) as host:
+        await host.send("subscriptions/listen", "L", {"io.modelcontextprotocol/logLevel": "info"}, notifications={})
+        [ack] = await host.until(lambda m: True)
+        assert ack["params"] == {"notifications": {}, "_meta": {SUB_KEY: "L"}}
+        await host.call("touch", path="src/y.rs")
+        [log] = await host.until(lambda m: m.get("method") == "notifications/message")
+        assert log["params"]["data"] == "ambient" and log["params"]["_meta"] == {SUB_KEY: "L"}
+        sync = await host.call("echo", text="next")
+    assert not any(m.get("method") == "notifications/reminder" for m in sync)
+    texts = [c["text"] for c in sync[-1]["result"]["content"]]
+    assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe, on purpose
+async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_path, rules):
+    """A 2025-11-25 host's `resources/subscribe` and the list changes it expects unasked become one
+    `subscriptions/listen` to the 2026-07-28 server, opened again when the URIs change."""
+    seen = tmp_path / "seen.jsonl"
+    changes, updated, updates = anyio.Event(), anyio.Event(), []
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method == "notifications/resources/updated":
+            updates.append(str(root.params.uri))
+            updated.set()
+        if method == "notifications/tools/list_changed":
+            changes.set()
+
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy",
+                      message_handler=on_message) as client:
+        await client.subscribe_resource("file:///notes.txt")
+        await client.call_tool("touch", {"path": "c.py"})
+        with anyio.fail_after(20):
+            await changes.wait()
+            await updated.wait()
+    assert updates == ["file:///notes.txt"]
+    got = received(seen)
+    listens = [m for m in got if m.get("method") == "subscriptions/listen"]
+    assert [sorted(m["params"]["notifications"]) for m in listens] == [
+        ["promptsListChanged", "resourcesListChanged", "toolsListChanged"],
+        ["promptsListChanged", "resourceSubscriptions", "resourcesListChanged", "toolsListChanged"]]
+    assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["file:///notes.txt"]
+    cancelled = [m for m in got if m.get("method") == "notifications/cancelled"]
+    assert [m["params"]["requestId"] for m in cancelled] == [listens[0]["id"]]
+    assert not any(m.get("method") in ("resources/subscribe", "resources/unsubscribe") for m in got)
+    assert_modern_wire(seen)
+
+
+# -- server→client requests: the 2025-11-25 server's sampling request ↔ an input_required result ---
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_sampling_request_crosses_as_input_required_and_back(tmp_path, rules):
+    """The server's `sampling/createMessage` answers the host's `tools/call` `input_required`; the
+    SDK host samples and retries; its answer goes to the server, whose result answers the retry."""
+    seen = tmp_path / "seen.jsonl"
+    asked = []
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
+                                         model="test-model")
+
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN, sampling_callback=sample) as client:
+        result = await client.call_tool("ask", {"question": "the answer?"})
+    assert asked == ["the answer?"]
+    assert [c.text for c in result.content] == ["sampled: forty-two"]
+    got = received(seen)
+    assert sum(m.get("method") == "tools/call" for m in got) == 1  # the retry never reached the server
+    [answer] = [m for m in got if "result" in m and "model" in m["result"]]
+    assert answer["result"]["content"]["text"] == "forty-two" and "resultType" not in answer["result"]
+    assert_legacy_wire(seen)
+
+
+async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_naming_it(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
+        result = await client.call_tool("ask", {"question": "q"})
+    [text] = [c.text for c in result.content]
+    assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
+    assert MODERN in text and LEGACY in text
+    assert_legacy_wire(seen)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_reverse_an_input_required_result_becomes_a_sampling_request(tmp_path, rules):
+    seen = tmp_path / "seen.jsonl"
+
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
+                                         model="test-model")
+
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", sampling_callback=sample) as client:
+        result = await client.call_tool("consult", {"question": "how many?"})
+    assert [c.text for c in result.content] == ["sampled: seven"]
+    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
+    assert len(calls) == 2  # the first, answered input_required; the retry with the host's answer
+    retry = calls[1]["params"]
+    assert retry["inputResponses"] and [r["content"]["text"] for r in retry["inputResponses"].values()] == ["seven"]
+    assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}
+    assert_modern_wire(seen)
+
+
+@pytest.mark.parametrize("direction", ["legacy server", "modern server"])
+async def test_roots_list_crosses_both_ways(tmp_path, rules, direction):
+    """`roots/list`: a 2025-11-25 server's request becomes input_required for a 2026-07-28 host, and
+    a 2026-07-28 server's input_required a request to a 2025-11-25 host."""
+    seen = tmp_path / "seen.jsonl"
+
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    params, mode = ((proxied(seen, *BRIDGE, rules=rules), MODERN) if direction == "legacy server"
+                    else (modern_server(seen, *REVERSE, rules=rules), "legacy"))
+    async with Client(params, mode=mode, list_roots_callback=list_roots) as client:
+        result = await client.call_tool("where", {})
+    assert [c.text for c in result.content] == ["file:///work"]
+    (assert_legacy_wire if direction == "legacy server" else assert_modern_wire)(seen)

@@ -7,25 +7,35 @@ handshake-only loop (`serve_loop`), so `server/discover` is an unknown method an
 Every message it receives is appended to SEEN_FILE (one JSON object a line), so a test can check
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
-plain log line (logger "legacy"), then answers. A resource `file:///notes.txt` and a prompt `greet`.
+plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
+(`sampling/createMessage`) and answers with the text, or the refusal; `consult {question}` the same through the SDK's
+resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
+client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
+answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
+`file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
+publishes the tools change and the update to listen streams instead). A resource
+`file:///notes.txt` (subscribable) and a prompt `greet`.
 """
 from __future__ import annotations
 
 import json
 import sys
 import warnings
-from typing import TextIO
+from typing import Annotated, TextIO
 
 import anyio
 import mcp_types as types
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import Context, ListRoots, Resolve, Sample
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import SessionMessage
 
 NOTES = "remember the milk"
+#: what a `touch` sends once its answer is written: request id (as text) → notifications
+AFTER: dict[str, list[dict]] = {}
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
@@ -34,6 +44,17 @@ def harn_reminder(path: str) -> types.LoggingMessageNotification:
                                   "dedupeKey": f"file_changed:{path}", "ttlTurns": 2}}}
     return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
         level="info", logger="harn.reminder", data=body, _meta=meta))
+
+
+def sampling(question: str) -> Sample:
+    """`consult`'s resolver (module level: the SDK reads its annotation by name)."""
+    return Sample([types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+                  max_tokens=16)
+
+
+def roots() -> ListRoots:
+    """`where`'s resolver."""
+    return ListRoots()
 
 
 def build() -> MCPServer:
@@ -54,6 +75,42 @@ def build() -> MCPServer:
             params=types.LoggingMessageNotificationParams(level="info", logger="legacy", data=text)),
             related_request_id=ctx.request_id)
         return "logged"
+
+    @server.tool()
+    async def touch(path: str, ctx: Context) -> str:
+        await ctx.notify_tools_changed()  # to 2026-07-28 listen streams (tests.peers.modern_only_server)
+        await ctx.notify_resource_updated("file:///notes.txt")
+        AFTER[ctx.request_id] = [
+            {"method": "notifications/tools/list_changed"}, {"method": "notifications/resources/list_changed"},
+            {"method": "notifications/prompts/list_changed"},
+            {"method": "notifications/resources/updated", "params": {"uri": "file:///notes.txt"}},
+            {k: v for k, v in dumped(harn_reminder(path)).items() if k in ("method", "params")},
+            {"method": "notifications/message", "params": {"level": "info", "logger": "legacy", "data": "ambient"}}]
+        return f"touched {path}"
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str:
+        try:
+            sampled = await ctx.session.create_message(  # the server asks its client (2025-11-25)
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+                max_tokens=16, related_request_id=ctx.request_id)
+        except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
+            return f"refused: {exc}"
+        return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    def consult(question: str, sampled: Annotated[types.CreateMessageResult, Resolve(sampling)]) -> str:
+        return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    def where(found: Annotated[types.ListRootsResult, Resolve(roots)]) -> str:
+        return " ".join(str(root.uri) for root in found.roots)
+
+    async def subscribed(ctx, params) -> types.EmptyResult:
+        return types.EmptyResult()
+
+    server._lowlevel_server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribed)
+    server._lowlevel_server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, subscribed)
 
     @server.resource("file:///notes.txt")
     def notes() -> str:
@@ -84,11 +141,22 @@ async def main(seen: TextIO) -> None:
                         seen.write(json.dumps(dumped(item.message)) + "\n")
                     await send.send(item)
 
+        out, written = anyio.create_memory_object_stream(64)
+
+        async def then() -> None:  # a `touch`'s notifications follow its answer on the wire
+            async for item in written:
+                await write.send(item)
+                answered = dumped(item.message)
+                for extra in AFTER.pop(str(answered.get("id")), []) if "result" in answered else []:
+                    await write.send(SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", **extra)))
+
         async with anyio.create_task_group() as group:
             group.start_soon(tee)
+            group.start_soon(then)
             async with low.lifespan(low) as state:
-                await serve_loop(low, receive, write, lifespan_state=state,
-                                 init_options=low.create_initialization_options())
+                changed = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+                await serve_loop(low, receive, out, lifespan_state=state,
+                                 init_options=low.create_initialization_options(changed))
             group.cancel_scope.cancel()
 
 

@@ -273,3 +273,165 @@ def test_each_host_request_the_bridge_takes_is_counted_once_and_its_own_never():
     passing.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
     passing.toward_server(request(2, "tools/list"))
     assert recorder.bridged_requests == {("fs", MODERN, LEGACY): 2, ("fs", LEGACY, MODERN): 1}
+
+
+# -- subscriptions/listen in front of a 2025-11-25 server (stdio: the listen stays open as the stream)
+
+SUB = "io.modelcontextprotocol/subscriptionId"
+LISTING = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "logging": {}}
+
+
+def listening() -> LegacyServer:
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list"), {"protocolVersion": LEGACY, "capabilities": LISTING})
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    return bridge
+
+
+def notification(method: str, **params) -> bytes:
+    return frame({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
+
+
+def test_a_listen_is_acknowledged_with_what_the_server_can_honour():
+    bridge = listening()
+    filters = {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["file:///a"],
+               "reminders": True}
+    writes = bridge.toward_server(request("L1", "subscriptions/listen",
+                                          envelope(**{"io.modelcontextprotocol/logLevel": "info"}),
+                                          notifications=filters))
+    assert [(m["method"], m["params"]) for m in sent(writes, PEER)] == [
+        ("resources/subscribe", {"uri": "file:///a"}), ("logging/setLevel", {"level": "info"})]
+    [ack] = sent(writes, HOST)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    # no prompts on this server; reminders are the flow's to echo
+    assert ack["params"] == {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]},
+                             "_meta": {SUB: "L1"}}
+    assert_valid(validator_for(SCHEMA, "SubscriptionsAcknowledgedNotification"), ack)
+    # a second stream on the same URI subscribes nothing more upstream
+    again = bridge.toward_server(request(2, "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    assert sent(again, PEER) == []
+
+
+def test_server_notifications_go_on_each_stream_that_takes_them_stamped():
+    bridge = listening()
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"toolsListChanged": True}))
+    bridge.toward_server(request("L2", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    changed = sent(bridge.from_server(notification("notifications/tools/list_changed")), HOST)
+    assert changed == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: "L1"}}}]
+    updated = sent(bridge.from_server(notification("notifications/resources/updated", uri="file:///a")), HOST)
+    assert [(m["params"]["uri"], m["params"]["_meta"][SUB]) for m in updated] == [("file:///a", "L2")]
+    assert bridge.from_server(notification("notifications/resources/updated", uri="file:///b")) == []
+    assert bridge.from_server(notification("notifications/prompts/list_changed")) == []
+    assert bridge.from_server(notification("notifications/message", level="info", data="x")) == []  # no stream asked
+
+
+def test_a_cancelled_listen_ends_its_stream_and_its_subscriptions():
+    bridge = listening()
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///a"]}))
+    cancel = notification("notifications/cancelled", requestId="L1")
+    [unsubscribe] = sent(bridge.toward_server(cancel), PEER)
+    assert (unsubscribe["method"], unsubscribe["params"]) == ("resources/unsubscribe", {"uri": "file:///a"})
+    assert bridge.from_server(notification("notifications/resources/updated", uri="file:///a")) == []
+    other = notification("notifications/cancelled", requestId=9)
+    assert bridge.toward_server(other) == [Forward(PEER, other)]  # a request's: the server's to hear
+
+
+def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
+    """No request under way: the reminder belongs to no request, so it is the listen stream's (the
+    flow puts it on the one that opted in, or holds it for the fallback when none did)."""
+    bridge = listening()
+    reminder = notification("notifications/message", level="info", data="b",
+                            _meta={"harn": {"reminder": {"body": "b"}}})
+    [held] = sent(bridge.from_server(reminder), HOST)
+    assert held["params"]["_meta"][SUB] is None
+    bridge.toward_server(request("L1", "subscriptions/listen", notifications={"reminders": True}))
+    [streamed] = sent(bridge.from_server(reminder), HOST)
+    assert streamed["params"]["_meta"] == {"harn": {"reminder": {"body": "b"}}, SUB: "L1"}
+
+
+def test_reverse_notifications_ride_one_listen_upstream():
+    """Over stdio: what a 2025-11-25 host gets unasked (the list changes the server declares) and
+    the resources it subscribes to become one listen, opened anew when the URIs change."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    caps = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
+    writes = bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": caps}}))
+    [first] = sent(writes, PEER)
+    assert (first["method"], first["params"]["notifications"]) == ("subscriptions/listen", {"toolsListChanged": True})
+    subscribe = frame({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "file:///a"}})
+    writes = bridge.toward_server(subscribe)
+    cancel, second = sent(writes, PEER)
+    assert cancel == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": first["id"]}}
+    assert second["params"]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": ["file:///a"]}
+    assert sent(writes, HOST) == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    ack = frame({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                 "params": {"notifications": {}, "_meta": {SUB: second["id"]}}})
+    assert bridge.from_server(ack) == []  # no 2025-11-25 counterpart
+    old = frame({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: first["id"]}}})
+    new = frame({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: second["id"]}}})
+    assert bridge.from_server(old) == []
+    assert bridge.from_server(new) == [Forward(HOST, new)]
+    ended = frame({"jsonrpc": "2.0", "id": second["id"], "result": {"resultType": "complete", "_meta": {}}})
+    assert bridge.from_server(ended) == []
+
+
+# -- server→client requests ↔ input_required results (stdio) --------------------------------------
+
+SAMPLE = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 4}}
+
+
+def test_a_server_request_answers_the_host_request_input_required_and_the_retry_answers_it():
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list", envelope(caps={"sampling": {}})))
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    bridge.toward_server(request(5, "tools/call", envelope(caps={"sampling": {}}), name="ask"))
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE})), HOST)
+    result = suspended["result"]
+    assert suspended["id"] == 5 and result["resultType"] == "input_required"
+    assert list(result["inputRequests"].values()) == [SAMPLE]
+    assert_valid(validator_for(SCHEMA, "InputRequiredResult"), result)
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m", "resultType": "complete"}
+    retry = request(6, "tools/call", envelope(caps={"sampling": {}}), name="ask", requestState=result["requestState"],
+                    inputResponses={k: answer for k in result["inputRequests"]})
+    [to_server] = sent(bridge.toward_server(retry), PEER)
+    assert to_server == {"jsonrpc": "2.0", "id": 70, "result": {k: v for k, v in answer.items() if k != "resultType"}}
+    [done] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {"content": []}})), HOST)
+    assert done == {"jsonrpc": "2.0", "id": 6, "result": {"resultType": "complete", "content": []}}
+
+
+def test_a_server_request_the_host_cannot_take_is_refused_naming_it():
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list"))
+    [refused] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 71, "method": "roots/list"})), PEER)
+    assert refused["error"]["data"] == {"feature": "roots/list", "capability": "roots", "hostEra": MODERN,
+                                        "serverEra": LEGACY}
+    bridge = LegacyServer(MODERN, lambda: MODERN, streams=True)
+    opened(bridge, request(0, "tools/list", envelope(caps={"sampling": {}})))
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}}))
+    [idle] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 72, **SAMPLE})), PEER)
+    assert "no request of the host is under way" in idle["error"]["message"]
+
+
+def test_reverse_input_required_becomes_host_requests_and_a_retry(reverse):
+    reverse.streams = True
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {"sampling": {}}}})
+    [discover] = sent(reverse.toward_server(init), PEER)
+    reverse.from_server(frame({"jsonrpc": "2.0", "id": discover["id"], "result": {"capabilities": {}}}))
+    call = frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "consult"}})
+    reverse.toward_server(call)
+    needed = {"resultType": "input_required", "inputRequests": {"q": SAMPLE}, "requestState": "st"}
+    [ask] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 3, "result": needed})), HOST)
+    assert {k: ask[k] for k in ("method", "params")} == SAMPLE
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    [again] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": ask["id"], "result": answer})), PEER)
+    assert again["id"] == 3 and again["params"]["inputResponses"] == {"q": answer}
+    assert again["params"]["requestState"] == "st" and again["params"]["name"] == "consult"
+    done = frame({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "content": []}})
+    assert reverse.from_server(done) == [Forward(HOST, done)]
+    # a host without the capability: its request gets the error naming it
+    reverse.state.envelope["io.modelcontextprotocol/clientCapabilities"] = {}
+    reverse.toward_server(frame({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "consult"}}))
+    [error] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 4, "result": needed})), HOST)
+    assert error["id"] == 4 and error["error"]["data"] == {"feature": "sampling/createMessage", "capability": "sampling",
+                                                           "hostEra": LEGACY, "serverEra": MODERN}
