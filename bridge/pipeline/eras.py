@@ -48,6 +48,11 @@ PASSED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/cance
 #: -32601 (method not found) for what has no counterpart in the other era; -32600 for a request
 #: the route's era forbids.
 UNBRIDGED, WRONG_ERA = -32601, -32600
+#: What may wait for the upstream handshake (`initialize`, or `server/discover`), at most: a host
+#: that floods while it is under way gets errors for its requests, not the proxy's memory.
+HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
+#: the JSON-RPC error for a request the wait had no room left for
+WAIT_FULL = -32000
 _OWN = itertools.count(1)
 
 
@@ -69,6 +74,7 @@ class EraState:
     opened: dict[str, Any] | None = None
     #: what the host sent before the session was open: parsed messages, sent in order once it is
     held: list[dict[str, Any]] = field(default_factory=list)
+    held_bytes: int = 0  # their frames' size, for the bound (`HELD_MESSAGES`, `HELD_BYTES`)
     #: the host's requests the server has not answered: id key → method
     asked: dict[Any, str] = field(default_factory=dict)
     #: those that opted in to log messages (`_meta` logLevel)
@@ -141,6 +147,19 @@ class EraLayer:
     def _to_flow(msg: dict[str, Any]) -> Write:
         return Send(HOST, dumps(msg))
 
+    def _hold(self, state: Any, msg: dict[str, Any], line: bytes) -> list[Write] | None:
+        """Keep ``msg`` until the upstream handshake is answered (None), or, with the wait full, the
+        error for a request (a notification is let go: nothing could tell its sender)."""
+        if len(state.held) < HELD_MESSAGES and state.held_bytes + len(line) <= HELD_BYTES:
+            state.held.append(msg)
+            state.held_bytes += len(line)
+            return None
+        if "id" in msg and "method" in msg:
+            return [self._to_flow(error_response(
+                msg["id"], WAIT_FULL, f"{len(state.held)} messages ({state.held_bytes} bytes) already wait for the "
+                "server's handshake, the most the era bridge holds: send this again once it is answered"))]
+        return []
+
 
 class LegacyServer(EraLayer):
     """2026-07-28 host → 2025-11-25 server."""
@@ -173,7 +192,9 @@ class LegacyServer(EraLayer):
             if refused is not None:
                 return [self._to_flow(refused)]
         if state.opened is None:
-            state.held.append(msg)
+            full = self._hold(state, msg, line)
+            if full is not None:
+                return full
             return [] if "initialize" in self.own.values() else [self._open(msg)]
         return self._send(msg, line)
 
@@ -345,7 +366,7 @@ class LegacyServer(EraLayer):
     def _opened(self, msg: dict[str, Any]) -> list[Write]:
         """The server answered `initialize`: `notifications/initialized`, then what waited."""
         state = self.state
-        held, state.held = state.held, []
+        held, state.held, state.held_bytes = state.held, [], 0
         result = msg.get("result")
         if not isinstance(result, dict):  # refused: every request that waited is told why
             state.session = None
@@ -370,6 +391,7 @@ class ModernState:
     envelope: dict[str, Any] | None = None
     #: what the host sent while discover was under way, sent once it answered
     held: list[dict[str, Any]] = field(default_factory=list)
+    held_bytes: int = 0  # their frames' size, for the bound (`HELD_MESSAGES`, `HELD_BYTES`)
     #: the level the host's `logging/setLevel` asked for: every later request opts in at it
     level: str | None = None
     #: the server's capabilities (discover's), and the resource URIs the host subscribed to
@@ -428,8 +450,7 @@ class ModernServer(EraLayer):
                                                 "HTTP", host=LEGACY_ERA, server=MODERN_ERA))]
             return self._subscribe(msg, method == "resources/subscribe")
         if state.initialize is not None:  # discover is under way: what follows waits for it
-            state.held.append(msg)
-            return []
+            return self._hold(state, msg, line) or []
         return self._send(msg, line)
 
     def _send(self, msg: dict[str, Any], line: bytes) -> list[Write]:
@@ -561,7 +582,7 @@ class ModernServer(EraLayer):
         """`initialize`'s answer from discover's (2025-11-25, the server's own serverInfo), then what waited."""
         state = self.state
         asked, state.initialize = state.initialize, None
-        held, state.held = state.held, []
+        held, state.held, state.held_bytes = state.held, [], 0
         assert asked is not None
         result = msg.get("result")
         if not isinstance(result, dict):

@@ -435,3 +435,32 @@ def test_reverse_input_required_becomes_host_requests_and_a_retry(reverse):
     [error] = sent(reverse.from_server(frame({"jsonrpc": "2.0", "id": 4, "result": needed})), HOST)
     assert error["id"] == 4 and error["error"]["data"] == {"feature": "sampling/createMessage", "capability": "sampling",
                                                            "hostEra": LEGACY, "serverEra": MODERN}
+
+
+def test_what_waits_for_the_handshake_is_bounded_and_a_request_past_it_is_told_why(bridge):
+    """A host that floods while `initialize` is under way gets an error for each request the wait
+    has no room for; what was held goes on, in order, once the server answers."""
+    from bridge.pipeline.eras import HELD_MESSAGES, WAIT_FULL
+
+    [init] = sent(bridge.toward_server(request(0, "tools/list")), PEER)
+    for n in range(1, HELD_MESSAGES):
+        assert bridge.toward_server(request(n, "tools/list")) == []
+    [refused] = sent(bridge.toward_server(request("over", "tools/list")), HOST)
+    assert refused["id"] == "over" and refused["error"]["code"] == WAIT_FULL
+    assert "wait for the server's handshake" in refused["error"]["message"]
+    note = frame({"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {}})
+    assert bridge.toward_server(note) == []  # a notification past the bound is let go
+    answer = {"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": LEGACY, "capabilities": {},
+                                                             "serverInfo": {"name": "old", "version": "2"}}}
+    after = sent(bridge.from_server(frame(answer)), PEER)
+    assert [m["id"] for m in after if m.get("method") == "tools/list"] == list(range(HELD_MESSAGES))
+    assert bridge.state.held == [] and bridge.state.held_bytes == 0
+
+
+def test_the_wait_is_bounded_in_bytes_too(bridge):
+    from bridge.pipeline.eras import HELD_BYTES
+
+    big = "x" * (HELD_BYTES // 2)
+    bridge.toward_server(request(0, "tools/call", name="a", arguments={"pad": big}))
+    assert bridge.toward_server(request(1, "tools/call", name="a", arguments={"pad": big}))[0].to == HOST
+    assert len(bridge.state.held) == 1
