@@ -50,7 +50,7 @@ UNTAGGED = "(untagged)"
 RECENT_KEYS = 16
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """What the policy says about one reminder.
 
@@ -159,7 +159,8 @@ class Policy:
         if isinstance(screened, TrustRefusal):
             return Verdict(reminder, refusal=screened)
         verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
-        self.pending(verdict, pending)
+        if pending is not None:
+            self.pending(verdict, pending)
         return verdict
 
     def pending(self, verdict: Verdict, pending: int | None) -> None:
