@@ -211,7 +211,8 @@ class Recorder:
         if self.metrics is not None:
             self.metrics.reminders[protocol, self.route, action, stage].inc()
         level = 30 if why is not None and action not in QUIET else 20
-        if level < self._level and not self.listeners and self.tracing.tracer is None:
+        tracing = self.tracing
+        if level < self._level and not self.listeners and tracing.tracer is None:
             return None  # counted, and nothing else wants it: no listener, no span, below the log level
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
@@ -219,7 +220,6 @@ class Recorder:
                       "session": session, "direction": direction, "reminder": reminder}
             for listener in self.listeners:
                 listener.decision(record)
-        tracing = self.tracing
         context = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
             def span_attributes() -> dict[str, Any]:
