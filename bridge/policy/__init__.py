@@ -209,7 +209,7 @@ class Policy:
         Under `shadow = true` the route's own buckets never refuse for real but still drain, so the
         count of what would have been limited is right; the global ceiling is always real.
         """
-        if not self.budgeted or not self.enabled:
+        if (self._limit is None and self._global is None) or not self.enabled:  # not `budgeted`, spelled out: hot
             return None
         own = self._own_pays(reminder, server, session) if self._limit is not None else ()
         if self.budget is not None and self.budget.shadow:

@@ -77,10 +77,11 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
                 return TrustRefusal("max_tag_chars", trust.max_tag_chars,
                                     f"reminder refused: `tags[{i}]` is {len(tag)} characters, over "
                                     f"max_tag_chars = {trust.max_tag_chars}")
-    refused = _over("id", reminder.id, "max_id_bytes", trust.max_id_bytes)
-    if refused is None and reminder.dedupe_key is not None:
-        refused = _over("dedupeKey", reminder.dedupe_key, "max_dedupe_key_bytes", trust.max_dedupe_key_bytes)
-    if refused is not None:
+    rid, key = reminder.id, reminder.dedupe_key  # at most 4 bytes a character (a lone surrogate takes 3)
+    if len(rid) * 4 > trust.max_id_bytes and (refused := _over("id", rid, "max_id_bytes", trust.max_id_bytes)):
+        return refused
+    if key is not None and len(key) * 4 > trust.max_dedupe_key_bytes and \
+            (refused := _over("dedupeKey", key, "max_dedupe_key_bytes", trust.max_dedupe_key_bytes)):
         return refused
     ceiling = trust.role_hint_ceiling
     if from_peer and ceiling is not None and ROLE_HINT_RANK[reminder.role_hint] > ROLE_HINT_RANK[ceiling]:
@@ -101,8 +102,6 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
 
 def _over(name: str, value: str, key: str, limit: int) -> TrustRefusal | None:
     """The refusal of an id or a dedupe key longer than ``limit`` bytes (``key``: the rules key)."""
-    if len(value) * 4 <= limit:  # at most 4 bytes a character (a lone surrogate takes 3)
-        return None
     size = len(value.encode("utf-8", "surrogatepass"))
     if size <= limit:
         return None
