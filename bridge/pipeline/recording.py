@@ -31,12 +31,14 @@ class Recording:
                session: Any = None) -> None:
         """Count, trace and log one decision about a reminder of the message being handled."""
         attributes, self._attributes = self._attributes, None
-        context = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
-                                         source=source, target=target, why=why, stage=self.stage,
-                                         carrier=self._carrier() if self.recorder.tracing.tracer is not None else None,
-                                         attributes=attributes, start_ns=self._start_ns,
-                                         session=self.scope if session is None else session,
-                                         direction=self._direction)
+        if self.recorder.count_decision(action, self.protocol, self.stage, why):
+            return  # counted, and nothing else wants it
+        context = self.recorder.follow(action, protocol=self.protocol, method=method, reminder=reminder,
+                                       source=source, target=target, why=why, stage=self.stage,
+                                       carrier=self._carrier() if self.recorder.tracing.tracer is not None else None,
+                                       attributes=attributes, start_ns=self._start_ns,
+                                       session=self.scope if session is None else session,
+                                       direction=self._direction)
         if context is not None:
             self._span = context
 

@@ -101,7 +101,8 @@ def pay(state: BudgetState, route: str, pays: Sequence[Pay], max_keys: int, now:
     """`take` for the buckets a `Charge` names (a `Pay` has what `BudgetState.bucket` reads of a `Limit`)."""
     found = []  # a loop, not a comprehension: one frame less, and most charges pay one bucket
     for p in pays:
-        found.append((state.bucket(route, p.kind, p.key, p, max_keys, now), p.rate / 60.0, p.burst))  # type: ignore[arg-type]
+        bucket = state.bucket(route, p.kind, p.key, p, max_keys, now)  # type: ignore[arg-type]
+        found.append((bucket, p.rate / 60.0, p.burst))
     refused = take_tokens(found, now, [])
     if refused is None:
         return None
