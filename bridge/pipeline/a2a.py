@@ -6,6 +6,7 @@ request are attached to the next message for that task on another.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -171,7 +172,7 @@ class A2AFlow(Flow):
 
     def _send_admitted(self, admitted: list[Reminder], sending: _Sending, queued: list[Reminder]) -> Handled:
         msg, out, carried, task_id, method, peer = sending
-        unchanged = len(admitted) == len(carried) and all(a is b for a, b in zip(admitted, carried))
+        unchanged = len(admitted) == len(carried) and all(map(operator.is_, admitted, carried))
         carried = admitted
         if peer == "legacy" and not queued:
             for r in carried:
@@ -328,7 +329,7 @@ class A2AFlow(Flow):
     def _event_admitted(self, admitted: list[Reminder], msg: dict[str, Any], out: dict[str, Any],
                         found: list[Reminder], held: list[Reminder], caller: str, task_id: Any,
                         context_id: Any) -> Handled:
-        unchanged = len(admitted) == len(found) and all(a is b for a, b in zip(admitted, found))
+        unchanged = len(admitted) == len(found) and all(map(operator.is_, admitted, found))  # C: no generator
         found = admitted
         if caller == "legacy":
             if not held and unchanged:
