@@ -46,14 +46,15 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
     body, tags = reminder.body, reminder.tags
     if trust.strip_control:
         stripped = 0
-        if CONTROL.search(body):
+        if not body.isprintable() and CONTROL.search(body):  # every control character is unprintable
             body, n = CONTROL.subn("", body)
             stripped += n
             if not body.strip():
                 return TrustRefusal("strip_control", True, "reminder refused: `body` is empty once control "
                                     "characters are stripped (strip_control = true)")
             update["body"] = body
-        if tags and CONTROL.search("".join(tags)):  # one character class: found in one tag, or none
+        joined = "".join(tags)  # one character class: found in one tag, or none
+        if tags and not joined.isprintable() and CONTROL.search(joined):
             cleaned = []
             for tag in tags:
                 tag, n = CONTROL.subn("", tag)
