@@ -285,6 +285,7 @@ _CHAR_BYTES = 6
 #: every field's quoted name, separators and `null`s
 _FIXED_BYTES = 640
 _BIG = 10**18
+_OPTIONAL_STRINGS = ("dedupe_key", "source", "provider_id", "originating_agent_id")
 
 
 def size_at_most(reminder: Reminder) -> int:
@@ -296,14 +297,15 @@ def size_at_most(reminder: Reminder) -> int:
     shorter (``1e-7``, not ``1e-07``), hence a quarter more."""
     values = reminder.__dict__
     ttl, fired = values["ttl_turns"], values["fired_at_turn"]
-    originals = _strings_bytes(values["originals"])
+    originals = _strings_bytes(values["originals"]) if values["originals"] else 0
     if originals is not None and not (values["extra"] or values["meta"]) and (ttl is None or -_BIG < ttl < _BIG) \
             and (fired is None or -_BIG < fired < _BIG):
         tags = values["tags"]
-        chars = len(values["id"]) + len(values["body"]) + sum(map(len, tags)) + 3 * len(tags)
-        for name in ("dedupe_key", "source", "provider_id", "originating_agent_id"):
-            if values[name] is not None:
-                chars += len(values[name])
+        chars = len(values["id"]) + len(values["body"]) + (sum(map(len, tags)) + 3 * len(tags) if tags else 0)
+        for name in _OPTIONAL_STRINGS:
+            value = values[name]
+            if value is not None:
+                chars += len(value)
         return _SET_BYTES + _FIXED_BYTES + chars * _CHAR_BYTES + originals
     try:
         values = len(Reminder.__pydantic_serializer__.to_json(reminder))

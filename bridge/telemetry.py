@@ -264,18 +264,35 @@ class Recorder:
         without one): `carrier` puts it into the message the decision rewrote. ``session`` (whatever key
         the flow keeps the reminder's state under) and ``direction`` (toward_host | toward_peer)
         only reach listeners."""
+        if self.count_decision(action, protocol, stage, why):
+            return None
+        return self.follow(action, protocol=protocol, method=method, reminder=reminder, source=source, target=target,
+                           why=why, stage=stage, carrier=carrier, attributes=attributes, start_ns=start_ns,
+                           session=session, direction=direction)
+
+    def count_decision(self, action: str, protocol: str, stage: str, why: str | None) -> bool:
+        """`reminder`'s first half: count the decision; True when nothing else wants it (no listener,
+        no span, below the log level: the usual), so a caller gathers nothing for `follow`."""
         if self.metrics is not None:
             self.metrics.reminders[protocol, self.route, action, stage].inc()
         level = 30 if why is not None and action not in QUIET else 20
-        if level < self._level and not self.listeners and self.tracing.tracer is None:
-            return None  # counted, and nothing else wants it: no listener, no span, below the log level
+        return level < self._level and not self.listeners and self.tracing.tracer is None
+
+    def follow(self, action: str, *, protocol: str, method: str | None, reminder: Reminder | None = None,
+               source: str | None = None, target: str | None = None, why: str | None = None,
+               stage: str = "translate", carrier: Mapping[str, str] | None = None,
+               attributes: dict[str, Any] | None = None, start_ns: int | None = None,
+               session: Any = None, direction: str | None = None) -> Any:
+        """`reminder`'s second half, once `count_decision` said something wants more: listeners, the
+        span, the log line."""
+        level = 30 if why is not None and action not in QUIET else 20
+        tracing = self.tracing
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "method": method, "action": action,
                       "stage": stage, "source": source, "target": target, "reason": why,
                       "session": session, "direction": direction, "reminder": reminder}
             for listener in self.listeners:
                 listener.decision(record)
-        tracing = self.tracing
         context = None
         if tracing.tracer is not None and action not in FOLLOW_UPS and not (reminder is None and action == "rewritten"):
             def span_attributes() -> dict[str, Any]:

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from bridge.dialects.hosts import codecs_toward_host
-from bridge.dialects.paths import get_path as _get, params_meta, pop_path, write_at
+from bridge.dialects.paths import get_path as _get, params_meta, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
 from bridge.model import Reminder
 
@@ -187,10 +187,14 @@ class McpLegacy:
         if not isinstance(meta, dict):
             return None
         meta = dict(meta)
-        if isinstance(meta.get("harn"), dict):
-            meta["harn"] = dict(meta["harn"])
+        harn = meta.get("harn")
+        if isinstance(harn, dict):
+            harn = meta["harn"] = dict(harn)
         if not keep_decoration:
-            pop_path(meta, "harn", "reminder")
+            if isinstance(harn, dict):  # `pop_path(meta, "harn", "reminder")`, on the copy made just above
+                harn.pop("reminder", None)
+                if not harn:
+                    del meta["harn"]
             meta.pop("harn.reminder", None)
         return meta or None
 

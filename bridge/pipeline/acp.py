@@ -163,7 +163,7 @@ class AcpFlow(Flow):
         out = {"jsonrpc": "2.0", "method": CODECS[target].inject_method,
                "params": CODECS[target].encode_inject(session_id, reminder)}
         if is_request:
-            out = {"jsonrpc": "2.0", "id": msg_id, **{k: out[k] for k in ("method", "params")}}
+            out = {"jsonrpc": "2.0", "id": msg_id, "method": out["method"], "params": out["params"]}
             if target == source:
                 self._shadow(session_id, reminder)
             else:

@@ -301,6 +301,8 @@ class Flow(Policing, Recording, Answering):
             out = handled or []
         elif handled is None:
             out = [Forward(dest, frame)]
+        elif len(handled) == 1 and type(handled[0]) is not _Untouched:  # the usual: one rewrite
+            out = handled
         else:
             out = [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
         if out and not (len(out) == 1 and type(out[0]) is Forward) and self.recorder.metrics is not None:

@@ -229,7 +229,7 @@ class McpFlow(Flow):
     def on_peer(self, msg: dict[str, Any]) -> Handled:
         key = id_key(msg.get("id")) if "method" not in msg and "id" in msg else None
         watched = self.watchers.pop(key, None) if key is not None else None
-        waited = self.response_to(msg)
+        waited = None if "method" in msg else self.response_to(msg)  # (a notification answers nothing)
         response: dict[str, Any] | None = None  # a rewritten copy of the message, toward the host
         after: list[Command] = []
         receipts: tuple[Receipt, ...] = ()  # what the rewritten response delivers
@@ -244,7 +244,7 @@ class McpFlow(Flow):
                     response, receipts = self._append_to_tool_result(msg, queued=not lift)
                 if lift:
                     after = self._lift_tool_results()
-        if waited == "handshake" or (waited is None and _is_handshake_result(msg)):
+        if waited == "handshake" or (waited is None and "method" not in msg and _is_handshake_result(msg)):
             response = self._handshake_result(msg)
         elif waited is None:
             for codec in (McpStandard, McpLegacy):

@@ -59,7 +59,7 @@ class Policing:
         counted = pending if type(pending) is int else None
         verdict = self.policy.screen(reminder, origin == PEER, counted)
         case = _Policing(msg, method, origin, then, deliver, session, source, target, request)
-        if verdict.ok and pending is not None and counted is None and self.policy.enabled:
+        if pending is not None and counted is None and verdict.ok and self.policy.enabled:
             op, state = pending
             return self.perform(op, state, Step(self._counted, (case, verdict)))
         return self._charge(case, verdict)

@@ -31,12 +31,14 @@ class Recording:
                session: Any = None) -> None:
         """Count, trace and log one decision about a reminder of the message being handled."""
         attributes, self._attributes = self._attributes, None
-        context = self.recorder.reminder(action, protocol=self.protocol, method=method, reminder=reminder,
-                                         source=source, target=target, why=why, stage=self.stage,
-                                         carrier=self._carrier() if self.recorder.tracing.spans else None,
-                                         attributes=attributes, start_ns=self._start_ns,
-                                         session=self.scope if session is None else session,
-                                         direction=self._direction)
+        if self.recorder.count_decision(action, self.protocol, self.stage, why):
+            return  # counted, and nothing else wants it
+        context = self.recorder.follow(action, protocol=self.protocol, method=method, reminder=reminder,
+                                       source=source, target=target, why=why, stage=self.stage,
+                                       carrier=self._carrier() if self.recorder.tracing.tracer is not None else None,
+                                       attributes=attributes, start_ns=self._start_ns,
+                                       session=self.scope if session is None else session,
+                                       direction=self._direction)
         if context is not None:
             self._span = context
 
@@ -64,7 +66,7 @@ class Recording:
         carrier: dict[str, str] | None = None
         meta = params_meta(self._inbound)
         for source in (self._headers, meta):  # `_meta` last: it overrides the headers
-            if source and isinstance(source, Mapping):
+            if source and (type(source) is dict or isinstance(source, Mapping)):  # a dict skips the ABC's check
                 for key in trace_keys():
                     if isinstance(value := source.get(key), str):
                         if carrier is None:

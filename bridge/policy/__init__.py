@@ -50,7 +50,7 @@ UNTAGGED = "(untagged)"
 RECENT_KEYS = 16
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """What the policy says about one reminder.
 
@@ -127,7 +127,7 @@ class Policy:
         self._global = (Limit(GLOBAL, global_budget.rate, global_budget.burst) if global_budget is not None else None)
         self._ceiling_pay = (Pay(GLOBAL, GLOBAL, GLOBAL, global_budget.rate, global_budget.burst),) \
             if global_budget is not None else ()
-        self._last_pays: tuple[list[tuple[str, str]], tuple[Pay, ...]] | None = None
+        self._last_pays: tuple[Any, tuple[Pay, ...]] | None = None
 
     @property
     def budgeted(self) -> bool:
@@ -159,7 +159,8 @@ class Policy:
         if isinstance(screened, TrustRefusal):
             return Verdict(reminder, refusal=screened)
         verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
-        self.pending(verdict, pending)
+        if pending is not None:
+            self.pending(verdict, pending)
         return verdict
 
     def pending(self, verdict: Verdict, pending: int | None) -> None:
@@ -208,7 +209,7 @@ class Policy:
         Under `shadow = true` the route's own buckets never refuse for real but still drain, so the
         count of what would have been limited is right; the global ceiling is always real.
         """
-        if not self.budgeted or not self.enabled:
+        if (self._limit is None and self._global is None) or not self.enabled:  # not `budgeted`, spelled out: hot
             return None
         own = self._own_pays(reminder, server, session) if self._limit is not None else ()
         if self.budget is not None and self.budget.shadow:
@@ -219,14 +220,17 @@ class Policy:
     def _own_pays(self, reminder: Reminder, server: str, session: Any) -> tuple[Pay, ...]:
         """The route's own buckets ``reminder`` pays into (the last one asked is kept: most
         reminders of a route pay into the same bucket as the one before)."""
-        assert self._limit is not None
-        kind, keys = self._keys(reminder, server, session)
+        assert self._limit is not None and self.budget is not None
+        kind = self.budget.key  # what the keys are made of, compared before they are made
+        basis = str(server) if kind == "server" else (session if isinstance(session, Scope) else str(session)) \
+            if kind == "session" else tuple(reminder.tags)
         last = self._last_pays
-        if last is not None and last[0] == keys:
+        if last is not None and last[0] == basis:
             return last[1]
+        kind, keys = self._keys(reminder, server, session)
         rate, burst = self._limit.rate, self._limit.burst
         own = tuple([Pay(kind, key, f"{kind}:{shown}", rate, burst) for key, shown in keys])
-        self._last_pays = (keys, own)
+        self._last_pays = (basis, own)
         self._remember(keys)
         return own
 

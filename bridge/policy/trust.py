@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bridge.model import CAMEL, ROLE_HINT_RANK, Reminder, encoded_size, json_bytes, size_at_most
@@ -32,11 +32,11 @@ class TrustRefusal:
         return {"limit": self.limit, "value": self.value}
 
 
-@dataclass
+@dataclass(slots=True)
 class Screened:
     reminder: Reminder
     #: what was changed, for the span and the log: {"stripped": n, "roleHint": "system→developer"}
-    changes: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, Any]
 
 
 def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | TrustRefusal:
@@ -46,14 +46,15 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
     body, tags = reminder.body, reminder.tags
     if trust.strip_control:
         stripped = 0
-        if CONTROL.search(body):
+        if not body.isprintable() and CONTROL.search(body):  # every control character is unprintable
             body, n = CONTROL.subn("", body)
             stripped += n
             if not body.strip():
                 return TrustRefusal("strip_control", True, "reminder refused: `body` is empty once control "
                                     "characters are stripped (strip_control = true)")
             update["body"] = body
-        if tags and CONTROL.search("".join(tags)):  # one character class: found in one tag, or none
+        joined = "".join(tags)  # one character class: found in one tag, or none
+        if tags and not joined.isprintable() and CONTROL.search(joined):
             cleaned = []
             for tag in tags:
                 tag, n = CONTROL.subn("", tag)
@@ -64,23 +65,25 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
             tags = update["tags"] = cleaned
         if stripped:
             changes["stripped"] = stripped
-    size = len(body.encode("utf-8"))
+    size = len(body) if body.isascii() else len(body.encode("utf-8"))  # isascii: a flag, not a scan
     if size > trust.max_body_bytes:
         return TrustRefusal("max_body_bytes", trust.max_body_bytes,
                             f"reminder refused: `body` is {size} bytes, over max_body_bytes = {trust.max_body_bytes}")
     if len(tags) > trust.max_tags:
         return TrustRefusal("max_tags", trust.max_tags,
                             f"reminder refused: {len(tags)} tags, over max_tags = {trust.max_tags}")
-    for i, tag in enumerate(tags):
-        if len(tag) > trust.max_tag_chars:  # named by position: the message is logged, tag text is content
-            return TrustRefusal("max_tag_chars", trust.max_tag_chars,
-                                f"reminder refused: `tags[{i}]` is {len(tag)} characters, over "
-                                f"max_tag_chars = {trust.max_tag_chars}")
-    for name, value, limit in (("id", reminder.id, trust.max_id_bytes),
-                               ("dedupeKey", reminder.dedupe_key, trust.max_dedupe_key_bytes)):
-        if value is not None and (size := len(value.encode("utf-8", "surrogatepass"))) > limit:
-            key = "max_id_bytes" if name == "id" else "max_dedupe_key_bytes"
-            return TrustRefusal(key, limit, f"reminder refused: `{name}` is {size} bytes, over {key} = {limit}")
+    if tags and max(map(len, tags)) > trust.max_tag_chars:
+        for i, tag in enumerate(tags):
+            if len(tag) > trust.max_tag_chars:  # named by position: the message is logged, tag text is content
+                return TrustRefusal("max_tag_chars", trust.max_tag_chars,
+                                    f"reminder refused: `tags[{i}]` is {len(tag)} characters, over "
+                                    f"max_tag_chars = {trust.max_tag_chars}")
+    rid, key = reminder.id, reminder.dedupe_key  # at most 4 bytes a character (a lone surrogate takes 3)
+    if len(rid) * 4 > trust.max_id_bytes and (refused := _over("id", rid, "max_id_bytes", trust.max_id_bytes)):
+        return refused
+    if key is not None and len(key) * 4 > trust.max_dedupe_key_bytes and \
+            (refused := _over("dedupeKey", key, "max_dedupe_key_bytes", trust.max_dedupe_key_bytes)):
+        return refused
     ceiling = trust.role_hint_ceiling
     if from_peer and ceiling is not None and ROLE_HINT_RANK[reminder.role_hint] > ROLE_HINT_RANK[ceiling]:
         changes["roleHint"] = f"{reminder.role_hint} lowered to role_hint_ceiling = {ceiling}"
@@ -96,6 +99,14 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
         return TrustRefusal("max_reminder_bytes", limit, f"reminder refused: it is {size} bytes as a whole, over "
                             f"max_reminder_bytes = {limit} (the largest field is `{name}`, {largest} bytes)")
     return Screened(reminder, changes)
+
+
+def _over(name: str, value: str, key: str, limit: int) -> TrustRefusal | None:
+    """The refusal of an id or a dedupe key longer than ``limit`` bytes (``key``: the rules key)."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return TrustRefusal(key, limit, f"reminder refused: `{name}` is {size} bytes, over {key} = {limit}")
 
 
 def _largest_field(reminder: Reminder) -> tuple[str, int]:

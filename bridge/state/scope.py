@@ -88,14 +88,12 @@ class Scope(NamedTuple):
     @classmethod
     def task(cls, route: str, task_id: Any) -> "Scope":
         """An A2A task: the remote agent names it, and every request of the route reaches it by that name."""
-        given = str(task_id)
-        return cls(route, TASK, digest(TASK, given), given[:SHOWN_CHARS])
+        return _task(cls, route, str(task_id))
 
     def within(self, kind: str, given: Any) -> "Scope":
         """What a client names inside this scope (an ACP `sessionId` on its connection): its own
         state, apart from the same name on any other connection."""
-        text = str(given)
-        return Scope(self.route, kind, digest(kind, text), text[:SHOWN_CHARS], self)
+        return _within(self, kind, str(given))
 
     # -- keys ----------------------------------------------------------------------------------
     @property
@@ -115,3 +113,15 @@ class Scope(NamedTuple):
 
     def __str__(self) -> str:
         return self.base
+
+
+#: A connection's sessions and a route's tasks are named again with every message: their scopes are
+#: made once (immutable values, each a function of its arguments alone), the most recent kept.
+@functools.lru_cache(maxsize=4096)
+def _within(parent: Scope, kind: str, text: str) -> Scope:
+    return Scope(parent.route, kind, digest(kind, text), text[:SHOWN_CHARS], parent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _task(cls: type[Scope], route: str, given: str) -> Scope:
+    return cls(route, TASK, digest(TASK, given), given[:SHOWN_CHARS])

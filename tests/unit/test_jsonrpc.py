@@ -263,3 +263,52 @@ def test_a_rewrite_carries_big_integers_and_key_order_of_unknown_fields_as_they_
     assert out.data is not frame
     assert (b'"_meta":{"zeta":18446744073709551617,"alpha":{"y":-1180591620717411303424,"b":1e+16}}'
             in out.data)
+
+
+def _stdlib(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("value", [
+    {"jsonrpc": "2.0", "id": 7, "method": "m", "params": {"z": [1, True, None, {"y": "x"}], "a": {}}},
+    {"n": 18446744073709551617, "m": -1180591620717411303424, "k": 2**63, "j": -2**63 - 1, "b": False},
+    {"every": "".join(chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000)},
+    {"astral": "\U0001f600\U0010ffff", "sep": "\u2028\u2029", "bom": "\ufeff", "ctl": "\x00\x1f\x7f\"\\/"},
+    [], {}, "s", 0, None,
+    # not plain trees: the stdlib writes them
+    {"f": 1e16, "g": 0.1, "h": -0.0}, {"nan": float("nan"), "inf": float("-inf")}, {1: "int key", None: 2},
+    {"t": (1, 2)}, [1.5],
+])
+def test_dumps_writes_what_the_stdlib_writes(value):
+    """`dumps` takes msgspec for plain trees (when installed) and the stdlib for the rest: the
+    same bytes either way."""
+    from bridge.jsonrpc import dumps
+
+    assert dumps(value) == _stdlib(value)
+
+
+def test_dumps_fails_on_a_lone_surrogate_as_the_stdlib_does():
+    from bridge.jsonrpc import dumps
+
+    for value in ({"s": "\ud800"}, ["ok", {"k": "\udc00"}]):
+        with pytest.raises(UnicodeEncodeError):
+            dumps(value)
+        with pytest.raises(UnicodeEncodeError):
+            _stdlib(value)
+
+
+def test_dumps_of_a_tree_deeper_than_the_walk_is_the_stdlibs_own_answer():
+    import sys
+
+    from bridge.jsonrpc import dumps
+
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        deep = [deep]
+    try:
+        expected = _stdlib(deep)
+    except RecursionError:
+        with pytest.raises(RecursionError):
+            dumps(deep)
+    else:
+        assert dumps(deep) == expected
