@@ -33,17 +33,16 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import SessionMessage
 
+from tests.peers import sdk_tools
+
 NOTES = "remember the milk"
+TAGS = ("workspace", "file_changed")
 #: what a `touch` sends once its answer is written: request id (as text) → notifications
 AFTER: dict[str, list[dict]] = {}
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
-    body = f"{path} changed externally; re-read it before editing."
-    meta = {"harn": {"reminder": {"id": f"r-{path}", "body": body, "tags": ["workspace", "file_changed"],
-                                  "dedupeKey": f"file_changed:{path}", "ttlTurns": 2}}}
-    return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
-        level="info", logger="harn.reminder", data=body, _meta=meta))
+    return sdk_tools.harn_reminder(path, TAGS)
 
 
 def sampling(question: str) -> Sample:
@@ -60,14 +59,7 @@ def roots() -> ListRoots:
 def build() -> MCPServer:
     server = MCPServer("legacy-only", instructions="A server that never moved past 2025-11-25.")
 
-    @server.tool()
-    def echo(text: str) -> str:
-        return text
-
-    @server.tool()
-    async def remind(path: str, ctx: Context) -> str:
-        await ctx.session.send_notification(harn_reminder(path), related_request_id=ctx.request_id)
-        return f"touched {path}"
+    sdk_tools.add_echo_and_remind(server, TAGS)
 
     @server.tool()
     async def log(text: str, ctx: Context) -> str:

@@ -31,28 +31,13 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.responses import JSONResponse
 
 from tests.peers.resumable_mcp_server import RETRY_MS, MemoryEventStore
-
-
-def harn_reminder(path: str) -> types.LoggingMessageNotification:
-    body = f"{path} changed externally; re-read it before editing."
-    meta = {"harn": {"reminder": {"id": f"r-{path}", "body": body, "tags": ["workspace"],
-                                  "dedupeKey": f"file_changed:{path}", "ttlTurns": 2}}}
-    return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams(
-        level="info", logger="harn.reminder", data=body, _meta=meta))
+from tests.peers.sdk_tools import add_echo_and_remind
 
 
 def build() -> MCPServer:
     server = MCPServer("sdk-http")
 
-    @server.tool()
-    def echo(text: str) -> str:
-        return text
-
-    @server.tool()
-    async def remind(path: str, ctx: Context) -> str:
-        """A legacy reminder on this call's stream, then the answer."""
-        await ctx.session.send_notification(harn_reminder(path), related_request_id=ctx.request_id)
-        return f"touched {path}"
+    add_echo_and_remind(server)
 
     @server.tool()
     async def announce(text: str, ctx: Context) -> str:
