@@ -30,6 +30,14 @@ class Back(NamedTuple):
     answer: bool
 
 
+class Posted(NamedTuple):
+    """A message on its way to the server: the exchange whose request it is, and the request's id
+    (None: not a request)."""
+
+    exchange: Any
+    request_id: Any
+
+
 class Exchanges:
     """The session's ids in flight: own id → (exchange, the id as the host wrote it)."""
 
@@ -59,11 +67,17 @@ class Exchanges:
                  if type(hid) is type(host_id) and hid == host_id and (exchange is None or ex is exchange)]
         return found[-1] if found else None
 
-    def sent_by(self, frame: bytes) -> Any:
-        """The exchange whose request ``frame`` (on its way to the server) is, or None."""
+    def posted(self, frame: bytes) -> Posted:
+        """What ``frame``, on its way to the server, is: a request's id, and the exchange it is of."""
         msg = _parsed(frame)
-        owner = self.owners.get(msg.get("id")) if msg is not None and isinstance(msg.get("id"), str) else None
-        return owner[0] if owner is not None and "method" in msg else None
+        if msg is None or "method" not in msg or "id" not in msg:
+            return Posted(None, None)
+        owner = self.owners.get(msg["id"]) if isinstance(msg["id"], str) else None
+        return Posted(owner[0] if owner is not None else None, msg["id"])
+
+    def owed(self, exchange: Any) -> list[str]:
+        """The ids of ``exchange``'s requests not answered yet (a listen's, until it ends)."""
+        return [own for own, (ex, _) in self.owners.items() if ex is exchange]
 
     def back(self, frame: bytes) -> Back:
         """``frame`` (the bridge gave it the host's way): whose it is, with the host's ids."""
@@ -85,7 +99,7 @@ class Exchanges:
 
     def end(self, exchange: Any) -> list[str]:
         """``exchange`` is over: its ids are forgotten; those it still had (a listen's), returned."""
-        gone = [own for own, (ex, _) in self.owners.items() if ex is exchange]
+        gone = self.owed(exchange)
         for own in gone:
             del self.owners[own]
         return gone
