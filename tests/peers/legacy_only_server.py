@@ -13,7 +13,8 @@ resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result
 client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
 `file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
-publishes the tools change and the update to listen streams instead). A resource
+publishes the tools change and the update to listen streams instead; built for HTTP, it sends them
+unrelated to the call, which puts them on the session's GET stream). A resource
 `file:///notes.txt` (subscribable) and a prompt `greet`.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Annotated, TextIO
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, ListRoots, Resolve, Sample
@@ -39,6 +41,7 @@ NOTES = "remember the milk"
 TAGS = ("workspace", "file_changed")
 #: what a `touch` sends once its answer is written: request id (as text) → notifications
 AFTER: dict[str, list[dict]] = {}
+NOTIFICATION = pydantic.TypeAdapter(types.ServerNotification)
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
@@ -56,7 +59,7 @@ def roots() -> ListRoots:
     return ListRoots()
 
 
-def build() -> MCPServer:
+def build(http: bool = False) -> MCPServer:
     server = MCPServer("legacy-only", instructions="A server that never moved past 2025-11-25.")
 
     sdk_tools.add_echo_and_remind(server, TAGS)
@@ -72,12 +75,17 @@ def build() -> MCPServer:
     async def touch(path: str, ctx: Context) -> str:
         await ctx.notify_tools_changed()  # to 2026-07-28 listen streams (tests.peers.modern_only_server)
         await ctx.notify_resource_updated("file:///notes.txt")
-        AFTER[ctx.request_id] = [
+        after = [
             {"method": "notifications/tools/list_changed"}, {"method": "notifications/resources/list_changed"},
             {"method": "notifications/prompts/list_changed"},
             {"method": "notifications/resources/updated", "params": {"uri": "file:///notes.txt"}},
             {k: v for k, v in dumped(harn_reminder(path)).items() if k in ("method", "params")},
             {"method": "notifications/message", "params": {"level": "info", "logger": "legacy", "data": "ambient"}}]
+        if not http:
+            AFTER[ctx.request_id] = after
+            return f"touched {path}"
+        for extra in after:  # no related request: the SDK writes them on the session's GET stream
+            await ctx.session.send_notification(NOTIFICATION.validate_python(extra))
         return f"touched {path}"
 
     @server.tool()

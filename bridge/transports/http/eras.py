@@ -100,6 +100,8 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
                   if isinstance(c, Write)]
         exchange.listen = session.flow.subscription()
+        if legacy.keeper is None:
+            _keeper(legacy, session.flow.negotiated())
         for command in toward:
             if command.to == HOST:
                 await exchange.answer.send(command)
@@ -287,9 +289,13 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
         target.over.set()
 
 
-def _keeper(legacy: Legacy) -> Session:
+def _keeper(legacy: Legacy, record: dict[str, Any] | None = None) -> Session:
+    """The session's keeper, made with what the first host request's flow settled (``record``:
+    the era, the host's dialect), so that it reads the server's messages as its hosts' flows do."""
     if legacy.keeper is None:
         legacy.keeper = legacy.route.sessionless(legacy.scope)
+        if record is not None:
+            legacy.keeper.flow.restore(record)
     return legacy.keeper
 
 
