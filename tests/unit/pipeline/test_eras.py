@@ -333,6 +333,10 @@ def test_a_cancelled_listen_ends_its_stream_and_its_subscriptions():
     assert bridge.from_server(notification("notifications/resources/updated", uri="file:///a")) == []
     other = notification("notifications/cancelled", requestId=9)
     assert bridge.toward_server(other) == [Forward(PEER, other)]  # a request's: the server's to hear
+    # over HTTP a listen ends with its response: the same, and nothing for one already over
+    bridge.toward_server(request("L2", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///b"]}))
+    assert [m["params"] for m in sent(bridge.ended("L2"), PEER)] == [{"uri": "file:///b"}]
+    assert bridge.ended("L2") == [] and bridge.ended("L1") == []
 
 
 def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
@@ -463,3 +467,27 @@ def test_the_wait_is_bounded_in_bytes_too(bridge):
     bridge.toward_server(request(0, "tools/call", name="a", arguments={"pad": big}))
     assert bridge.toward_server(request(1, "tools/call", name="a", arguments={"pad": big}))[0].to == HOST
     assert len(bridge.state.held) == 1
+
+
+def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
+    """Over HTTP the transport says where the server's message came: on a request's answer stream
+    it is that request's (its reminder, its log line, its server request); on the GET stream it is
+    ambient, whatever is under way."""
+    from bridge.pipeline.eras import GET_STREAM
+
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    bridge.toward_server(request(8, "tools/call", envelope(caps=caps, **{"io.modelcontextprotocol/logLevel": "info"}),
+                                 name="b"))
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+        "level": "info", "logger": "harn.reminder", "data": "x", "_meta": {"harn": {"reminder": {"id": "r", "body": "x"}}}}})
+    assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
+    [ambient] = sent(bridge.from_server(reminder, GET_STREAM), HOST)
+    assert ambient["params"]["_meta"][SUB] is None  # no stream opted in: held for the fallback
+    log = notification("notifications/message", level="info", data="l")
+    assert bridge.from_server(log, 8) == [Forward(HOST, log)]
+    assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
+    assert suspended["id"] == 7 and suspended["result"]["resultType"] == "input_required"  # not the newest, 8
