@@ -282,7 +282,8 @@ class RawHost:
     def body(self, method: str, msg_id, more: dict | None = None, **params) -> dict:
         meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo":
                 {"name": self.name, "version": "1"}, "io.modelcontextprotocol/clientCapabilities": self.CAPS}
-        return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": {**params, "_meta": {**meta, **(more or {})}}}
+        return {"jsonrpc": "2.0", "id": msg_id, "method": method,
+                "params": {**params, "_meta": {**meta, **(more or {})}}}
 
     def headers(self, method: str, name: str | None = None) -> dict:
         return {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **({"Mcp-Name": name} if name else {}),

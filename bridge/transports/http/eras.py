@@ -62,8 +62,6 @@ class Legacy:
     route: HttpRoute
     #: the first request's headers, for what no host request carries (the GET stream, a listen's end)
     headers: dict[str, str]
-    #: held while the session opens, so a second request waits for it rather than racing it
-    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
     session_id: str | None = None
     stream: asyncio.Task[Any] | None = None
     #: the GET stream was answered (or is over): what the server sends on its own reaches the proxy
@@ -111,6 +109,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
         await exchange.over.wait()
     finally:
+        exchange.over.set()  # (the host may have left): what comes for it now is no one's
         legacy.busy -= 1
         legacy.used = asyncio.get_running_loop().time()
         legacy.open.discard(exchange)
@@ -140,8 +139,8 @@ def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes
         route.eras = {}
     if key not in route.eras:
         scope = identity if identity.lasting else Scope.identity(route.name, "era-session", key)
-        route.eras[key] = Legacy(LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True),
-                                 scope, proxy, route, headers)
+        bridge = LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True)
+        route.eras[key] = Legacy(bridge, scope, proxy, route, headers)
     return route.eras[key]
 
 
@@ -208,17 +207,21 @@ class _Exchange:
 
 async def _run(legacy: Legacy, exchange: _Exchange, frames: list[bytes]) -> None:
     """An exchange's frames through the bridge and upstream (the first request opens the session;
-    the others wait for it, then go as they come), then what nothing can answer any more is ended."""
+    the bridge holds the others' until it is open), then what nothing can answer any more is ended."""
     legacy.carrying += 1
     try:
         if frames:
-            async with legacy.opening if legacy.bridge.state.opened is None else contextlib.nullcontext():
-                await _carry(legacy, legacy.bridge.toward_server(b"\n".join(frames)), exchange)
-        _listen(legacy)
+            await _carry(legacy, legacy.bridge.toward_server(b"\n".join(frames)), exchange)
     finally:
-        legacy.carrying -= 1
         exchange.carried = True
-        await _settle(legacy)
+        await _carried(legacy)
+
+
+async def _carried(legacy: Legacy) -> None:
+    """One carry is over (an exchange's frames sent, or an answer stream read to its end)."""
+    legacy.carrying -= 1
+    _listen(legacy)
+    await _settle(legacy)
 
 
 async def _settle(legacy: Legacy) -> None:
@@ -254,16 +257,48 @@ async def _carry(legacy: Legacy, writes: list[Write], origin: _Exchange | None) 
 
 
 async def _send(legacy: Legacy, data: bytes, owner: _Exchange | None, request_id: Any) -> None:
-    """One message POSTed upstream; its answer's messages through the bridge, as from that request."""
-    route = legacy.route
+    """One message POSTed upstream, once the server has taken it (so what follows reaches it after):
+    its answer's messages through the bridge, as from that request; an SSE answer is read on its
+    own, so a long call holds up neither what follows it nor another host's requests."""
     try:
-        async for frame in _post(legacy, data, owner.headers if owner is not None else legacy.headers):
-            came_on = request_id if request_id is not None else GET_STREAM
-            await _carry(legacy, legacy.bridge.from_server(frame, came_on), owner)
+        response = await _post(legacy, data, owner.headers if owner is not None else legacy.headers)
     except _UPSTREAM_FAILED as exc:
-        route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged 2025-11-25 request")
-        if request_id is not None:
-            await _carry(legacy, legacy.bridge.from_server(dumps(upstream_error(route, request_id, exc))), owner)
+        await _failed(legacy, exc, owner, request_id)
+        return
+    if "text/event-stream" not in response.headers.get("content-type", ""):
+        await _read(legacy, response, owner, request_id)
+        return
+    legacy.carrying += 1
+    legacy.proxy.spawn(_read(legacy, response, owner, request_id, spawned=True))
+
+
+async def _read(legacy: Legacy, response: aiohttp.ClientResponse, owner: _Exchange | None, request_id: Any,
+                spawned: bool = False) -> None:
+    proxy = legacy.proxy
+    came_on = request_id if request_id is not None else GET_STREAM
+    try:
+        async with response:
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
+                    if event.data is not None:
+                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), owner)
+            elif "json" in response.headers.get("content-type", ""):
+                data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
+                if data.strip():
+                    await _carry(legacy, legacy.bridge.from_server(data, came_on), owner)
+    except _UPSTREAM_FAILED as exc:
+        await _failed(legacy, exc, owner, request_id)
+    finally:
+        if spawned:
+            await _carried(legacy)
+
+
+async def _failed(legacy: Legacy, exc: BaseException, owner: _Exchange | None, request_id: Any) -> None:
+    """The upstream failed a request: its error, through the bridge, to whoever asked."""
+    route = legacy.route
+    route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged 2025-11-25 request")
+    if request_id is not None:
+        await _carry(legacy, legacy.bridge.from_server(dumps(upstream_error(route, request_id, exc))), owner)
 
 
 async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer: bool) -> None:
@@ -299,8 +334,8 @@ def _keeper(legacy: Legacy, record: dict[str, Any] | None = None) -> Session:
     return legacy.keeper
 
 
-async def _post(legacy: Legacy, message: bytes, headers: dict[str, str]):
-    """One POST to the 2025-11-25 server in the session's name; yields every message of its answer."""
+async def _post(legacy: Legacy, message: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+    """One POST to the 2025-11-25 server in the session's name, up to its answer's headers."""
     proxy, route = legacy.proxy, legacy.route
     assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -310,17 +345,9 @@ async def _post(legacy: Legacy, message: bytes, headers: dict[str, str]):
         sent["MCP-Protocol-Version"] = LEGACY_ERA
     async with asyncio.timeout(proxy.upstream_timeout):
         response = await proxy.client.post(route.target.url(route.rpc_path, ""), data=message, headers=sent)
-    async with response:
-        if legacy.session_id is None and response.headers.get(SESSION_HEADER):
-            legacy.session_id = response.headers[SESSION_HEADER]
-        if "text/event-stream" in response.headers.get("content-type", ""):
-            async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
-                if event.data is not None:
-                    yield event.data
-        elif "json" in response.headers.get("content-type", ""):
-            data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
-            if data.strip():
-                yield data
+    if legacy.session_id is None and response.headers.get(SESSION_HEADER):
+        legacy.session_id = response.headers[SESSION_HEADER]
+    return response
 
 
 def _listen(legacy: Legacy) -> None:
@@ -364,7 +391,7 @@ async def expire(proxy: OwnCalls, route: HttpRoute, idle_s: float) -> None:
     """The upstream sessions no host has used for ``idle_s`` seconds end (`--session-idle`)."""
     now = asyncio.get_running_loop().time()
     for key, legacy in list((route.eras or {}).items()):
-        if legacy.busy == 0 and not legacy.opening.locked() and now - legacy.used > idle_s:
+        if legacy.busy == legacy.carrying == 0 and now - legacy.used > idle_s:
             del route.eras[key]
             await _end(proxy, route, legacy)
 

@@ -481,8 +481,9 @@ def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
     bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
     bridge.toward_server(request(8, "tools/call", envelope(caps=caps, **{"io.modelcontextprotocol/logLevel": "info"}),
                                  name="b"))
-    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message", "params": {
-        "level": "info", "logger": "harn.reminder", "data": "x", "_meta": {"harn": {"reminder": {"id": "r", "body": "x"}}}}})
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
     assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
     [ambient] = sent(bridge.from_server(reminder, GET_STREAM), HOST)
     assert ambient["params"]["_meta"][SUB] is None  # no stream opted in: held for the fallback
