@@ -77,7 +77,7 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         resources = await client.list_resources()
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
@@ -412,6 +412,25 @@ async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_na
     assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
     assert MODERN in text and LEGACY in text
     assert_legacy_wire((await seen(upstream))[before:])
+
+
+async def test_an_elicitation_crosses_as_input_required_and_back(bridge, upstream):
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, elicitation_callback=elicit,
+                      client_info=Implementation(name="elicited", version="1")) as client:
+        result = await client.call_tool("confirm", {"question": "ship it?"})
+    assert asked == ["ship it?"]
+    assert [c.text for c in result.content] == ["accept: True"]
+    requests = (await seen(upstream))[before:]
+    [answer] = [json.loads(r["body"]) for r in requests if r["method"] == "POST" and '"action"' in r["body"]]
+    assert answer["result"] == {"action": "accept", "content": {"ok": True}}
+    assert_legacy_wire(requests)
 
 
 async def test_roots_list_crosses_as_input_required(bridge, upstream):

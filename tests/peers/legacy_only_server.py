@@ -8,7 +8,9 @@ Every message it receives is appended to SEEN_FILE (one JSON object a line), so 
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
 plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
-(`sampling/createMessage`) and answers with the text, or the refusal; `consult {question}` the same through the SDK's
+(`sampling/createMessage`) and answers with the text, or the refusal; `confirm {question}` asks
+(`elicitation/create`) for a yes or no and answers with the action and the answer, or the refusal;
+`consult {question}` the same as `ask` through the SDK's
 resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
 client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
@@ -46,6 +48,12 @@ NOTIFICATION = pydantic.TypeAdapter(types.ServerNotification)
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
     return sdk_tools.harn_reminder(path, TAGS)
+
+
+class Confirmation(pydantic.BaseModel):
+    """What `confirm` elicits."""
+
+    ok: bool
 
 
 def sampling(question: str) -> Sample:
@@ -97,6 +105,14 @@ def build(http: bool = False) -> MCPServer:
         except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
             return f"refused: {exc}"
         return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    async def confirm(question: str, ctx: Context) -> str:
+        try:
+            answered = await ctx.elicit(question, Confirmation)  # the server asks its client (2025-11-25)
+        except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
+            return f"refused: {exc}"
+        return f"{answered.action}: {answered.data.ok}" if answered.action == "accept" else answered.action
 
     @server.tool()
     def consult(question: str, sampled: Annotated[types.CreateMessageResult, Resolve(sampling)]) -> str:
