@@ -328,17 +328,21 @@ async def messages(response: aiohttp.ClientResponse):
 
 
 @contextlib.asynccontextmanager
-async def raw_host(bridge, upstream, name: str):
+async def raw_host(bridge, upstream, name: str, first_call: bool = True):
     before = len(await seen(upstream))
     async with aiohttp.ClientSession() as http:
         host = RawHost(http, url(bridge), name)
-        await host.call("echo", text="open")  # the session and its GET stream
+        if first_call:
+            await host.call("echo", text="open")  # the session and its GET stream
         yield host
     assert_legacy_wire((await seen(upstream))[before:])
 
 
-async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(bridge, upstream):
-    async with raw_host(bridge, upstream, "raw-stream") as host:
+@pytest.mark.parametrize("first_call", [True, False], ids=["after a call", "listen first"])
+async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(bridge, upstream, first_call):
+    """(The listen may be the host's first request: it opens the session, and is acknowledged once
+    the session's GET stream is open.)"""
+    async with raw_host(bridge, upstream, f"raw-stream-{first_call}", first_call) as host:
         async with host.listen("L", notifications={"reminders": True, "toolsListChanged": True}) as stream:
             [ack] = await stream.until(lambda m: True)
             assert ack["method"] == "notifications/subscriptions/acknowledged"

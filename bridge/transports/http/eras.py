@@ -104,8 +104,6 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
             if command.to == HOST:
                 await exchange.answer.send(command)
         frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
-        if exchange.listen is not None:  # acknowledged once what the server sends on its own reaches the proxy
-            await _streaming(legacy)
         proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
         await exchange.over.wait()
     finally:
@@ -317,6 +315,8 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
                 route.recorder.warning("era_unrouted", why=f"a {LEGACY_ERA} server's message belongs to no "
                                        f"{MODERN_ERA} request or listen stream that is still open")
                 continue
+            if target.listen is not None and not legacy.streaming.is_set():
+                await _streaming(legacy)  # acknowledged once what the server sends on its own reaches the proxy
             await target.answer.send(left)
             if target.listen is not None and target.listed is None and target.answer.stream is not None:
                 target.listed = route.listening.open(session.flow.scope, target.listen, target.answer.stream)
@@ -357,8 +357,8 @@ def _listen(legacy: Legacy) -> None:
 
 
 async def _streaming(legacy: Legacy) -> None:
-    """Until the GET stream is answered (a listen acknowledged before it might miss what follows);
-    at most the upstream timeout, and at once while the session is not open yet."""
+    """Until the GET stream is answered (a listen acknowledged before it might miss what follows),
+    at most the upstream timeout."""
     _listen(legacy)
     if legacy.stream is not None:
         with contextlib.suppress(TimeoutError):
