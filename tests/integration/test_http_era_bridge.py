@@ -448,3 +448,26 @@ async def test_roots_list_crosses_as_input_required(bridge, upstream):
         result = await client.call_tool("where", {})
     assert [c.text for c in result.content] == ["file:///work"]
     assert_legacy_wire((await seen(upstream))[before:])
+
+
+async def test_a_request_whose_answer_stream_ends_unanswered_gets_an_error(tmp_path):
+    """Nothing hangs: a 2025-11-25 server whose answer stream ends without the result (and no
+    other stream of the session can still bring it) leaves the host with a JSON-RPC error."""
+    faulty = peer("tests.peers.faulty_http")
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{faulty.port}/mcp"\n'
+                     f'server_era = "{LEGACY}"\n')
+    running = proxy("--rules", str(rules))
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running), "unanswered")
+            body = host.body("unanswered", 1)
+            with anyio.fail_after(20):
+                async with http.post(url(running), json=body, headers={**host.headers("unanswered"),
+                                                                      "Accept": "application/json"}) as r:
+                    answer = await r.json()
+    finally:
+        running.stop()
+        faulty.stop()
+    assert answer["id"] == 1 and answer["error"]["code"] == -32603
+    assert "ended without an answer" in answer["error"]["message"]
