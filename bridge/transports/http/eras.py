@@ -403,7 +403,10 @@ async def close(proxy: OwnCalls, route: HttpRoute) -> None:
 
 
 async def _end(proxy: OwnCalls, route: HttpRoute, legacy: Legacy) -> None:
-    """One upstream session ends: its GET stream, then a DELETE (2025-11-25 sessions end so)."""
+    """One upstream session ends: its hosts' open listen streams, its GET stream, then a DELETE
+    (2025-11-25 sessions end so)."""
+    for exchange in legacy.open:
+        exchange.over.set()
     if legacy.stream is not None:
         legacy.stream.cancel()
     if legacy.keeper is not None:
