@@ -31,12 +31,13 @@ from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, loads
-from bridge.pipeline.commands import HOST, PEER, Write, receipts_of
+from bridge.pipeline.commands import HOST, PEER, Send, Write, receipts_of
 from bridge.pipeline.era_exchanges import Exchanges
 from bridge.pipeline.eras import GET_STREAM, LegacyServer
 from bridge.state.scope import Scope
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
+from bridge.transports.http.listening import Listener
 from bridge.transports.http.own_calls import OwnCalls, settled, written
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
 from bridge.transports.http.upstream_errors import cause, upstream_error
@@ -198,8 +199,10 @@ class _Exchange:
     over: asyncio.Event = field(default_factory=asyncio.Event)
     #: what it sent upstream has been carried (each answer read to its end)
     carried: bool = False
-    #: a `subscriptions/listen`: the flow's key for it, and the name its open stream is kept under
+    #: a `subscriptions/listen`: the flow's key for it, its open stream (once acknowledged), and the
+    #: name the route keeps that under (for the flows of its scope: an outbox's reminder)
     listen: Any = None
+    listener: Listener | None = None
     listed: str | None = None
 
 
@@ -315,10 +318,15 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
                 route.recorder.warning("era_unrouted", why=f"a {LEGACY_ERA} server's message belongs to no "
                                        f"{MODERN_ERA} request or listen stream that is still open")
                 continue
+            if target.listener is not None:  # as the route's listen streams are written: a slow host holds up nothing
+                legacy.proxy.on_listener(route, session, target.listener,
+                                         left if isinstance(left, Send) else Send(HOST, left.data))
+                continue
             if target.listen is not None and not legacy.streaming.is_set():
                 await _streaming(legacy)  # acknowledged once what the server sends on its own reaches the proxy
             await target.answer.send(left)
-            if target.listen is not None and target.listed is None and target.answer.stream is not None:
+            if target.listen is not None and target.listener is None and target.answer.stream is not None:
+                target.listener = Listener(target.answer.stream)
                 target.listed = route.listening.open(session.flow.scope, target.listen, target.answer.stream)
     if answer and target is not None:
         target.over.set()
