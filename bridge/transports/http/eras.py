@@ -197,7 +197,7 @@ class _Exchange:
     answer: _Answer
     #: its answer went to the host, or nothing upstream can answer it any more
     over: asyncio.Event = field(default_factory=asyncio.Event)
-    #: what it sent upstream has been carried (each answer read to its end)
+    #: its frames went upstream (an SSE answer may still be read, counted in `Legacy.carrying`)
     carried: bool = False
     #: a `subscriptions/listen`: the flow's key for it, its open stream (once acknowledged), and the
     #: name the route keeps that under (for the flows of its scope: an outbox's reminder)
