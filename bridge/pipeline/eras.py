@@ -28,7 +28,7 @@ from typing import Any
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
     ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, McpLegacy,
+    SUBSCRIPTION_KEY, McpLegacy, McpStandard,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -315,7 +315,7 @@ class LegacyServer(EraLayer):
         if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
         came_on = self.came_on
-        if McpLegacy.is_reminder(msg):
+        if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
             if came_on not in (None, GET_STREAM) or (came_on is None and state.asked):
                 return [Forward(HOST, line)]  # a request's (on stdio: one is under way, and stdio tells no more)
             # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it

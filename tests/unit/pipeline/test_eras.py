@@ -487,6 +487,9 @@ def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
     assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
     [ambient] = sent(bridge.from_server(reminder, GET_STREAM), HOST)
     assert ambient["params"]["_meta"][SUB] is None  # no stream opted in: held for the fallback
+    standard = notification("notifications/reminder", reminder={"id": "s", "body": "y"})
+    [ambient] = sent(bridge.from_server(standard, GET_STREAM), HOST)  # the standard form alike, never a log line
+    assert ambient["params"]["_meta"][SUB] is None and ambient["params"]["reminder"]["id"] == "s"
     log = notification("notifications/message", level="info", data="l")
     assert bridge.from_server(log, 8) == [Forward(HOST, log)]
     assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
