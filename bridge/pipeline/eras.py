@@ -314,14 +314,14 @@ class LegacyServer(EraLayer):
                                                f"exists in {MODERN_ERA}")))]
         if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
-        came_on = self.came_on
+        stdio = self.came_on is None  # one channel: a message is taken as a request's while one is under way
+        on_request = not stdio and self.came_on != GET_STREAM  # HTTP: on that request's answer stream
         if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
-            if came_on not in (None, GET_STREAM) or (came_on is None and state.asked):
-                return [Forward(HOST, line)]  # a request's (on stdio: one is under way, and stdio tells no more)
+            if on_request or (stdio and state.asked):
+                return [Forward(HOST, line)]  # the request's
             # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
             return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
-        if method == LOG_METHOD and (id_key(came_on) in state.opted if came_on not in (None, GET_STREAM)
-                                     else came_on is None and state.opted):
+        if method == LOG_METHOD and (id_key(self.came_on) in state.opted if on_request else stdio and state.opted):
             return [Forward(HOST, line)]  # a request that opted in to log messages is under way
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
