@@ -28,7 +28,7 @@ from typing import Any
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
     ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, McpLegacy,
+    SUBSCRIPTION_KEY, McpLegacy, McpStandard,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -53,6 +53,8 @@ UNBRIDGED, WRONG_ERA = -32601, -32600
 HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
 #: the JSON-RPC error for a request the wait had no room left for
 WAIT_FULL = -32000
+#: `from_server(came_on=)`: the session's own stream (2025-11-25 HTTP's GET), which no request owns
+GET_STREAM = "GET"
 _OWN = itertools.count(1)
 
 
@@ -107,14 +109,18 @@ class EraLayer:
         self.streams = streams
         self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
         self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
+        self.came_on: Any = None  # where the server's message at hand came (`from_server`)
         self._prefix = f"rb-era-{id(self):x}-"
 
     def toward_server(self, data: bytes) -> list[Write]:
         """What to write for ``data`` (whole lines the flow wrote toward the server)."""
         return self._each(data, PEER, self._toward)
 
-    def from_server(self, data: bytes) -> list[Write]:
-        """What to write for ``data`` (whole lines from the server): up to the flow, or back."""
+    def from_server(self, data: bytes, came_on: Any = None) -> list[Write]:
+        """What to write for ``data`` (whole lines from the server): up to the flow, or back.
+        ``came_on``: where it came (HTTP): `GET_STREAM`, or the id of the request on whose answer
+        stream; None: the one channel there is (stdio), which tells no more."""
+        self.came_on = came_on
         return self._each(data, HOST, self._from)
 
     def _each(self, data: bytes, to: str, handle: Callable[[dict[str, Any], bytes], list[Write]]) -> list[Write]:
@@ -185,8 +191,6 @@ class LegacyServer(EraLayer):
                 f"{MODERN_ERA} (host_era): send server/discover, or leave host_era \"auto\""))]
         if request and method == "ping":  # gone in 2026-07-28; answered here, never asked of the server
             return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete"}})]
-        if request and method == LISTEN_METHOD and not self.streams:
-            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream over HTTP"))]
         if request:
             refused = self._session_for(msg)
             if refused is not None:
@@ -237,7 +241,7 @@ class LegacyServer(EraLayer):
         if method == "notifications/cancelled":
             gone = state.listens.close(id_key(get_path(msg, "params", "requestId")))
             if gone is not None:  # a listen stream the host ended: the server never knew of it
-                return [self._call("resources/unsubscribe", {"uri": uri}) for uri in gone]
+                return self._unsubscribe(gone)
         out: list[Write] = []
         if isinstance(method, str) and "id" in msg:
             key = id_key(msg["id"])
@@ -250,6 +254,15 @@ class LegacyServer(EraLayer):
         else:
             out.append(Send(PEER, dumps(stripped)))
         return out
+
+    def ended(self, listen_id: Any) -> list[Write]:
+        """The host's listen stream ``listen_id`` (its id as the server would know it) ended with
+        its response (HTTP: the host went away): the resources no stream wants any more are
+        unsubscribed; nothing, when it was not open."""
+        return self._unsubscribe(self.state.listens.close(id_key(listen_id)) or [])
+
+    def _unsubscribe(self, uris: list[str]) -> list[Write]:
+        return [self._call("resources/unsubscribe", {"uri": uri}) for uri in uris]
 
     def _level(self, msg: dict[str, Any], out: list[Write]) -> bool:
         """Whether ``msg`` opts in to log messages (`_meta` logLevel): `logging/setLevel` upstream
@@ -295,18 +308,20 @@ class LegacyServer(EraLayer):
         if "id" in msg:  # the server asks the client
             if method == "ping":
                 return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
-            if method in INPUT_METHODS and self.streams:
+            if method in INPUT_METHODS:
                 return self._input(msg)
-            return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
-                                                               "as input_required results over HTTP yet")))]
+            return [Send(PEER, dumps(unbridged(msg["id"], method, "no such request of a server to its client "
+                                               f"exists in {MODERN_ERA}")))]
         if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
-        if McpLegacy.is_reminder(msg):
-            if state.asked:  # a request is under way: the reminder is taken as its (stdio cannot tell)
-                return [Forward(HOST, line)]
+        stdio = self.came_on is None  # one channel: a message is taken as a request's while one is under way
+        on_request = not stdio and self.came_on != GET_STREAM  # HTTP: on that request's answer stream
+        if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
+            if on_request or (stdio and state.asked):
+                return [Forward(HOST, line)]  # the request's
             # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
             return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
-        if method == LOG_METHOD and state.opted:
+        if method == LOG_METHOD and (id_key(self.came_on) in state.opted if on_request else stdio and state.opted):
             return [Forward(HOST, line)]  # a request that opted in to log messages is under way
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
@@ -323,7 +338,7 @@ class LegacyServer(EraLayer):
                 msg["id"], UNBRIDGED, f"{method} needs the client capability {cap}, which the {MODERN_ERA} host "
                 f"behind this {LEGACY_ERA} session did not declare",
                 {"feature": method, "capability": cap, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA})))]
-        key = state.inputs.carrier(state.asked)
+        key = state.inputs.carrier(state.asked, None if self.came_on == GET_STREAM else id_key(self.came_on))
         if key is None:
             return [Send(PEER, dumps(unbridged(msg["id"], method, "no request of the host is under way to carry it "
                                                "as an input_required result")))]

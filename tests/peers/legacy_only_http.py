@@ -1,4 +1,5 @@
-"""tests.peers.legacy_only_server's tools, resource and prompt over Streamable HTTP, 2025-11-25 only:
+"""tests.peers.legacy_only_server's tools, resource and prompt over Streamable HTTP, 2025-11-25 only
+(`touch`'s notifications on the session's GET stream, the others' on their call's stream):
 the SDK's app behind a gate that refuses (400) any request naming 2026-07-28, in its
 `MCP-Protocol-Version` header or a `_meta` key of that era, as a server that never moved does.
 
@@ -13,6 +14,7 @@ import warnings
 from typing import Any
 
 import uvicorn
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.responses import JSONResponse
 
@@ -26,7 +28,12 @@ def main() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
-    sdk = build().streamable_http_app()
+    server = build(http=True)
+    low = server._lowlevel_server
+    plain = low.create_initialization_options
+    changed = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+    low.create_initialization_options = lambda *_, **__: plain(changed)  # (the SDK's HTTP runner names none)
+    sdk = server.streamable_http_app()
     seen: list[dict[str, Any]] = []
 
     async def app(scope, receive, send):

@@ -188,8 +188,7 @@ class HttpRoute:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
                 # a request that is its own session: its outbox is its identity's, if the rules name one
-                return self.open_session(self.new_flow(scope=self.sessionless_scope(request),
-                                                       subscriptions=self.subscriptions, **self._seeds())), False
+                return self.sessionless(self.sessionless_scope(request)), False
             if session_id is None:  # an initialize, or a server without sessions: the answer tells
                 return self.open_session(self.new_flow(scope=self.sessionless_scope(request))), False
             # a session the proxy does not hold (a restart, another replica, an id made up): its own
@@ -213,6 +212,11 @@ class HttpRoute:
         rule = self.settings.identity
         value = request.headers.get(rule.partition(":")[2]) if rule is not None else None
         return Scope.identity(self.name, rule, value) if rule is not None and value else Scope.request(self.name)
+
+    def sessionless(self, scope: Scope) -> Session:
+        """The pipeline of a 2026-07-28 request (it has no session) of ``scope``: what outlives the
+        request is the route's book's, under that scope."""
+        return self.open_session(self.new_flow(scope=scope, subscriptions=self.subscriptions, **self._seeds()))
 
     def open_session(self, flow: Flow) -> Session:
         session = Session(flow, self.settings.trust.max_pending_per_session)

@@ -114,12 +114,11 @@ def test_ping_is_answered_without_the_server(bridge):
 
 
 def test_what_cannot_be_bridged_is_an_error_naming_it_and_both_eras(bridge):
-    [error] = sent(bridge.toward_server(request(3, "subscriptions/listen", notifications={})), HOST)
-    assert error["error"]["code"] == -32601 and "subscriptions/listen" in error["error"]["message"]
-    assert error["error"]["data"] == {"feature": "subscriptions/listen", "hostEra": MODERN, "serverEra": LEGACY}
     opened(bridge, request(0, "tools/list"))
     [other] = sent(bridge.toward_server(request(4, "tools/list", envelope(caps={}))), HOST)
-    assert "second client capability set" in other["error"]["message"]
+    assert other["error"]["code"] == -32601 and "second client capability set" in other["error"]["message"]
+    assert other["error"]["data"] == {"feature": "a second client capability set or client info", "hostEra": MODERN,
+                                      "serverEra": LEGACY}
     [refused] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage",
                                                "params": {}})), PEER)
     assert refused["id"] == "s1" and "sampling/createMessage" in refused["error"]["message"]
@@ -334,6 +333,10 @@ def test_a_cancelled_listen_ends_its_stream_and_its_subscriptions():
     assert bridge.from_server(notification("notifications/resources/updated", uri="file:///a")) == []
     other = notification("notifications/cancelled", requestId=9)
     assert bridge.toward_server(other) == [Forward(PEER, other)]  # a request's: the server's to hear
+    # over HTTP a listen ends with its response: the same, and nothing for one already over
+    bridge.toward_server(request("L2", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///b"]}))
+    assert [m["params"] for m in sent(bridge.ended("L2"), PEER)] == [{"uri": "file:///b"}]
+    assert bridge.ended("L2") == [] and bridge.ended("L1") == []
 
 
 def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
@@ -464,3 +467,31 @@ def test_the_wait_is_bounded_in_bytes_too(bridge):
     bridge.toward_server(request(0, "tools/call", name="a", arguments={"pad": big}))
     assert bridge.toward_server(request(1, "tools/call", name="a", arguments={"pad": big}))[0].to == HOST
     assert len(bridge.state.held) == 1
+
+
+def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
+    """Over HTTP the transport says where the server's message came: on a request's answer stream
+    it is that request's (its reminder, its log line, its server request); on the GET stream it is
+    ambient, whatever is under way."""
+    from bridge.pipeline.eras import GET_STREAM
+
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    bridge.toward_server(request(8, "tools/call", envelope(caps=caps, **{"io.modelcontextprotocol/logLevel": "info"}),
+                                 name="b"))
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
+    assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
+    [ambient] = sent(bridge.from_server(reminder, GET_STREAM), HOST)
+    assert ambient["params"]["_meta"][SUB] is None  # no stream opted in: held for the fallback
+    standard = notification("notifications/reminder", reminder={"id": "s", "body": "y"})
+    [ambient] = sent(bridge.from_server(standard, GET_STREAM), HOST)  # the standard form alike, never a log line
+    assert ambient["params"]["_meta"][SUB] is None and ambient["params"]["reminder"]["id"] == "s"
+    log = notification("notifications/message", level="info", data="l")
+    assert bridge.from_server(log, 8) == [Forward(HOST, log)]
+    assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
+    assert suspended["id"] == 7 and suspended["result"]["resultType"] == "input_required"  # not the newest, 8
