@@ -85,8 +85,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("bridge", "bridge.model", "bridge.jsonrpc", "bridge.display", "bridge.environ", "bridge.urls", "bridge.metrics",
      "bridge.loop", "bridge.probe", "bridge.prefilter", "bridge.declaration", "bridge.examples", "bridge.throttle",
-     "bridge.problems", "bridge.pending", "bridge.otlp"),
-    ("bridge.dialects", "bridge.lifecycle", "bridge.logs", "bridge.state"),
+     "bridge.problems", "bridge.pending", "bridge.reminder_spans"),
+    ("bridge.dialects", "bridge.lifecycle", "bridge.logs", "bridge.state", "bridge.otlp"),
     ("bridge.rules", "bridge.telemetry"),
     ("bridge.envelope", "bridge.policy"),
     ("bridge.pipeline",),  # the core ends here: it imports no add-on, transport or command line
