@@ -150,8 +150,9 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         settings = options.with_eras(args, settings)
     except ValueError as exc:
         return refuse(str(exc))
-    if url is not None and settings.bridged_server_era:
-        return refuse("--host-era/--server-era bridge a child command only, not yet --upstream")
+    if url is not None and settings.bridged_server_era == "2026-07-28" and args.upstream_transport == "sse":
+        return refuse("--server-era 2026-07-28: a 2026-07-28 server speaks Streamable HTTP, not the 2024-11-05 "
+                      "SSE transport (--upstream-transport)")
 
     from bridge.loop import run as run_loop
     from bridge.policy import Policy

@@ -101,7 +101,10 @@ def test_serve_bridges_an_http_upstream_and_refuses_a_command():
         build_routes(reverse, None)
 
 
-def test_stdio_refuses_the_bridge_before_an_upstream_url():
+def test_stdio_refuses_a_2026_07_28_server_over_2024_11_05_sse():
+    """A 2026-07-28 server speaks Streamable HTTP only: the era bridge over --upstream refuses the
+    older transport by name (the other era is bridged: tests/integration/test_stdio_upstream_era_bridge.py)."""
     done = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--upstream", "http://127.0.0.1:9/mcp",
-                           "--server-era", "2025-11-25"], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 2 and "not yet --upstream" in done.stderr
+                           "--server-era", "2026-07-28", "--upstream-transport", "sse"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "not the 2024-11-05 SSE transport" in done.stderr
