@@ -9,12 +9,14 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import get_json, peer
+from tests.peers.processes import free_port, get_json, peer
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
@@ -185,3 +187,93 @@ async def test_a_2025_11_25_host_initializes_lists_and_calls_a_2026_07_28_server
     assert_modern_wire(requests)
     calls = [m for m in bodies(requests) if m.get("method") == "tools/call"]
     assert calls and all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+
+
+# -- server-to-client requests and notifications, over HTTP both ways ----------------------------
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_2025_11_25_servers_sampling_request_crosses_as_input_required(legacy_http, rules):
+    """The server asks on the `tools/call` POST's stream; the host's request is answered
+    `input_required`, its retry's answer is POSTed to the server, whose result answers the retry."""
+    asked = []
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
+                                         model="test-model")
+
+    before = await count(legacy_http)
+    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN, sampling_callback=sample) as client:
+        result = await client.call_tool("ask", {"question": "the answer?"})
+    assert asked == ["the answer?"]
+    assert [c.text for c in result.content] == ["sampled: forty-two"]
+    requests = await seen_since(legacy_http, before)
+    assert sum(m.get("method") == "tools/call" for m in bodies(requests)) == 1  # the retry stayed here
+    assert_legacy_wire(requests)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_2026_07_28_servers_input_required_becomes_a_sampling_request(modern_http, rules):
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
+                                         model="test-model")
+
+    before = await count(modern_http)
+    async with Client(through(modern_http, rules, *REVERSE), mode="legacy", sampling_callback=sample) as client:
+        result = await client.call_tool("consult", {"question": "how many?"})
+    assert [c.text for c in result.content] == ["sampled: seven"]
+    requests = await seen_since(modern_http, before)
+    calls = [m for m in bodies(requests) if m.get("method") == "tools/call"]
+    assert len(calls) == 2  # answered input_required; then the retry with the host's answer
+    assert [r["content"]["text"] for r in calls[1]["params"]["inputResponses"].values()] == ["seven"]
+    assert_modern_wire(requests)
+
+
+async def test_listen_becomes_resources_subscribe_at_the_2025_11_25_server(legacy_http, rules):
+    """The host's `listen()` is acknowledged by the bridge with what the server declared (over HTTP
+    the SDK server declares no `listChanged`, so only the subscription is honoured), as
+    `resources/subscribe` upstream, and `unsubscribe` once the host ends it. (The SDK server
+    publishes its own updates to 2026-07-28 listen streams only; over stdio the peer sends them
+    by hand: tests/integration/test_stdio_era_bridge.py.)"""
+    before = await count(legacy_http)
+    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN) as client:
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
+            assert sub.honored.tools_list_changed is None
+            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
+        await client.call_tool("echo", {"text": "after"})  # the cancel reached the proxy before this
+    sent = bodies(await seen_since(legacy_http, before))
+    for method in ("resources/subscribe", "resources/unsubscribe"):
+        assert [m["params"] for m in sent if m.get("method") == method] == [{"uri": "file:///notes.txt"}]
+    assert not any(m.get("method") == "subscriptions/listen" for m in sent)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging, on purpose
+async def test_log_lines_only_for_a_request_that_opted_in(legacy_http, rules):
+    """A 2026-07-28 request's `logLevel` becomes `logging/setLevel` upstream; without it, the
+    2025-11-25 server's log line never reaches the host."""
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN, logging_callback=on_log) as client:
+        await client.call_tool("log", {"text": "unasked"})
+    assert logs == []
+    before = await count(legacy_http)
+    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN, logging_callback=on_log,
+                      log_level="info") as client:
+        await client.call_tool("log", {"text": "asked"})
+    assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
+    requests = await seen_since(legacy_http, before)
+    methods = [m.get("method") for m in bodies(requests)]
+    assert methods.index("logging/setLevel") < methods.index("tools/call")
+    assert_legacy_wire(requests)
+
+
+async def test_an_unreachable_server_answers_the_held_requests(rules):
+    """The bridge's own `initialize` cannot be POSTed: the host's request that waited for it gets
+    the upstream's error, never a hang."""
+    dead = type("Dead", (), {"port": free_port()})()
+    with anyio.fail_after(30):
+        code, message = await refusal(through(dead, rules, *BRIDGE), MODERN)
+    assert code == -32603 and "refused initialize" in message and "cannot connect" in message.lower()
