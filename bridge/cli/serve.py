@@ -143,12 +143,17 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
     def check_eras(name: str, route: RouteSettings) -> RouteSettings:
         era = route.bridged_server_era
-        if era == "2026-07-28":
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet; "
-                             "`reminder-bridge stdio` does, for a child command (issue 21)")
-        if era and not (route.upstream or "").startswith(("http://", "https://")):
-            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
-                             "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
+        command = bool(route.command) and not route.upstream  # a stdio server behind serve
+        if era and command and route.command_mode == "shared":
+            raise ValueError(f"route {name}: the era bridge in front of a stdio `command` keeps one child per "
+                             "2025-11-25 session; `command_mode = \"shared\"` is not bridged (issue 21)")
+        if era == "2026-07-28" and not command:
+            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server at an "
+                             "http(s) upstream yet; it does for a stdio `command`, as `reminder-bridge stdio` does "
+                             "(issue 21)")
+        if era and not command and not (route.upstream or "").startswith(("http://", "https://")):
+            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream or a stdio "
+                             "`command`, not a WebSocket (issue 21)")
         return route
 
     command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)

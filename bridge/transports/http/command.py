@@ -25,8 +25,10 @@ from typing import Any
 
 from aiohttp import web
 
+from bridge.dialects.eras import MODERN_ERA
 from bridge.jsonrpc import dumps, error_response, ids_in
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Send, Write, receipts_of
+from bridge.pipeline.eras import BRIDGES, EraLayer
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import token_key
 from bridge.state.scope import Scope
@@ -255,8 +257,21 @@ class CommandUpstream:
         self.queue_bytes = proxy.limits.max_response_bytes
         self.max_line = min(MAX_LINE, proxy.limits.max_response_bytes)
 
-    def new_child(self, lines: Any, oversize: Any, gone: Any) -> Child:
-        return Child(self.command, lines, oversize, gone, self.max_line)
+    def new_child(self, lines: Any, oversize: Any, gone: Any, flow: Flow | None = None) -> Child:
+        """A child for ``flow``'s session (None: the shared one)."""
+        return Child(self.command, lines, oversize, gone, self.max_line, self.bridge(flow))
+
+    def bridge(self, flow: Flow | None) -> EraLayer | None:
+        """The era bridge in front of a child, on a route that names its server's era: every child
+        of a 2025-11-25 server (the shared one speaks for the 2026-07-28 hosts, which all use it);
+        a 2026-07-28 server's own children, each its 2025-11-25 session's (its hosts need none).
+        Only a session's own child carries listen streams and server requests (one host behind it)."""
+        settings = self.route.settings
+        era = settings.bridged_server_era
+        if not era or (flow is None and era == MODERN_ERA):
+            return None
+        settled = (lambda: MODERN_ERA) if flow is None else (lambda: flow.state.era)
+        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=flow is not None)
 
     async def open(self, flow: Flow, shared: bool) -> ChildSession:
         """A session on a child: its own (started now), or the route's shared one (started once)."""
@@ -277,7 +292,7 @@ class CommandUpstream:
             else:
                 child = self.new_child(lambda block: _each(block, session.from_child),
                                        lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
-                                       lambda error: self.lost(session, error))
+                                       lambda error: self.lost(session, error), flow)
                 session.link = Link(child)
                 await self.children.start(child, env, cwd)
                 self._started(child)
