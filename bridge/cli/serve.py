@@ -148,9 +148,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
             raise ValueError(f"route {name}: the era bridge in front of a stdio `command` keeps one child per "
                              "2025-11-25 session; `command_mode = \"shared\"` is not bridged (issue 21)")
         if era == "2026-07-28" and not command:
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server at an "
-                             "http(s) upstream yet; it does for a stdio `command`, as `reminder-bridge stdio` does "
-                             "(issue 21)")
+            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet at "
+                             "an http(s) upstream; it does for a stdio `command` (issue 21)")
         if era and not command and not (route.upstream or "").startswith(("http://", "https://")):
             raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream or a stdio "
                              "`command`, not a WebSocket (issue 21)")

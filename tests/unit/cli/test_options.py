@@ -85,16 +85,21 @@ def test_check_names_the_key(tmp_path):
     assert f"{rules}:4: routes.fs.host_era: must be one of auto, 2025-11-25, 2026-07-28" in done.stdout + done.stderr
 
 
-def test_serve_bridges_an_http_upstream_and_refuses_a_command():
+def test_serve_bridges_an_http_upstream_and_a_command_but_not_a_shared_child():
     from bridge.cli.serve import build_routes
 
     bridged = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
                                          "--host-era", "2026-07-28", "--server-era", "2025-11-25"])
     [route] = build_routes(bridged, None)
     assert route.settings.bridged_server_era == "2025-11-25"
-    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", "2025-11-25", "--", "srv"])
-    with pytest.raises(ValueError, match="not\\s+yet a stdio `command`"):
-        build_routes(command, None)
+    for era in ("2025-11-25", "2026-07-28"):
+        command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", era, "--", "python3"])
+        [route] = build_routes(command, None)
+        assert route.settings.bridged_server_era == era
+        shared = build_parser().parse_args(["serve", "--upstream-command", "--upstream-command-mode", "shared",
+                                            "--server-era", era, "--", "python3"])
+        with pytest.raises(ValueError, match='`command_mode = "shared"` is not bridged'):
+            build_routes(shared, None)
     reverse = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
                                          "--host-era", "2025-11-25", "--server-era", "2026-07-28"])
     with pytest.raises(ValueError, match="2025-11-25 hosts to a 2026-07-28 server yet"):
