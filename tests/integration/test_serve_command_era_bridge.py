@@ -9,13 +9,14 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import proxy
+from tests.peers.processes import eventually, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 TOOLS = {"echo", "remind", "log", "touch", "ask", "consult", "where"}
@@ -187,3 +188,48 @@ async def test_a_2026_07_28_childs_input_required_becomes_a_sampling_request(mod
     assert len(calls) == 2
     assert [r["content"]["text"] for r in calls[1]["params"]["inputResponses"].values()] == ["seven"]
     assert_modern_wire(seen)
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_2025_11_25_childs_sampling_request_crosses_as_input_required(legacy_child):
+    """The child asks its client during a `tools/call`: the host's request is answered
+    `input_required`, its retry (a request of its own) carries the answer to the child."""
+    running, seen = legacy_child
+    asked = []
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
+                                         model="test-model")
+
+    async with Client(url(running), mode=MODERN, sampling_callback=sample) as client:
+        result = await client.call_tool("ask", {"question": "the answer?"})
+    assert asked == ["the answer?"]
+    assert [c.text for c in result.content] == ["sampled: forty-two"]
+    assert sum(m.get("method") == "tools/call" for m in received(seen)) == 1
+    assert_legacy_wire(seen)
+
+
+async def test_listen_streams_the_2025_11_25_childs_notifications(legacy_child):
+    running, seen = legacy_child
+    events = []
+    async with Client(url(running), mode=MODERN) as client:
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
+            assert sub.honored.tools_list_changed is True
+            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
+            await client.call_tool("touch", {"path": "a.py"})
+            with anyio.fail_after(20):
+                async for event in sub:
+                    events.append(type(event).__name__)
+                    if len(events) == 2:
+                        break
+    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
+    got = received(seen)
+    assert [m["params"] for m in got if m.get("method") == "resources/subscribe"] == [{"uri": "file:///notes.txt"}]
+
+
+    async def unsubscribed():  # the host closed its stream: the bridge unsubscribes once the proxy sees it
+        return [m["params"] for m in received(seen) if m.get("method") == "resources/unsubscribe"]
+
+    assert await eventually(unsubscribed) == [{"uri": "file:///notes.txt"}]
+    assert_legacy_wire(seen)

@@ -210,6 +210,10 @@ class SharedLink(Link):
         pass
 
     def leave(self, session: ChildSession) -> None:
+        """A 2026-07-28 host ends a listen by closing its stream: the child is told as stdio tells it."""
+        listen = session.flow.subscription()
+        if listen is not None:
+            self.write(dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": listen[1]}}))
         self.shared.ids.leave(self.tag)
         self.shared.sessions.pop(self.tag, None)
 
@@ -271,7 +275,7 @@ class CommandUpstream:
         if not era or (flow is None and era == MODERN_ERA):
             return None
         settled = (lambda: MODERN_ERA) if flow is None else (lambda: flow.state.era)
-        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=flow is not None)
+        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=True)
 
     async def open(self, flow: Flow, shared: bool) -> ChildSession:
         """A session on a child: its own (started now), or the route's shared one (started once)."""
