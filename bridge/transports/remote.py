@@ -26,6 +26,7 @@ is read further while the host's pipe is full.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -61,6 +62,9 @@ DELETE_TIMEOUT_S = 2.0
 UPSTREAM_TIMEOUT_S = 300.0
 #: What an upstream failure may raise: the HTTP client's errors, a timeout, a socket, a limit passed.
 FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge, EventTooLarge)
+#: A `subscriptions/listen` request (MCP 2026-07-28, the host's or the era bridge's): its answer is a
+#: stream that may rightly say nothing for hours, as the GET stream may, so no idle bound cuts it.
+_LISTEN = re.compile(rb'"method"\s*:\s*"subscriptions/listen"')
 
 
 class Refused(Exception):
@@ -386,7 +390,7 @@ class RemoteProxy(StdioProxy):
         streamed = "text/event-stream" in ctype
         if streamed:
             resume = Resume()
-            await self._relay(response, resume, self.timeout)
+            await self._relay(response, resume, None if _LISTEN.search(frame) else self.timeout)
             await self._resume(frame, resume)
         elif "json" in ctype:
             async with asyncio.timeout_at(deadline):

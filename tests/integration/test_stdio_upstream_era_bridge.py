@@ -277,3 +277,22 @@ async def test_an_unreachable_server_answers_the_held_requests(rules):
     with anyio.fail_after(30):
         code, message = await refusal(through(dead, rules, *BRIDGE), MODERN)
     assert code == -32603 and "refused initialize" in message and "cannot connect" in message.lower()
+
+
+async def test_the_one_listen_upstream_outlives_the_upstream_timeout(modern_http, rules):
+    """A 2025-11-25 host's list changes ride the bridge's `subscriptions/listen` POST: its stream
+    may say nothing for longer than `--upstream-timeout` (as the GET stream may) and still carry
+    the server's next notification."""
+    changed = anyio.Event()
+
+    async def on_message(message) -> None:
+        if getattr(getattr(message, "root", message), "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async with Client(through(modern_http, rules, *REVERSE, "--upstream-timeout", "1"), mode="legacy",
+                      message_handler=on_message) as client:
+        await client.list_tools()
+        await anyio.sleep(1.5)  # the duration under test: the listen's stream idle past the timeout
+        await client.call_tool("touch", {"path": "d.py"})
+        with anyio.fail_after(20):
+            await changed.wait()
