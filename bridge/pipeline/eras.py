@@ -230,11 +230,9 @@ class LegacyServer(EraLayer):
     def _session_for(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The session a request belongs to: the first request's capabilities and client info open
         it; a request with others is refused (one server connection holds one session)."""
-        meta = params_meta(msg)
-        meta = meta if isinstance(meta, dict) else {}
-        if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        key = session_key(msg)
+        if key is None:
             return None  # nothing said: the session's own
-        key = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
         if self.state.session is None:
             self.state.session = key
         elif key != self.state.session:
@@ -651,6 +649,16 @@ class ModernServer(EraLayer):
         for waiting in held:
             out += self._toward(waiting, dumps(waiting))
         return out
+
+
+def session_key(msg: Any) -> str | None:
+    """The 2025-11-25 session a 2026-07-28 message belongs to: its client capabilities and client
+    info as canonical JSON (None: it names neither)."""
+    meta = params_meta(msg) if isinstance(msg, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        return None
+    return json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
 
 
 def _stripped(msg: dict[str, Any]) -> dict[str, Any]:

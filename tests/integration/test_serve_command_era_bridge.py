@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation
 
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, proxy
@@ -32,13 +33,17 @@ def route(tmp_path: Path, module: str, seen: Path, *keys: str) -> Path:
     return rules
 
 
-@pytest.fixture
-def legacy_child(tmp_path):
+def legacy_route(tmp_path: Path, *flags: str):
     """2026-07-28 hosts → a 2025-11-25-only stdio server (the route's era keys)."""
     seen = tmp_path / "seen.jsonl"
     rules = route(tmp_path, "tests.peers.legacy_only_server", seen, f'host_era = "{MODERN}"',
                   f'server_era = "{LEGACY}"')
-    running = proxy("--rules", str(rules))
+    return proxy("--rules", str(rules), *flags), seen
+
+
+@pytest.fixture
+def legacy_child(tmp_path):
+    running, seen = legacy_route(tmp_path)
     yield running, seen
     running.stop()
 
@@ -128,6 +133,35 @@ async def test_two_2026_07_28_hosts_share_the_one_2025_11_25_session(legacy_chil
             result = await client.call_tool("echo", {"text": text})
         assert [c.text for c in result.content] == [text]
     assert_legacy_wire(seen)
+
+
+async def test_each_client_capability_set_gets_a_2025_11_25_session_of_its_own(legacy_child):
+    """One 2025-11-25 session holds one capability set and client info: a host with others gets a
+    shared child (and session) of its own, never the other host's."""
+    running, seen = legacy_child
+    for name in ("zed", "claude-code", "zed"):
+        async with Client(url(running), mode=MODERN, client_info=Implementation(name=name, version="1")) as client:
+            result = await client.call_tool("echo", {"text": name})
+        assert [c.text for c in result.content] == [name]
+    opened = [m["params"]["clientInfo"]["name"] for m in received(seen) if m.get("method") == "initialize"]
+    assert opened == ["zed", "claude-code"]
+
+
+async def test_a_session_no_host_used_for_session_idle_ends(tmp_path):
+    running, seen = legacy_route(tmp_path, "--session-idle", "1", "--log-level", "info")
+    try:
+        async with Client(url(running), mode=MODERN) as client:
+            await client.call_tool("echo", {"text": "once"})
+
+        async def stopped():
+            return any("child_stopping" in line and "--session-idle" in line for line in running.stderr)
+
+        await eventually(stopped, timeout=20)
+        async with Client(url(running), mode=MODERN) as client:  # a new child, a new 2025-11-25 session
+            await client.call_tool("echo", {"text": "again"})
+        assert sum(m.get("method") == "initialize" for m in received(seen)) == 2
+    finally:
+        running.stop()
 
 
 async def test_a_2025_11_25_host_is_refused_by_a_route_pinned_to_2026_07_28_hosts(legacy_child):
