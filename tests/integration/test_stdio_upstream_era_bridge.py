@@ -14,7 +14,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation
 
+from tests.integration.test_stdio_era_bridge import status_of
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import free_port, get_json, peer
 
@@ -296,3 +298,22 @@ async def test_the_one_listen_upstream_outlives_the_upstream_timeout(modern_http
         await client.call_tool("touch", {"path": "d.py"})
         with anyio.fail_after(20):
             await changed.wait()
+
+
+@pytest.mark.parametrize("direction", ["modern host", "legacy host"])
+async def test_the_console_shows_the_era_mix_through_upstream(request, rules, direction):
+    """`/api/status` of a bridged `stdio --upstream`: the host on its era, the server on the one
+    `--server-era` names, the requests bridged, the verdict naming the host."""
+    admin = free_port()
+    host, server_era, upstream, eras = ((MODERN, LEGACY, "legacy_http", BRIDGE) if direction == "modern host"
+                                        else (LEGACY, MODERN, "modern_http", REVERSE))
+    params = through(request.getfixturevalue(upstream), rules, *eras, "--admin", f"127.0.0.1:{admin}")
+    async with Client(params, mode="auto" if host == MODERN else "legacy",
+                      client_info=Implementation(name="migrating-ide", version="1")) as client:
+        await client.call_tool("echo", {"text": "one"})
+        route = await status_of(admin)
+    mix = route["eras"]
+    assert (mix["host_era"], mix["server_era"]) == (host, server_era)
+    assert mix["hosts"][host]["hosts"] == 1 and mix["servers"][server_era]["hosts"] == 1
+    assert mix["bridged_requests"] >= 2  # the handshake and the call
+    assert mix["readiness"]["needed"] is True and mix["readiness"]["bridged_hosts"] == ["migrating-ide"]
