@@ -382,7 +382,8 @@ class RemoteProxy(StdioProxy):
             if "json" in ctype and call_id is None:  # a JSON-RPC error for the request, as servers send with 4xx
                 async with asyncio.timeout_at(deadline):
                     data = await read_answer(response, Holding(self.budget), self.limits, release=True)
-                said = _unnamed_error(data) if self._awaits(frame) else None
+                # (through the era bridge: the POST's requests, the bridge's own among them)
+                said = _unnamed_error(data) if self.eras is not None or self._awaits(frame) else None
                 if said is None:
                     self._feed(data)
             self._gone(frame, Refused.status(response), call_id, said)

@@ -317,3 +317,12 @@ async def test_the_console_shows_the_era_mix_through_upstream(request, rules, di
     assert mix["hosts"][host]["hosts"] == 1 and mix["servers"][server_era]["hosts"] == 1
     assert mix["bridged_requests"] >= 2  # the handshake and the call
     assert mix["readiness"]["needed"] is True and mix["readiness"]["bridged_hosts"] == ["migrating-ide"]
+
+
+async def test_a_server_that_refuses_the_bridges_handshake_is_named_in_the_error(modern_http, rules):
+    """`--server-era 2025-11-25` in front of a server that speaks only 2026-07-28 (a route that
+    names the wrong era): the server's refusal of the bridge's `initialize` answers the host's
+    request, with the server's own words, never a hang."""
+    with anyio.fail_after(30):
+        code, message = await refusal(through(modern_http, rules, *BRIDGE), MODERN)
+    assert code == -32600 and "refused initialize" in message and "speaks 2026-07-28 only" in message
