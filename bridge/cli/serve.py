@@ -51,6 +51,8 @@ EXAMPLES = [
      "an A2A agent: callers fetch its card from http://127.0.0.1:9000/.well-known/agent-card.json"),
     ("reminder-bridge serve --protocol mcp --upstream-command -- python -m bridge.examples.mcp_legacy_server",
      "an HTTP host in front of a stdio server: hosts use http://127.0.0.1:8080/mcp, one child per session"),
+    ("reminder-bridge serve --protocol mcp --server-era 2025-11-25 --upstream-command -- harn mcp serve",
+     "2026-07-28 hosts in front of a stdio server that speaks only MCP 2025-11-25 (docs/http.md)"),
     ("reminder-bridge serve --rules rules/mcp-remote.toml --admin 127.0.0.1:9464",
      "every route of a rules file, with the admin port (`reminder-bridge status` reads it)"),
 ]

@@ -40,6 +40,9 @@ EXAMPLES = [
     ("reminder-bridge stdio --upstream https://mcp.example/mcp --header 'Authorization: Bearer ${TOKEN}'",
      "a remote MCP server over HTTP (Streamable HTTP, or 2024-11-05 SSE) for a stdio host; the token is read "
      "from $TOKEN (never from argv, never logged)"),
+    ("reminder-bridge stdio --upstream https://legacy.example/mcp --server-era 2025-11-25",
+     "a 2026-07-28 host in front of a remote server that speaks only MCP 2025-11-25: the proxy speaks it for the "
+     "host (docs/rules.md, Era bridging)"),
 ]
 
 
