@@ -267,3 +267,23 @@ async def test_listen_streams_the_2025_11_25_childs_notifications(legacy_child):
 
     assert await eventually(unsubscribed) == [{"uri": "file:///notes.txt"}]
     assert_legacy_wire(seen)
+
+
+async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path):
+    """`server_era = "2025-11-25"` with `host_era` left `auto`: a 2025-11-25 host gets its own child
+    as on any command route, its handshake passed as it wrote it; a 2026-07-28 host on the same
+    route is bridged."""
+    seen = tmp_path / "seen.jsonl"
+    running = proxy("--rules", str(route(tmp_path, "tests.peers.legacy_only_server", seen, f'server_era = "{LEGACY}"')))
+    try:
+        async with Client(url(running), mode="legacy") as client:
+            assert client.protocol_version == LEGACY
+            plain = await client.call_tool("echo", {"text": "plain"})
+        async with Client(url(running), mode=MODERN) as client:
+            bridged = await client.call_tool("echo", {"text": "bridged"})
+    finally:
+        running.stop()
+    assert [c.text for c in plain.content] == ["plain"] and [c.text for c in bridged.content] == ["bridged"]
+    initializes = [m for m in received(seen) if m.get("method") == "initialize"]
+    assert isinstance(initializes[0]["id"], int)  # the host's own
+    assert str(initializes[1]["id"]).startswith("rb-era-")  # the bridge's, for the 2026-07-28 host

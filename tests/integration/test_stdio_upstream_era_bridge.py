@@ -326,3 +326,16 @@ async def test_a_server_that_refuses_the_bridges_handshake_is_named_in_the_error
     with anyio.fail_after(30):
         code, message = await refusal(through(modern_http, rules, *BRIDGE), MODERN)
     assert code == -32600 and "refused initialize" in message and "speaks 2026-07-28 only" in message
+
+
+async def test_server_era_alone_lets_a_host_of_that_era_through(legacy_http, rules):
+    """`--server-era 2025-11-25` with the host's era left `auto`: a 2025-11-25 host is not bridged,
+    its own handshake reaches the server as it wrote it."""
+    before = await count(legacy_http)
+    async with Client(through(legacy_http, rules, "--server-era", LEGACY), mode="legacy") as client:
+        assert client.protocol_version == LEGACY
+        result = await client.call_tool("echo", {"text": "plain"})
+    assert [c.text for c in result.content] == ["plain"]
+    requests = await seen_since(legacy_http, before)
+    assert isinstance(bodies(requests)[0]["id"], int)  # the host's own id: not the proxy's
+    assert_legacy_wire(requests)
