@@ -51,6 +51,8 @@ EXAMPLES = [
      "an A2A agent: callers fetch its card from http://127.0.0.1:9000/.well-known/agent-card.json"),
     ("reminder-bridge serve --protocol mcp --upstream-command -- python -m bridge.examples.mcp_legacy_server",
      "an HTTP host in front of a stdio server: hosts use http://127.0.0.1:8080/mcp, one child per session"),
+    ("reminder-bridge serve --protocol mcp --server-era 2025-11-25 --upstream-command -- harn mcp serve",
+     "2026-07-28 hosts in front of a stdio server that speaks only MCP 2025-11-25 (docs/http.md)"),
     ("reminder-bridge serve --rules rules/mcp-remote.toml --admin 127.0.0.1:9464",
      "every route of a rules file, with the admin port (`reminder-bridge status` reads it)"),
 ]
@@ -143,12 +145,16 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
     def check_eras(name: str, route: RouteSettings) -> RouteSettings:
         era = route.bridged_server_era
-        if era == "2026-07-28":
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet; "
-                             "`reminder-bridge stdio` does, for a child command (issue 21)")
-        if era and not (route.upstream or "").startswith(("http://", "https://")):
-            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
-                             "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
+        command = bool(route.command) and not route.upstream  # a stdio server behind serve
+        if era and command and route.command_mode == "shared":
+            raise ValueError(f"route {name}: the era bridge in front of a stdio `command` keeps one child per "
+                             "2025-11-25 session; `command_mode = \"shared\"` is not bridged (issue 21)")
+        if era == "2026-07-28" and not command:
+            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet at "
+                             "an http(s) upstream; it does for a stdio `command` (issue 21)")
+        if era and not command and not (route.upstream or "").startswith(("http://", "https://")):
+            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream or a stdio "
+                             "`command`, not a WebSocket (issue 21)")
         return route
 
     command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)

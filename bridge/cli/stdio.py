@@ -40,6 +40,9 @@ EXAMPLES = [
     ("reminder-bridge stdio --upstream https://mcp.example/mcp --header 'Authorization: Bearer ${TOKEN}'",
      "a remote MCP server over HTTP (Streamable HTTP, or 2024-11-05 SSE) for a stdio host; the token is read "
      "from $TOKEN (never from argv, never logged)"),
+    ("reminder-bridge stdio --upstream https://legacy.example/mcp --server-era 2025-11-25",
+     "a 2026-07-28 host in front of a remote server that speaks only MCP 2025-11-25: the proxy speaks it for the "
+     "host (docs/rules.md, Era bridging)"),
 ]
 
 
@@ -150,8 +153,9 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         settings = options.with_eras(args, settings)
     except ValueError as exc:
         return refuse(str(exc))
-    if url is not None and settings.bridged_server_era:
-        return refuse("--host-era/--server-era bridge a child command only, not yet --upstream")
+    if url is not None and settings.bridged_server_era == "2026-07-28" and args.upstream_transport == "sse":
+        return refuse("--server-era 2026-07-28: a 2026-07-28 server speaks Streamable HTTP, not the 2024-11-05 "
+                      "SSE transport (--upstream-transport)")
 
     from bridge.loop import run as run_loop
     from bridge.policy import Policy

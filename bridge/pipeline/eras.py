@@ -28,7 +28,7 @@ from typing import Any
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
     ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, McpLegacy, McpStandard,
+    SUBSCRIPTION_KEY, VERSION_HEADER, McpLegacy, McpStandard, routing_headers,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -138,6 +138,30 @@ class EraLayer:
                 self.recorder.bridged(*self.bridges)
         return out
 
+    def failed(self, data: bytes, error: dict[str, Any]) -> list[Write]:
+        """The server cannot answer ``data`` (lines the bridge wrote toward it: an HTTP upstream that
+        failed the request): each request in it gets ``error`` as the server's answer, so what waits
+        on it (the host's request, the bridge's own `initialize` and all it held) is answered."""
+        out: list[Write] = []
+        for line in data.split(b"\n"):
+            try:
+                msg = loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and "id" in msg and isinstance(msg.get("method"), str):
+                out += self.from_server(dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}))
+        return out
+
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """What MCP over HTTP mirrors in headers of ``frame`` (a line the bridge wrote toward the
+        server; empty: the session's GET or DELETE), in the server's era (`stdio --upstream`)."""
+        raise NotImplementedError
+
+    def carried(self, frame: bytes) -> bool:
+        """Whether the bridge still carries a host request of ``frame`` on after the server's answer
+        to it (an `input_required` retry), so an exchange that ends without it left nothing unanswered."""
+        return False
+
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         raise NotImplementedError
 
@@ -177,6 +201,11 @@ class LegacyServer(EraLayer):
         super().__init__(host_era, era, recorder, streams)
         self.state = EraState()
 
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """The version `initialize` settled, once it did; never a 2026-07-28 header."""
+        version = (self.state.opened or {}).get("protocolVersion")
+        return {VERSION_HEADER: version} if isinstance(version, str) and version != MODERN_ERA else {}
+
     # -- the flow → the server -----------------------------------------------------------------
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
@@ -205,11 +234,9 @@ class LegacyServer(EraLayer):
     def _session_for(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The session a request belongs to: the first request's capabilities and client info open
         it; a request with others is refused (one server connection holds one session)."""
-        meta = params_meta(msg)
-        meta = meta if isinstance(meta, dict) else {}
-        if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        key = session_key(msg)
+        if key is None:
             return None  # nothing said: the session's own
-        key = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
         if self.state.session is None:
             self.state.session = key
         elif key != self.state.session:
@@ -430,6 +457,27 @@ class ModernServer(EraLayer):
         super().__init__(host_era, era, recorder, streams)
         self.state = ModernState()
 
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """A request's envelope version, method and name; anything else the version alone."""
+        try:
+            msg = loads(frame)
+        except ValueError:
+            msg = None
+        return (routing_headers(msg) if isinstance(msg, dict) else {}) or {VERSION_HEADER: MODERN_ERA}
+
+    def carried(self, frame: bytes) -> bool:
+        """A request the server answered `input_required`: waiting for the host's answers, or retried."""
+        try:
+            msg = loads(frame)
+        except ValueError:
+            return False
+        if not isinstance(msg, dict) or "id" not in msg:
+            return False
+        key, retries = id_key(msg["id"]), self.state.retries
+        again = retries.sent.get(key)
+        return key in retries.open or (again is not None and ("inputResponses" in again["params"]
+                                                               or "requestState" in again["params"]))
+
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
         method = msg.get("method")
@@ -616,6 +664,16 @@ class ModernServer(EraLayer):
         for waiting in held:
             out += self._toward(waiting, dumps(waiting))
         return out
+
+
+def session_key(msg: Any) -> str | None:
+    """The 2025-11-25 session a 2026-07-28 message belongs to: its client capabilities and client
+    info as canonical JSON (None: it names neither)."""
+    meta = params_meta(msg) if isinstance(msg, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        return None
+    return json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
 
 
 def _stripped(msg: dict[str, Any]) -> dict[str, Any]:

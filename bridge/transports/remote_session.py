@@ -88,18 +88,21 @@ class RemoteSession:
         server that gave a session (a sessionless one has no stream to offer)."""
         return self.transport != LEGACY_SSE and self.session_id is not None
 
-    def posting(self, frame: bytes) -> None:
+    def posting(self, frame: bytes) -> bool:
         """The host's ``frame`` is POSTed: its first, and a notification right after it, open the
         session (MCP's handshake: `initialize`, then `notifications/initialized`; a frame with no
-        id is a notification, told by the cheap look, not decoded)."""
+        id is a notification, told by the cheap look, not decoded). True for that notification:
+        the handshake is complete once it is POSTed."""
         if self._opened:
-            return
+            return False
         if not self.opening:
             self.opening.append(frame)
-        else:
-            self._opened = True
-            if classify(frame)[0] == "":
-                self.opening.append(frame)
+            return False
+        self._opened = True
+        if classify(frame)[0] == "":
+            self.opening.append(frame)
+            return True
+        return False
 
     def lost(self, sent: str | None) -> bool:
         """The server answered 404 to a request that carried the session ``sent`` (MCP: it no longer

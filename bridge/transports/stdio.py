@@ -634,8 +634,8 @@ class StdioProxy:
         sent them) returned for it to take."""
         up = [w.data for w in writes if w.to == HOST]
         down = [w.data for w in writes if w.to == PEER]
-        if down and self._child_stdin is not None and not self._child_stdin.is_closing():
-            self._child_stdin.write(b"\n".join(down) + b"\n")
+        if down:
+            self._to_peer(b"\n".join(down) + b"\n")
         return b"\n".join(up) + b"\n" if up else b""
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
@@ -682,8 +682,7 @@ class StdioProxy:
                 self._route(back, from_host=False, bridged=True)
             return
         if not to_host:
-            if self._child_stdin is not None and not self._child_stdin.is_closing():
-                self._child_stdin.write(data)
+            self._to_peer(data)
             return
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
@@ -692,3 +691,8 @@ class StdioProxy:
         view = memoryview(data)  # stdout is a regular file: plain blocking writes
         while view:
             view = view[os.write(1, view):]
+
+    def _to_peer(self, data: bytes) -> None:
+        """Whole lines onto the server's own wire (here the child's stdin), past the era bridge."""
+        if self._child_stdin is not None and not self._child_stdin.is_closing():
+            self._child_stdin.write(data)

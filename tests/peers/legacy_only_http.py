@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -23,7 +24,16 @@ from tests.peers.legacy_only_server import build
 MODERN = "2026-07-28"
 
 
-def main() -> None:
+def refused(method: str, headers: dict[str, str], body: bytes) -> str | None:
+    """Why a 2025-11-25-only server refuses a request (None: it takes it)."""
+    if headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body:
+        return "2025-11-25 only"
+    return None
+
+
+def run(gate: Callable[[str, dict[str, str], bytes], str | None]) -> None:
+    """The SDK's Streamable HTTP app behind ``gate`` (a reason: 400 with a JSON-RPC error, or 405
+    for a GET or DELETE), recording every request at `/seen`; prints `PORT <n>`."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -49,9 +59,11 @@ def main() -> None:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         seen.append({"method": scope["method"], "headers": headers, "body": body.decode()})
-        if headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body:
-            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "2025-11-25 only"}}
-            return await JSONResponse(refusal, status=400)(scope, receive, send)
+        why = gate(scope["method"], headers, body)
+        if why is not None:
+            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
+            status = 400 if scope["method"] == "POST" else 405
+            return await JSONResponse(refusal, status_code=status)(scope, receive, send)
         replayed = False
 
         async def replay():
@@ -68,4 +80,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(refused)

@@ -77,6 +77,8 @@ class HttpProxy(OwnCalls):
                 route.sessions.expire()
                 if route.eras:  # the upstream sessions bridged for 2026-07-28 hosts
                     self.spawn(expire_eras(self, route, self.limits.session_idle_s))
+                if route.stdio is not None:  # and the stdio children bridged for them
+                    route.stdio.expire(self.limits.session_idle_s)
 
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a

@@ -495,3 +495,52 @@ def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
     assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
     [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
     assert suspended["id"] == 7 and suspended["result"]["resultType"] == "input_required"  # not the newest, 8
+
+# -- what an HTTP transport asks of the bridge (`stdio --upstream`) -------------------------------
+
+def test_legacy_headers_are_the_settled_version_once_initialize_answered(bridge):
+    assert bridge.http_headers(b"") == {}  # `initialize` itself: nothing settled yet
+    opened(bridge, request(1, "tools/list"))
+    assert bridge.http_headers(frame({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})) == {
+        "MCP-Protocol-Version": LEGACY}
+    assert bridge.http_headers(b"") == {"MCP-Protocol-Version": LEGACY}  # the GET stream, the DELETE
+
+
+def test_modern_headers_mirror_each_request_and_name_the_era_on_the_rest(reverse):
+    initialized(reverse)
+    [call] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                "params": {"name": "echo"}})), PEER)
+    assert reverse.http_headers(frame(call)) == {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+                                                 "Mcp-Name": "echo"}
+    cancel = frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    assert reverse.http_headers(cancel) == {"MCP-Protocol-Version": MODERN}
+
+
+def test_a_failed_request_is_answered_through_the_bridge(bridge):
+    """An upstream that cannot take the bridge's `initialize`: every request that waited for it is
+    answered with the error, as the server's answer would have been."""
+    [init] = sent(bridge.toward_server(request(1, "tools/list")), PEER)
+    assert bridge.toward_server(request(2, "prompts/list")) == []  # waits for the session too
+    error = {"code": -32603, "message": "cannot connect"}
+    answers = sent(bridge.failed(frame(init) + b"\n" + frame({"jsonrpc": "2.0", "method": "x"}), error), HOST)
+    assert [a["id"] for a in answers] == [1, 2]
+    assert all("cannot connect" in a["error"]["message"] and "refused initialize" in a["error"]["message"]
+               for a in answers)
+
+
+def test_a_request_answered_input_required_is_carried_on_until_its_retry_is_answered():
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    initialized(bridge)
+    bridge.state.envelope["io.modelcontextprotocol/clientCapabilities"] = {"sampling": {}}  # the host can sample
+    call = frame({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "consult"}})
+    [upstream] = sent(bridge.toward_server(call), PEER)
+    assert not bridge.carried(frame(upstream))
+    ask = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1}}
+    [question] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {
+        "resultType": "input_required", "inputRequests": {"q": ask}, "requestState": "s"}})), HOST)
+    assert bridge.carried(frame(upstream))  # waiting for the host's answer
+    [retry] = sent(bridge.toward_server(frame({"jsonrpc": "2.0", "id": question["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}})), PEER)
+    assert retry["params"]["requestState"] == "s" and bridge.carried(frame(upstream))  # the retry is under way
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {"resultType": "complete", "content": []}}))
+    assert not bridge.carried(frame(upstream))
