@@ -143,11 +143,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
     def check_eras(name: str, route: RouteSettings) -> RouteSettings:
         era = route.bridged_server_era
-        if era == "2026-07-28":
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet; "
-                             "`reminder-bridge stdio` does, for a child command (issue 21)")
         if era and not (route.upstream or "").startswith(("http://", "https://")):
-            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
+            raise ValueError(f"route {name}: serve bridges a {era} server at an http(s) upstream so far, not "
                              "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
         return route
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import socket
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.responses import JSONResponse
 
@@ -21,12 +23,20 @@ from tests.peers.legacy_only_server import build
 MODERN = "2026-07-28"
 
 
-def main() -> None:
+def refused(method: str, headers: dict[str, str], body: bytes) -> bool:
+    """What a 2025-11-25-only server does not take: anything naming 2026-07-28."""
+    return headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body
+
+
+def main(refuses: Callable[[str, dict[str, str], bytes], bool] = refused, refusal: str = "2025-11-25 only",
+         server: MCPServer | None = None) -> None:
+    """``server`` (`build()`'s) over Streamable HTTP behind a gate: a request ``refuses`` accepts gets
+    400 and a JSON-RPC error (``refusal``), and never reaches the SDK."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
-    sdk = build().streamable_http_app()
+    sdk = (server or build()).streamable_http_app()
     seen: list[dict[str, Any]] = []
 
     async def app(scope, receive, send):
@@ -42,9 +52,9 @@ def main() -> None:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         seen.append({"method": scope["method"], "headers": headers, "body": body.decode()})
-        if headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body:
-            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "2025-11-25 only"}}
-            return await JSONResponse(refusal, status=400)(scope, receive, send)
+        if refuses(scope["method"], headers, body):
+            answer = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": refusal}}
+            return await JSONResponse(answer, status_code=400)(scope, receive, send)
         replayed = False
 
         async def replay():

@@ -85,20 +85,17 @@ def test_check_names_the_key(tmp_path):
     assert f"{rules}:4: routes.fs.host_era: must be one of auto, 2025-11-25, 2026-07-28" in done.stdout + done.stderr
 
 
-def test_serve_bridges_an_http_upstream_and_refuses_a_command():
+@pytest.mark.parametrize("host, server", [("2026-07-28", "2025-11-25"), ("2025-11-25", "2026-07-28")])
+def test_serve_bridges_an_http_upstream_both_ways_and_refuses_a_command(host, server):
     from bridge.cli.serve import build_routes
 
     bridged = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
-                                         "--host-era", "2026-07-28", "--server-era", "2025-11-25"])
+                                         "--host-era", host, "--server-era", server])
     [route] = build_routes(bridged, None)
-    assert route.settings.bridged_server_era == "2025-11-25"
-    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", "2025-11-25", "--", "srv"])
-    with pytest.raises(ValueError, match="not\\s+yet a stdio `command`"):
+    assert route.settings.bridged_server_era == server
+    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", server, "--", "srv"])
+    with pytest.raises(ValueError, match=f"a {server} server at an http\\(s\\) upstream so far, not\\s+yet a stdio"):
         build_routes(command, None)
-    reverse = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
-                                         "--host-era", "2025-11-25", "--server-era", "2026-07-28"])
-    with pytest.raises(ValueError, match="2025-11-25 hosts to a 2026-07-28 server yet"):
-        build_routes(reverse, None)
 
 
 def test_stdio_refuses_the_bridge_before_an_upstream_url():

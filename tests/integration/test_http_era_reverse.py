@@ -1,0 +1,310 @@
+"""Era bridging over Streamable HTTP the other way (issue 21, point 2), real sockets: `mcp` 2.3.0 SDK
+hosts forced to 2025-11-25 in front of an SDK server that takes nothing but 2026-07-28
+(tests.peers.modern_only_http), through `reminder-bridge serve --host-era 2025-11-25 --server-era
+2026-07-28`. The server's `/seen` says what reached it; what a raw host gets is checked against the
+2025-11-25 schema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import Implementation
+
+from tests.paths import SCHEMAS
+from tests.peers.mcp_host import Reminders
+from tests.peers.processes import eventually, get_json, peer, proxy
+from tests.unit.dialects.test_schemas import assert_valid, validator_for
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
+ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
+            "io.modelcontextprotocol/clientInfo")
+LEGACY_MESSAGE = validator_for(json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text()), "JSONRPCMessage")
+TOOLS = {"echo", "remind", "log", "touch", "ask", "consult", "where", "steps"}
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 on purpose
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = peer("tests.peers.modern_only_http")
+    yield server
+    server.stop()
+
+
+def rules_for(upstream, tmp: Path, more: str = "") -> Path:
+    """The SDK gives a server's capabilities no slot for Harn's declaration: its reminders are taken
+    without one."""
+    rules = tmp / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.new]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n{more}')
+    return rules
+
+
+@pytest.fixture(scope="module")
+def bridge(upstream, tmp_path_factory):
+    running = proxy("--rules", str(rules_for(upstream, tmp_path_factory.mktemp("reverse"))), *REVERSE)
+    yield running
+    running.stop()
+
+
+def url(running) -> str:
+    return f"http://127.0.0.1:{running.port}/mcp"
+
+
+async def seen(upstream) -> list[dict]:
+    return await get_json(upstream.port, "/seen")
+
+
+def assert_modern_wire(requests: list[dict]) -> None:
+    """The server saw a 2026-07-28 client only: POSTs, each with the version, method and name in
+    its headers as in its body, every request with the host's envelope; no handshake, no session."""
+    assert requests
+    for r in requests:
+        assert r["method"] == "POST", r
+        assert r["headers"]["mcp-protocol-version"] == MODERN and "mcp-session-id" not in r["headers"]
+        msg = json.loads(r["body"])
+        assert msg.get("method") not in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
+        assert r["headers"]["mcp-method"] == msg["method"]
+        name = (msg.get("params") or {}).get({"tools/call": "name", "prompts/get": "name",
+                                               "resources/read": "uri"}.get(msg["method"], ""))
+        assert r["headers"].get("mcp-name") == name
+        if "id" in msg:
+            meta = msg["params"]["_meta"]
+            assert all(key in meta for key in ENVELOPE) and meta[ENVELOPE[0]] == MODERN
+
+
+async def test_the_server_alone_refuses_a_2025_11_25_host(upstream):
+    with pytest.raises(BaseException) as caught:  # noqa: PT011 - the SDK raises it inside a task group
+        async with Client(f"http://127.0.0.1:{upstream.port}/mcp", mode="legacy") as client:
+            await client.list_tools()
+    error = caught.value
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError) and "2026-07-28 only" in str(error)
+
+
+async def test_initialize_tools_resources_prompts_and_a_reminder(bridge, upstream):
+    ext = Reminders()
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode="legacy", extensions=[ext],
+                      client_info=Implementation(name="old-ide", version="3")) as client:
+        assert client.protocol_version == LEGACY
+        assert client.server_info is not None and client.server_info.name == "legacy-only"
+        assert client.instructions.startswith("A server that never")
+        await client.send_ping()
+        await client.set_logging_level("info")
+        tools = await client.list_tools()
+        echoed = await client.call_tool("echo", {"text": "hi"})
+        reminded = await client.call_tool("remind", {"path": "a.py"})
+        resources = await client.list_resources()
+        read = await client.read_resource("file:///notes.txt")
+        prompts = await client.list_prompts()
+        prompt = await client.get_prompt("greet", {"name": "Ada"})
+    assert {t.name for t in tools.tools} == TOOLS
+    assert [c.text for c in echoed.content] == ["hi"]
+    assert [c.text for c in reminded.content] == ["touched a.py"]
+    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
+    assert read.contents[0].text == "remember the milk"
+    assert [p.name for p in prompts.prompts] == ["greet"]
+    assert "Hello, Ada!" in prompt.messages[0].content.text
+    [reminder] = ext.received
+    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
+        "r-a.py", ["workspace", "file_changed"], "file_changed:a.py", 2)
+    assert reminder["body"] == "a.py changed externally; re-read it before editing."
+    requests = (await seen(upstream))[before:]
+    assert_modern_wire(requests)
+    bodies = [json.loads(r["body"]) for r in requests]
+    assert bodies[0]["method"] == "server/discover"
+    assert bodies[0]["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] == {"name": "old-ide", "version": "3"}
+    calls = [b for b in bodies if b["method"] == "tools/call"]
+    assert all(b["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for b in calls)
+
+
+async def test_progress_and_log_lines(bridge, upstream):
+    progress, logs = [], []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async def on_log(params):
+        logs.append((params.logger, params.data))
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode="legacy", logging_callback=on_log) as client:
+        await client.set_logging_level("info")
+        stepped = await client.call_tool("steps", {"count": 3}, progress_callback=on_progress)
+        logged = await client.call_tool("log", {"text": "asked"})
+    assert [c.text for c in stepped.content] == ["3 steps"]
+    assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    assert [c.text for c in logged.content] == ["logged"] and logs == [("legacy", "asked")]
+    assert_modern_wire((await seen(upstream))[before:])
+
+
+async def test_list_changed_and_resource_updates_reach_the_get_stream(bridge, upstream):
+    """The host's `resources/subscribe` and the list changes it expects unasked ride one
+    `subscriptions/listen` upstream, opened again when the URIs change; what it carries comes on the
+    host's GET stream."""
+    changed, updated, updates = anyio.Event(), anyio.Event(), []
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method == "notifications/resources/updated":
+            updates.append(str(root.params.uri))
+            updated.set()
+        if method == "notifications/tools/list_changed":
+            changed.set()
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode="legacy", message_handler=on_message) as client:
+        await client.subscribe_resource("file:///notes.txt")
+        await client.call_tool("touch", {"path": "c.py"})
+        with anyio.fail_after(20):
+            await changed.wait()
+            await updated.wait()
+    assert updates == ["file:///notes.txt"]
+    requests = (await seen(upstream))[before:]
+    assert_modern_wire(requests)
+    listens = [json.loads(r["body"]) for r in requests if r["headers"]["mcp-method"] == "subscriptions/listen"]
+    assert [sorted(m["params"]["notifications"]) for m in listens] == [
+        ["promptsListChanged", "resourcesListChanged", "toolsListChanged"],
+        ["promptsListChanged", "resourceSubscriptions", "resourcesListChanged", "toolsListChanged"]]
+    assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["file:///notes.txt"]
+    assert not any(r["headers"]["mcp-method"].startswith("resources/subscribe") for r in requests)
+
+
+async def test_an_input_required_result_becomes_a_sampling_request_and_roots(bridge, upstream):
+    async def sample(context, params):
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
+                                         model="test-model")
+
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode="legacy", sampling_callback=sample, list_roots_callback=list_roots) as client:
+        consulted = await client.call_tool("consult", {"question": "how many?"})
+        where = await client.call_tool("where", {})
+    assert [c.text for c in consulted.content] == ["sampled: seven"]
+    assert [c.text for c in where.content] == ["file:///work"]
+    requests = (await seen(upstream))[before:]
+    assert_modern_wire(requests)
+    calls = [json.loads(r["body"])["params"] for r in requests if r["headers"]["mcp-method"] == "tools/call"]
+    assert len(calls) == 4  # each answered input_required, then its retry with the host's answer
+    assert [r["content"]["text"] for r in calls[1]["inputResponses"].values()] == ["seven"]
+
+
+async def test_a_host_without_the_capability_gets_an_error_naming_it(bridge):
+    """The host's capabilities ride every request's envelope, so the SDK server sees the missing
+    `sampling` itself and answers with an error naming it (a server that asked regardless would
+    get the proxy's own error, naming the method and both eras: tests/unit/pipeline/test_eras.py)."""
+    async with Client(url(bridge), mode="legacy") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("consult", {"question": "q"})
+    assert "did not declare the sampling capability" in str(refused.value)
+
+
+class RawHost:
+    """A 2025-11-25 host written by hand (aiohttp): what the proxy writes it, checked against the
+    2025-11-25 schema."""
+
+    def __init__(self, http: aiohttp.ClientSession, endpoint: str):
+        self.http, self.endpoint = http, endpoint
+        self.session: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        found = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": LEGACY}
+        if self.session is not None:
+            found["Mcp-Session-Id"] = self.session
+        return found
+
+    async def post(self, msg: dict) -> tuple[int, list[dict]]:
+        async with self.http.post(self.endpoint, json=msg, headers=self.headers()) as r:
+            body = await r.read()
+            if "mcp-session-id" in {k.lower() for k in r.headers}:
+                self.session = r.headers["Mcp-Session-Id"]
+            if r.status == 202 or not body:
+                return r.status, []
+            if "event-stream" in r.headers["Content-Type"]:
+                found = [json.loads(line[5:]) for line in body.split(b"\n") if line.startswith(b"data:")]
+            else:
+                found = [json.loads(body)]
+        for message in found if r.status == 200 else ():  # (an HTTP refusal's error has no id to name)
+            assert_valid(LEGACY_MESSAGE, message)
+        return r.status, found
+
+    async def initialize(self, caps: dict | None = None) -> dict:
+        _, [answer] = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": caps or {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}))[0] == 202
+        return answer
+
+
+async def test_a_raw_host_gets_a_session_and_2025_11_25_messages(bridge, upstream):
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        host = RawHost(http, url(bridge))
+        answer = await host.initialize({"extensions": {"com.example/reminders": {}}})
+        assert host.session
+        assert answer["result"]["protocolVersion"] == LEGACY
+        assert answer["result"]["serverInfo"]["name"] == "legacy-only"
+        _, listed = await host.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        _, pinged = await host.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        _, called = await host.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                     "params": {"name": "remind", "arguments": {"path": "r.py"}}})
+    assert {t["name"] for t in listed[-1]["result"]["tools"]} == TOOLS
+    assert pinged == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
+    assert called[-1]["id"] == 3 and called[-1]["result"]["content"][0]["text"] == "touched r.py"
+    assert_modern_wire((await seen(upstream))[before:])
+
+
+async def test_delete_ends_the_session_and_its_listen(bridge, upstream):
+    async with aiohttp.ClientSession() as http:
+        host = RawHost(http, url(bridge))
+        await host.initialize()
+        async with http.get(url(bridge), headers=host.headers()) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            async with http.delete(url(bridge), headers=host.headers()) as r:
+                assert r.status == 200
+            assert await stream.read() is not None  # the GET stream ended with the session
+        status, [gone] = await host.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert status == 404 and gone["error"]["code"] == -32001
+
+
+async def test_an_idle_session_expires(upstream, tmp_path):
+    running = proxy("--rules", str(rules_for(upstream, tmp_path, f'host_era = "{LEGACY}"\nserver_era = "{MODERN}"\n')),
+                    "--session-idle", "1")
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running))
+            await host.initialize()
+
+            async def expired():
+                status, _ = await host.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                return status == 404
+
+            await eventually(expired, timeout=20, every=1.5)
+    finally:
+        running.stop()
+
+
+async def test_a_2026_07_28_host_passes_through_with_server_era_alone(upstream, tmp_path):
+    """`--server-era 2026-07-28` with the host's era `auto`: a 2026-07-28 host is not bridged."""
+    running = proxy("--rules", str(rules_for(upstream, tmp_path)), "--server-era", MODERN)
+    try:
+        before = len(await seen(upstream))
+        async with Client(url(running), mode=MODERN) as client:
+            result = await client.call_tool("echo", {"text": "plain"})
+        assert [c.text for c in result.content] == ["plain"]
+        requests = (await seen(upstream))[before:]
+        assert_modern_wire(requests)
+        ids = [json.loads(r["body"]).get("id") for r in requests]
+        assert not any(str(i).startswith("rb-era-") for i in ids)
+    finally:
+        running.stop()

@@ -1,0 +1,49 @@
+"""tests.peers.legacy_only_server's tools, resource and prompt over Streamable HTTP, 2026-07-28 only:
+the SDK's app behind a gate (tests.peers.legacy_only_http's) that refuses (400, -32600) whatever a
+server that never had sessions does not take: a GET or a DELETE, a POST without
+`MCP-Protocol-Version: 2026-07-28`, `initialize`, `notifications/initialized`, and a request
+without the per-request `_meta` envelope.
+
+    python -m tests.peers.modern_only_http
+
+It has one tool more: `steps {count}` reports its progress `count` times (the call's progress
+token), then answers. `/seen` lists every request that reached it (method, lower-case headers, body). Prints `PORT <n>`.
+"""
+from __future__ import annotations
+
+import json
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+from tests.peers import legacy_only_http
+from tests.peers.legacy_only_server import build
+from tests.peers.modern_only_server import refused as refused_message
+
+MODERN = "2026-07-28"
+
+
+def refused(method: str, headers: dict[str, str], body: bytes) -> bool:
+    if method != "POST" or headers.get("mcp-protocol-version") != MODERN:
+        return True
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return False  # the SDK's own parse error
+    return isinstance(msg, dict) and refused_message(msg)
+
+
+def server() -> MCPServer:
+    built = build()
+
+    @built.tool()
+    async def steps(count: int, ctx: Context) -> str:
+        for step in range(1, count + 1):
+            await ctx.report_progress(step, count, f"step {step}")
+        return f"{count} steps"
+
+    return built
+
+
+if __name__ == "__main__":
+    legacy_only_http.main(refused, "this server speaks 2026-07-28 only", server())
