@@ -27,8 +27,8 @@ from typing import Any
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
-    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, McpLegacy,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY,
+    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, McpLegacy,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -530,8 +530,8 @@ class ModernServer(EraLayer):
         return (self._relisten() if changed else []) + [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
 
     def _relisten(self) -> list[Write]:
-        """The host's notifications (2025-11-25: whatever the server declared it sends, and the
-        resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
+        """The host's notifications (2025-11-25: whatever the server declared it sends, its
+        reminders among them, and the resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
         cancelled (what the old one still delivers is not passed on)."""
         state = self.state
         if not self.streams or state.envelope is None:
@@ -542,6 +542,8 @@ class ModernServer(EraLayer):
                 filters[name] = True
         if state.uris and get_path(state.caps, "resources", "subscribe") is True:
             filters["resourceSubscriptions"] = list(state.uris)
+        if any(codec.read_capability(state.caps) is not None for codec in CODECS.values()):
+            filters[REMINDERS_FILTER] = True  # a server that sends reminders sends its ambient ones there (spec §3)
         meta = {**state.envelope, **({LOG_LEVEL_KEY: state.level} if state.level is not None else {})}
         out = []
         if state.listen is not None:

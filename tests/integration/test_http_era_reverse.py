@@ -18,7 +18,7 @@ from mcp_types import Implementation
 
 from tests.paths import SCHEMAS
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import eventually, get_json, peer, proxy
+from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -308,3 +308,54 @@ async def test_a_2026_07_28_host_passes_through_with_server_era_alone(upstream, 
         assert not any(str(i).startswith("rb-era-") for i in ids)
     finally:
         running.stop()
+
+
+async def test_an_ambient_reminder_crosses_once_on_the_get_stream(tmp_path):
+    """A 2026-07-28 server that declares reminders (Harn's, tests.peers.modern_harn_server) gets
+    `reminders: true` in the bridge's listen; what it sends there reaches the 2025-11-25 host's GET
+    stream once, as a standard reminder."""
+    harn = peer("tests.peers.modern_harn_server")
+    running = proxy("--rules", str(rules_for(harn, tmp_path)), *REVERSE)
+    ext = Reminders()
+    try:
+        async with Client(url(running), mode="legacy", extensions=[ext]) as client:
+            async def sent():  # once the bridge's listen is open at the server
+                result = await client.call_tool("ping_listeners", {"body": "the build is red"})
+                return result.content[0].text.startswith("sent to")
+
+            await eventually(sent, timeout=20, every=0.2)
+
+            async def arrived():
+                return ext.received
+
+            [reminder] = await eventually(arrived, timeout=20)
+            await client.call_tool("touch_file", {"path": "x.py"})  # a request's own reminder, on its stream
+        assert (reminder["id"], reminder["body"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
+            "amb-the build is red", "the build is red", ["ambient"], "amb:the build is red", 1)
+        assert [r["id"] for r in ext.received] == ["amb-the build is red", "touch-x.py"]
+    finally:
+        running.stop()
+        harn.stop()
+
+
+async def test_the_console_shows_the_bridged_hosts(upstream, tmp_path):
+    admin = free_port()
+    running = proxy("--rules", str(rules_for(upstream, tmp_path, f'server_era = "{MODERN}"\n')),
+                    "--admin", f"127.0.0.1:{admin}")
+    try:
+        for name, mode in (("old-ide", "legacy"), ("new-ide", MODERN)):
+            async with Client(url(running), mode=mode, client_info=Implementation(name=name, version="1")) as client:
+                await client.call_tool("echo", {"text": name})
+        [route] = (await get_json(admin, "/api/status"))["routes"]
+    finally:
+        running.stop()
+    eras = route["eras"]
+    assert (eras["host_era"], eras["server_era"]) == ("auto", MODERN)
+    assert {era: mix["hosts"] for era, mix in eras["hosts"].items()} == {LEGACY: 1, MODERN: 1}
+    assert {era: mix["hosts"] for era, mix in eras["servers"].items()} == {LEGACY: 0, MODERN: 1}
+    assert eras["bridged"] == [{"host_era": LEGACY, "server_era": MODERN, "requests": eras["bridged_requests"]}]
+    assert eras["bridged_requests"] >= 2  # the handshake and the call
+    ready = eras["readiness"]
+    assert ready["needed"] is True and ready["bridged_hosts"] == ["old-ide"]
+    assert ready["text"].startswith("still needs the era bridge — 1 host on 2025-11-25 (old-ide) talks to a "
+                                    "2026-07-28-only server through the bridge since start-up; ")

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import LISTEN_METHOD, VERSION_HEADER, routing_headers
-from bridge.jsonrpc import dumps, id_key, loads
+from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, Write
 from bridge.pipeline.eras import ModernServer
 from bridge.state.scope import Scope
@@ -34,7 +34,7 @@ from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.command import SESSION_GONE, ChildSession, _post, _refusal, _stream
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
-from bridge.transports.http.upstream_errors import cause, upstream_error
+from bridge.transports.http.upstream_errors import UPSTREAM_ERROR, cause, upstream_error
 from bridge.transports.sse import EventTooLarge, events
 
 #: The host's headers a 2026-07-28 server must not get as they are: the proxy sets its own.
@@ -101,8 +101,10 @@ class Upstream:
             msg = loads(data)
         except ValueError:
             msg = None
-        if not isinstance(msg, dict):
-            return  # a batch or a bad frame: 2026-07-28 has neither
+        if not isinstance(msg, dict):  # 2026-07-28 has no batch, and the bridge passes on what it cannot read
+            self.route.recorder.warning("era_unrouted", why=f"a message that is not one JSON-RPC object has no "
+                                        f"{MODERN_ERA} POST to go in")
+            return
         method = msg.get("method")
         if method == "notifications/cancelled":
             gone = self.posts.get(id_key((msg.get("params") or {}).get("requestId")))
@@ -111,27 +113,46 @@ class Upstream:
                 return
         task = asyncio.get_running_loop().create_task(self._post(data, msg))
         if "id" in msg and isinstance(method, str):
-            self.posts[id_key(msg["id"])] = task
-            task.add_done_callback(lambda _, key=id_key(msg["id"]): self.posts.pop(key, None))
+            key = id_key(msg["id"])
+            self.posts[key] = task  # (a retry takes its request's place)
+            task.add_done_callback(lambda done: self.posts.pop(key) if self.posts.get(key) is done else None)
 
     async def _post(self, data: bytes, msg: dict[str, Any]) -> None:
         """One message upstream; every message of its answer back through the bridge as it comes
-        (a listen's to the host's GET stream). An upstream that cannot answer a request answers it
-        with the JSON-RPC error that says why."""
+        (a listen's to the host's GET stream). A request the upstream did not answer (it failed, or
+        its answer held no JSON-RPC response) is answered with the JSON-RPC error that says why."""
         listen = msg.get("method") == LISTEN_METHOD
+        request = "id" in msg and "method" in msg
+        answered = not request
         try:
             async for frame in _exchange(self.proxy, self.route, data, msg, self.headers, timed=not listen):
-                assert self.session is not None
-                self.session.ambient = listen
-                try:
-                    self.carry(self.bridge.from_server(frame))
-                finally:
-                    self.session.ambient = False
+                answered = answered or _answers(frame, msg["id"])
+                self._from_server(frame, listen)
+            if not answered:
+                why = (f"reminder-bridge route {self.route.name!r}: the {MODERN_ERA} server's answer to "
+                       f"{msg['method']} held no JSON-RPC response")
+                self._from_server(dumps(error_response(msg["id"], UPSTREAM_ERROR, why)), False)
         except _UPSTREAM_FAILED as exc:
             self.route.recorder.log("upstream_error", why=self.route.shown(cause(exc)),
                                     during="a bridged 2025-11-25 host's request")
-            if "id" in msg and "method" in msg:
-                self.carry(self.bridge.from_server(dumps(upstream_error(self.route, msg["id"], exc))))
+            if request:
+                self._from_server(dumps(upstream_error(self.route, msg["id"], exc)), False)
+
+    def _from_server(self, frame: bytes, ambient: bool) -> None:
+        assert self.session is not None
+        self.session.ambient = ambient
+        try:
+            self.carry(self.bridge.from_server(frame))
+        finally:
+            self.session.ambient = False
+
+
+def _answers(frame: bytes, msg_id: Any) -> bool:
+    try:
+        msg = loads(frame)
+    except ValueError:
+        return False
+    return isinstance(msg, dict) and "method" not in msg and msg.get("id") == msg_id
 
 
 class BridgedSession(ChildSession):
@@ -150,8 +171,8 @@ class BridgedSession(ChildSession):
 
 async def _exchange(proxy: OwnCalls, route: HttpRoute, data: bytes, msg: dict[str, Any], headers: dict[str, str],
                     timed: bool):
-    """One POST to the 2026-07-28 server: the envelope's headers mirrored (`MCP-Protocol-Version`,
-    `Mcp-Method`, `Mcp-Name`); yields every message of its answer, JSON or SSE."""
+    """One POST to the 2026-07-28 server, the envelope's headers mirrored (`MCP-Protocol-Version`,
+    `Mcp-Method`, `Mcp-Name`): yields each message of its answer, JSON or SSE."""
     assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
             VERSION_HEADER: MODERN_ERA, **routing_headers(msg)}

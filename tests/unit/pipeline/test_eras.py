@@ -376,6 +376,18 @@ def test_reverse_notifications_ride_one_listen_upstream():
     assert bridge.from_server(ended) == []
 
 
+@pytest.mark.parametrize("caps", [{"reminders": {"emit": True}}, {"_meta": {"harn": {"reminders": {"emit": True}}}}])
+def test_reverse_a_server_that_declares_reminders_gets_them_on_the_listen(caps):
+    """Its ambient reminders ride a listen whose filter has `reminders: true` (spec §3), so the
+    bridge's one listen asks for them, standard or Harn's declaration alike."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    [listen] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                                               "result": {"capabilities": caps}})), PEER)
+    assert (listen["method"], listen["params"]["notifications"]) == ("subscriptions/listen", {"reminders": True})
+
+
 # -- server→client requests ↔ input_required results (stdio) --------------------------------------
 
 SAMPLE = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 4}}
