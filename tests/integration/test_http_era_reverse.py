@@ -5,6 +5,7 @@ hosts forced to 2025-11-25 in front of an SDK server that takes nothing but 2026
 2025-11-25 schema."""
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -333,6 +334,12 @@ async def test_an_ambient_reminder_crosses_once_on_the_get_stream(tmp_path):
         assert (reminder["id"], reminder["body"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
             "amb-the build is red", "the build is red", ["ambient"], "amb:the build is red", 1)
         assert [r["id"] for r in ext.received] == ["amb-the build is red", "touch-x.py"]
+        async with Client(f"http://127.0.0.1:{harn.port}/mcp", mode=MODERN) as direct:
+            async def unheard():  # the host's DELETE ended its session, and the listen upstream with it
+                result = await direct.call_tool("ping_listeners", {"body": "anyone?"})
+                return result.content[0].text == "nobody listens"
+
+            await eventually(unheard, timeout=20, every=0.2)
     finally:
         running.stop()
         harn.stop()
@@ -359,3 +366,19 @@ async def test_the_console_shows_the_bridged_hosts(upstream, tmp_path):
     assert ready["needed"] is True and ready["bridged_hosts"] == ["old-ide"]
     assert ready["text"].startswith("still needs the era bridge — 1 host on 2025-11-25 (old-ide) talks to a "
                                     "2026-07-28-only server through the bridge since start-up; ")
+
+
+async def test_shutdown_ends_the_sessions_and_their_streams(upstream, tmp_path):
+    """SIGTERM while a host's GET stream and the listen upstream are open: serve exits 0 at once,
+    its sessions ended (they hold no request in flight for the shutdown grace to wait on)."""
+    running = proxy("--rules", str(rules_for(upstream, tmp_path)), *REVERSE)
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running))
+            await host.initialize()
+            async with http.get(url(running), headers=host.headers()) as stream:
+                assert stream.headers["Content-Type"].startswith("text/event-stream")
+                running.proc.terminate()
+                assert await asyncio.get_running_loop().run_in_executor(None, running.proc.wait, 5) == 0
+    finally:
+        running.stop()

@@ -248,6 +248,7 @@ class CommandUpstream:
     def __init__(self, route: HttpRoute, proxy: OwnCalls, command: list[str], mode: str, max_children: int):
         self.route, self.proxy = route, proxy
         self.command, self.mode = command, mode
+        self.server = f"the stdio server {command[0]!r}"  # as errors name it
         self.children = Children(max_children)
         self.shared: Shared | None = None
         self._starting = asyncio.Lock()
@@ -493,7 +494,7 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
 
 def _timed_out(session: ChildSession, what: str) -> dict[str, Any]:
     upstream = session.upstream
-    said = (f"reminder-bridge route {upstream.route.name!r}: the stdio server {upstream.command[0]!r} took longer "
+    said = (f"reminder-bridge route {upstream.route.name!r}: {upstream.server} took longer "
             f"than {upstream.proxy.upstream_timeout:g} s {what}")
     return error_response(None, UPSTREAM_ERROR, said, {"route": upstream.route.name, "cause": "timed out"})["error"]
 

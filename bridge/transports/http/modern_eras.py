@@ -61,7 +61,7 @@ class Upstream:
         self.child = self  # `command._post` waits on `link.child.writable`: a POST upstream is never full
         self.writable = asyncio.Event()
         self.writable.set()
-        self.command = [route.target.shown]  # how `command` names the upstream in a timeout's error
+        self.server = f"the {MODERN_ERA} server {route.target.shown}"  # as a timeout's error names it
         self.queue_bytes = proxy.limits.max_response_bytes
         self.headers: dict[str, str] = dict(route.target.own)
         self.posts: dict[Any, asyncio.Task[None]] = {}
