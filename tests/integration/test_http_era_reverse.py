@@ -49,13 +49,16 @@ def rules_for(upstream, tmp: Path, more: str = "") -> Path:
 
 @pytest.fixture(scope="module")
 def bridge(upstream, tmp_path_factory):
-    running = proxy("--rules", str(rules_for(upstream, tmp_path_factory.mktemp("reverse"))), *REVERSE)
+    """The route at a `path` of its own (`/new`): the proxy's POSTs go to the upstream's URL."""
+    running = proxy("--rules", str(rules_for(upstream, tmp_path_factory.mktemp("reverse"), 'path = "/new"\n')),
+                    *REVERSE)
+    running.path = "/new"
     yield running
     running.stop()
 
 
 def url(running) -> str:
-    return f"http://127.0.0.1:{running.port}/mcp"
+    return f"http://127.0.0.1:{running.port}{getattr(running, 'path', '/mcp')}"
 
 
 async def seen(upstream) -> list[dict]:
@@ -265,6 +268,48 @@ async def test_a_raw_host_gets_a_session_and_2025_11_25_messages(bridge, upstrea
     assert_modern_wire((await seen(upstream))[before:])
 
 
+async def test_a_raw_host_gets_what_its_get_stream_carries_and_cacheable_results(bridge):
+    """The list changes and the resource update after a `touch` come on the host's GET stream, each
+    a valid 2025-11-25 message; the results 2026-07-28 lets a client cache keep their fields."""
+    async with aiohttp.ClientSession() as http:
+        host = RawHost(http, url(bridge))
+        await host.initialize()
+        _, subscribed = await host.post({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+                                         "params": {"uri": "file:///notes.txt"}})
+        assert subscribed == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+        _, [read] = await host.post({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                                     "params": {"uri": "file:///notes.txt"}})
+        _, [prompt] = await host.post({"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+                                       "params": {"name": "greet", "arguments": {"name": "Bo"}}})
+        async with http.get(url(bridge), headers=host.headers()) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            await host.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                             "params": {"name": "touch", "arguments": {"path": "g.py"}}})
+            got: list[dict] = []
+            with anyio.fail_after(20):
+                async for line in stream.content:
+                    if line.startswith(b"data:"):
+                        got.append(json.loads(line[5:]))
+                        assert_valid(LEGACY_MESSAGE, got[-1])
+                    if {"notifications/tools/list_changed", "notifications/resources/updated"} <= {
+                            m.get("method") for m in got}:
+                        break
+    assert read["result"]["contents"][0]["text"] == "remember the milk"
+    assert read["result"]["resultType"] == "complete" and "ttlMs" in read["result"]  # (2025-11-25 allows them)
+    assert "Hello, Bo!" in prompt["result"]["messages"][0]["content"]["text"]
+    [update] = [m for m in got if m.get("method") == "notifications/resources/updated"]
+    assert update["params"]["uri"] == "file:///notes.txt"
+
+
+async def test_hosts_at_once_keep_their_own_sessions_and_answers(bridge):
+    async def host(name: str) -> list[str]:
+        async with Client(url(bridge), mode="legacy", client_info=Implementation(name=name, version="1")) as client:
+            calls = [client.call_tool("echo", {"text": f"{name}{n}"}) for n in range(3)]
+            return [c.text for result in await asyncio.gather(*calls) for c in result.content]
+
+    assert await asyncio.gather(host("x"), host("y")) == [["x0", "x1", "x2"], ["y0", "y1", "y2"]]
+
+
 async def test_delete_ends_the_session_and_its_listen(bridge, upstream):
     async with aiohttp.ClientSession() as http:
         host = RawHost(http, url(bridge))
@@ -295,9 +340,11 @@ async def test_an_idle_session_expires(upstream, tmp_path):
         running.stop()
 
 
-async def test_a_2026_07_28_host_passes_through_with_server_era_alone(upstream, tmp_path):
-    """`--server-era 2026-07-28` with the host's era `auto`: a 2026-07-28 host is not bridged."""
-    running = proxy("--rules", str(rules_for(upstream, tmp_path)), "--server-era", MODERN)
+@pytest.mark.parametrize("flags", [["--server-era", MODERN], REVERSE])
+async def test_a_2026_07_28_host_passes_through(upstream, tmp_path, flags):
+    """A 2026-07-28 host speaks the server's era: it is not bridged, its requests reach the server
+    as it wrote them."""
+    running = proxy("--rules", str(rules_for(upstream, tmp_path)), *flags)
     try:
         before = len(await seen(upstream))
         async with Client(url(running), mode=MODERN) as client:
