@@ -84,7 +84,7 @@ def assert_modern_wire(requests: list[dict]) -> None:
 
 
 async def test_the_server_alone_refuses_a_2025_11_25_host(upstream):
-    with pytest.raises(BaseException) as caught:  # noqa: PT011 - the SDK raises it inside a task group
+    with pytest.raises(BaseException) as caught:  # the SDK raises it inside a task group
         async with Client(f"http://127.0.0.1:{upstream.port}/mcp", mode="legacy") as client:
             await client.list_tools()
     error = caught.value

@@ -314,26 +314,12 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     upstream: CommandUpstream = route.stdio
     session_id = request.headers.get(SESSION_HEADER)
     session = route.sessions.get(session_id) if session_id else None
-    if session_id and session is None:
-        return _refusal(404, SESSION_GONE, "Session not found: it ended, or the proxy restarted; initialize anew")
-    if request.method == "DELETE":
-        if session is None:
-            return web.Response(status=400, text="reminder-bridge: DELETE needs an Mcp-Session-Id\n")
-        route.sessions.close(session.id)
-        return web.Response(status=200)
-    if request.method == "GET":
-        if session is None:
-            return web.Response(status=405, headers={"Allow": "POST"},
-                                text="reminder-bridge: a GET stream belongs to a session: initialize first\n")
-        return await _stream(proxy, session, request)
-    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
-        return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
-                            text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
+    answered = await outside_post(proxy, route, request, body, session)
+    if answered is not None:
+        return answered
     if session is None:
-        modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
-        if not modern and not _INITIALIZE.search(body):  # MCP: a session starts at initialize, and only there
-            return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
         try:
+            modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
             session = await _start(upstream, route, request, stateless=modern)
         except Full as exc:
             route.recorder.warning("children_full", limit=upstream.children.limit, why=str(exc))
@@ -349,6 +335,33 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     finally:
         if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
             session.close("the request was answered")
+
+
+async def outside_post(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes,
+                       session: ChildSession | None) -> web.StreamResponse | None:
+    """What a request gets when the proxy is the host's Streamable HTTP server and the request is
+    not a JSON-RPC POST it goes on with (None: it is one): 404 for a session the route does not hold,
+    a DELETE ends the session, a GET is its stream, anything else is 405, and a 2025-11-25 POST
+    without a session that is not an `initialize` is 400 (MCP: a session starts there, and only there)."""
+    if request.headers.get(SESSION_HEADER) and session is None:
+        return _refusal(404, SESSION_GONE, "Session not found: it ended, or the proxy restarted; initialize anew")
+    if request.method == "DELETE":
+        if session is None:
+            return web.Response(status=400, text="reminder-bridge: DELETE needs an Mcp-Session-Id\n")
+        route.sessions.close(session.id)
+        return web.Response(status=200)
+    if request.method == "GET":
+        if session is None:
+            return web.Response(status=405, headers={"Allow": "POST"},
+                                text="reminder-bridge: a GET stream belongs to a session: initialize first\n")
+        return await _stream(proxy, session, request)
+    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
+        return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
+                            text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
+    modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+    if session is None and not modern and not _INITIALIZE.search(body):
+        return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
+    return None
 
 
 async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Request, stateless: bool) -> ChildSession:

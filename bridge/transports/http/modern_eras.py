@@ -15,7 +15,6 @@ carries goes to the host's GET stream. A `notifications/cancelled` for a POST in
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 from typing import Any
 
@@ -31,7 +30,7 @@ from bridge.state.scope import Scope
 from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
-from bridge.transports.http.command import SESSION_GONE, ChildSession, _post, _refusal, _stream
+from bridge.transports.http.command import ChildSession, _post, outside_post
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
 from bridge.transports.http.upstream_errors import UPSTREAM_ERROR, cause, upstream_error
@@ -41,7 +40,6 @@ from bridge.transports.sse import EventTooLarge, events
 _DROPPED = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name", SESSION_HEADER, "last-event-id", "accept",
                       "content-type"})
 _UPSTREAM_FAILED = (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge)
-_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
 
 def takes(route: HttpRoute, request: web.Request) -> bool:
@@ -192,25 +190,12 @@ async def _exchange(proxy: OwnCalls, route: HttpRoute, data: bytes, msg: dict[st
 async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes) -> web.StreamResponse:
     """A 2025-11-25 host's request: POST (JSON-RPC), GET (the session's stream), DELETE (its end)."""
     session_id = request.headers.get(SESSION_HEADER)
-    session = route.sessions.get(session_id) if session_id else None
-    if session_id and not isinstance(session, BridgedSession):
-        return _refusal(404, SESSION_GONE, "Session not found: it ended, or the proxy restarted; initialize anew")
-    if request.method == "DELETE":
-        if session is None:
-            return web.Response(status=400, text="reminder-bridge: DELETE needs an Mcp-Session-Id\n")
-        route.sessions.close(session_id)
-        return web.Response(status=200)
-    if request.method == "GET":
-        if session is None:
-            return web.Response(status=405, headers={"Allow": "POST"},
-                                text="reminder-bridge: a GET stream belongs to a session: initialize first\n")
-        return await _stream(proxy, session, request)
-    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
-        return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
-                            text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
-    if session is None:
-        if not _INITIALIZE.search(body):  # MCP 2025-11-25: a session starts at initialize, and only there
-            return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
+    held = route.sessions.get(session_id) if session_id else None
+    session = held if isinstance(held, BridgedSession) else None
+    answered = await outside_post(proxy, route, request, body, session)
+    if answered is not None:
+        return answered
+    if session is None:  # an initialize
         session = _start(proxy, route)
     route.rpc_path = route.below(request.path)
     session.upstream.headers = {k: v for k, v in proxy.upstream_headers(route, request).items()
