@@ -6,6 +6,7 @@ hosts forced to 2025-11-25 in front of an SDK server that takes nothing but 2026
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
+from tests.integration.test_http_era_bridge import seen
 from tests.paths import SCHEMAS
-from tests.peers.mcp_host import Reminders
+from tests.peers.mcp_host import Changes, Reminders
 from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
@@ -59,10 +61,6 @@ def bridge(upstream, tmp_path_factory):
 
 def url(running) -> str:
     return f"http://127.0.0.1:{running.port}{getattr(running, 'path', '/mcp')}"
-
-
-async def seen(upstream) -> list[dict]:
-    return await get_json(upstream.port, "/seen")
 
 
 def assert_modern_wire(requests: list[dict]) -> None:
@@ -154,25 +152,11 @@ async def test_list_changed_and_resource_updates_reach_the_get_stream(bridge, up
     """The host's `resources/subscribe` and the list changes it expects unasked ride one
     `subscriptions/listen` upstream, opened again when the URIs change; what it carries comes on the
     host's GET stream."""
-    changed, updated, updates = anyio.Event(), anyio.Event(), []
-
-    async def on_message(message) -> None:
-        root = getattr(message, "root", message)
-        method = getattr(root, "method", None)
-        if method == "notifications/resources/updated":
-            updates.append(str(root.params.uri))
-            updated.set()
-        if method == "notifications/tools/list_changed":
-            changed.set()
-
+    changes = Changes()
     before = len(await seen(upstream))
-    async with Client(url(bridge), mode="legacy", message_handler=on_message) as client:
-        await client.subscribe_resource("file:///notes.txt")
-        await client.call_tool("touch", {"path": "c.py"})
-        with anyio.fail_after(20):
-            await changed.wait()
-            await updated.wait()
-    assert updates == ["file:///notes.txt"]
+    async with Client(url(bridge), mode="legacy", message_handler=changes) as client:
+        await changes.touched(client)
+    assert changes.updates == ["file:///notes.txt"]
     requests = (await seen(upstream))[before:]
     assert_modern_wire(requests)
     listens = [json.loads(r["body"]) for r in requests if r["headers"]["mcp-method"] == "subscriptions/listen"]
@@ -243,6 +227,13 @@ class RawHost:
             assert_valid(LEGACY_MESSAGE, message)
         return r.status, found
 
+    @contextlib.asynccontextmanager
+    async def stream(self):
+        """The session's GET stream, open."""
+        async with self.http.get(self.endpoint, headers=self.headers()) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            yield stream
+
     async def initialize(self, caps: dict | None = None) -> dict:
         _, [answer] = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": LEGACY, "capabilities": caps or {}, "clientInfo": {"name": "raw", "version": "1"}}})
@@ -281,8 +272,7 @@ async def test_a_raw_host_gets_what_its_get_stream_carries_and_cacheable_results
                                      "params": {"uri": "file:///notes.txt"}})
         _, [prompt] = await host.post({"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
                                        "params": {"name": "greet", "arguments": {"name": "Bo"}}})
-        async with http.get(url(bridge), headers=host.headers()) as stream:
-            assert stream.headers["Content-Type"].startswith("text/event-stream")
+        async with host.stream() as stream:
             await host.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                              "params": {"name": "touch", "arguments": {"path": "g.py"}}})
             got: list[dict] = []
@@ -302,20 +292,18 @@ async def test_a_raw_host_gets_what_its_get_stream_carries_and_cacheable_results
 
 
 async def test_hosts_at_once_keep_their_own_sessions_and_answers(bridge):
-    async def host(name: str) -> list[str]:
-        async with Client(url(bridge), mode="legacy", client_info=Implementation(name=name, version="1")) as client:
-            calls = [client.call_tool("echo", {"text": f"{name}{n}"}) for n in range(3)]
-            return [c.text for result in await asyncio.gather(*calls) for c in result.content]
-
-    assert await asyncio.gather(host("x"), host("y")) == [["x0", "x1", "x2"], ["y0", "y1", "y2"]]
+    """Two hosts, the same request ids, their calls interleaved: each gets its own answers."""
+    async with Client(url(bridge), mode="legacy") as one, Client(url(bridge), mode="legacy") as two:
+        asked = [(one, "a"), (two, "b"), (one, "c"), (two, "d")]
+        answers = await asyncio.gather(*(host.call_tool("echo", {"text": text}) for host, text in asked))
+    assert [answer.content[0].text for answer in answers] == ["a", "b", "c", "d"]
 
 
 async def test_delete_ends_the_session_and_its_listen(bridge, upstream):
     async with aiohttp.ClientSession() as http:
         host = RawHost(http, url(bridge))
         await host.initialize()
-        async with http.get(url(bridge), headers=host.headers()) as stream:
-            assert stream.headers["Content-Type"].startswith("text/event-stream")
+        async with host.stream() as stream:
             async with http.delete(url(bridge), headers=host.headers()) as r:
                 assert r.status == 200
             assert await stream.read() is not None  # the GET stream ended with the session
@@ -404,15 +392,17 @@ async def test_the_console_shows_the_bridged_hosts(upstream, tmp_path):
     finally:
         running.stop()
     eras = route["eras"]
-    assert (eras["host_era"], eras["server_era"]) == ("auto", MODERN)
-    assert {era: mix["hosts"] for era, mix in eras["hosts"].items()} == {LEGACY: 1, MODERN: 1}
-    assert {era: mix["hosts"] for era, mix in eras["servers"].items()} == {LEGACY: 0, MODERN: 1}
-    assert eras["bridged"] == [{"host_era": LEGACY, "server_era": MODERN, "requests": eras["bridged_requests"]}]
-    assert eras["bridged_requests"] >= 2  # the handshake and the call
-    ready = eras["readiness"]
-    assert ready["needed"] is True and ready["bridged_hosts"] == ["old-ide"]
-    assert ready["text"].startswith("still needs the era bridge — 1 host on 2025-11-25 (old-ide) talks to a "
-                                    "2026-07-28-only server through the bridge since start-up; ")
+    hosts = {era: mix["hosts"] for era, mix in eras["hosts"].items()}
+    servers = {era: mix["hosts"] for era, mix in eras["servers"].items()}
+    assert (eras["host_era"], eras["server_era"], hosts, servers) == (
+        "auto", MODERN, {LEGACY: 1, MODERN: 1}, {LEGACY: 0, MODERN: 1})
+    [bridged] = eras["bridged"]  # the old host's handshake and call; the new one passed through
+    assert (bridged["host_era"], bridged["server_era"]) == (LEGACY, MODERN)
+    assert bridged["requests"] == eras["bridged_requests"] >= 2
+    assert eras["readiness"]["needed"] is True and eras["readiness"]["bridged_hosts"] == ["old-ide"]
+    assert eras["readiness"]["text"].startswith(
+        "still needs the era bridge — 1 host on 2025-11-25 (old-ide) talks to a 2026-07-28-only server through the "
+        "bridge since start-up; ")
 
 
 async def test_shutdown_ends_the_sessions_and_their_streams(upstream, tmp_path):
@@ -423,8 +413,7 @@ async def test_shutdown_ends_the_sessions_and_their_streams(upstream, tmp_path):
         async with aiohttp.ClientSession() as http:
             host = RawHost(http, url(running))
             await host.initialize()
-            async with http.get(url(running), headers=host.headers()) as stream:
-                assert stream.headers["Content-Type"].startswith("text/event-stream")
+            async with host.stream():
                 running.proc.terminate()
                 assert await asyncio.get_running_loop().run_in_executor(None, running.proc.wait, 5) == 0
     finally:
