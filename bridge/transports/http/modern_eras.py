@@ -31,6 +31,7 @@ from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.command import ChildSession, _post, outside_post
+from bridge.transports.http.json_streams import json_lines
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
 from bridge.transports.http.upstream_errors import UPSTREAM_ERROR, cause, upstream_error
@@ -170,7 +171,8 @@ class BridgedSession(ChildSession):
 async def _exchange(proxy: OwnCalls, route: HttpRoute, data: bytes, msg: dict[str, Any], headers: dict[str, str],
                     timed: bool):
     """One POST to the 2026-07-28 server, the envelope's headers mirrored (`MCP-Protocol-Version`,
-    `Mcp-Method`, `Mcp-Name`): yields each message of its answer, JSON or SSE."""
+    `Mcp-Method`, `Mcp-Name`): yields each message of its answer as it comes: SSE, JSON lines on a
+    body with no Content-Length, or one JSON body."""
     assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
             VERSION_HEADER: MODERN_ERA, **routing_headers(msg)}
@@ -181,6 +183,10 @@ async def _exchange(proxy: OwnCalls, route: HttpRoute, data: bytes, msg: dict[st
             async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
                 if event.data is not None:
                     yield event.data
+        elif "json" in response.headers.get("content-type", "") and response.headers.get("content-length") is None:
+            async for line, _ in json_lines(response, proxy.limits.max_response_bytes):  # (a listen's, say)
+                if line.strip():
+                    yield line
         elif "json" in response.headers.get("content-type", ""):
             answer = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
             if answer.strip():
