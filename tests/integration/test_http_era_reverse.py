@@ -29,7 +29,7 @@ REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
 ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
             "io.modelcontextprotocol/clientInfo")
 LEGACY_MESSAGE = validator_for(json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text()), "JSONRPCMessage")
-TOOLS = {"echo", "remind", "log", "touch", "ask", "consult", "where", "steps"}
+TOOLS = {"echo", "remind", "log", "touch", "ask", "consult", "where", "steps", "confirm"}
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 on purpose
 
 
@@ -186,6 +186,18 @@ async def test_an_input_required_result_becomes_a_sampling_request_and_roots(bri
     calls = [json.loads(r["body"])["params"] for r in requests if r["headers"]["mcp-method"] == "tools/call"]
     assert len(calls) == 4  # each answered input_required, then its retry with the host's answer
     assert [r["content"]["text"] for r in calls[1]["inputResponses"].values()] == ["seven"]
+
+
+async def test_an_elicitation_crosses_as_input_required_and_back(bridge):
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async with Client(url(bridge), mode="legacy", elicitation_callback=elicit) as client:
+        confirmed = await client.call_tool("confirm", {})
+    assert asked == ["Go ahead?"] and [c.text for c in confirmed.content] == ["approved: True"]
 
 
 async def test_a_host_without_the_capability_gets_an_error_naming_it(bridge):

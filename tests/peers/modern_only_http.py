@@ -6,15 +6,18 @@ without the per-request `_meta` envelope.
 
     python -m tests.peers.modern_only_http
 
-It has one tool more: `steps {count}` reports its progress `count` times (the call's progress
-token), then answers. `/seen` lists every request that reached it (method, lower-case headers, body). Prints `PORT <n>`.
+It has two tools more: `steps {count}` reports its progress `count` times (the call's progress
+token), then answers; `confirm` asks its client for an approval through the SDK's resolver
+(`elicitation/create`, at 2026-07-28 an `input_required` result) and answers with it. `/seen` lists every request that reached it (method, lower-case headers, body). Prints `PORT <n>`.
 """
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
+from pydantic import BaseModel
 
 from tests.peers import legacy_only_http
 from tests.peers.legacy_only_server import build
@@ -33,8 +36,23 @@ def refused(method: str, headers: dict[str, str], body: bytes) -> bool:
     return isinstance(msg, dict) and refused_message(msg)
 
 
+class Approval(BaseModel):
+    ok: bool
+
+
+def approval() -> Elicit[Approval]:
+    """`confirm`'s resolver (module level: the SDK reads its annotation by name)."""
+    return Elicit("Go ahead?", Approval)
+
+
 def server() -> MCPServer:
     built = build()
+
+    @built.tool()
+    def confirm(answer: Annotated[ElicitationResult[Approval], Resolve(approval)]) -> str:
+        if isinstance(answer, AcceptedElicitation):
+            return f"approved: {answer.data.ok}"
+        return f"not approved: {answer.action}"
 
     @built.tool()
     async def steps(count: int, ctx: Context) -> str:
