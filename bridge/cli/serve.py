@@ -245,6 +245,11 @@ def _cmd_serve(args: Any) -> int:
                          "process that runs it (its children and their state are not shared), so a host's next "
                          "request on another worker would find no session; run one worker\n")
         return 2
+    if args.workers > 1 and any(route.settings.bridged_server_era == "2026-07-28" for route in routes):
+        sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a 2025-11-25 host's session bridged to a "
+                         "2026-07-28 server lives in the process that issued it, so a host's next request on another "
+                         "worker would find no session; run one worker\n")
+        return 2
     if supervising:
         tracing.shutdown()
         problem = workers.refusal(state, args.workers)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -430,3 +432,11 @@ async def test_shutdown_ends_the_sessions_and_their_streams(upstream, tmp_path):
                 assert await asyncio.get_running_loop().run_in_executor(None, running.proc.wait, 5) == 0
     finally:
         running.stop()
+
+
+def test_serve_refuses_more_than_one_worker_for_the_reverse_bridge():
+    """The proxy's sessions toward 2025-11-25 hosts live in one process (as a stdio server's do)."""
+    done = subprocess.run([sys.executable, "-m", "bridge", "serve", "--listen", "127.0.0.1:0", "--workers", "2",
+                           "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp", "--server-era", MODERN],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "bridged to a 2026-07-28 server lives in the process" in done.stderr, done.stderr
