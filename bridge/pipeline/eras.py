@@ -531,8 +531,8 @@ class ModernServer(EraLayer):
 
     def _relisten(self) -> list[Write]:
         """The host's notifications (2025-11-25: whatever the server declared it sends, its
-        reminders among them, and the resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
-        cancelled (what the old one still delivers is not passed on)."""
+        reminders among them, and the resources it subscribed to) as one listen upstream: a new one
+        for a new filter, the old one cancelled (what the old one still delivers is not passed on)."""
         state = self.state
         if not self.streams or state.envelope is None:
             return []

@@ -8,7 +8,9 @@ without the per-request `_meta` envelope.
 
 It has two tools more: `steps {count}` reports its progress `count` times (the call's progress
 token), then answers; `confirm` asks its client for an approval through the SDK's resolver
-(`elicitation/create`, at 2026-07-28 an `input_required` result) and answers with it. `/seen` lists every request that reached it (method, lower-case headers, body). Prints `PORT <n>`.
+(`elicitation/create`, at 2026-07-28 an `input_required` result) and answers with it.
+
+`/seen` lists every request that reached it (method, lower-case headers, body). Prints `PORT <n>`.
 """
 from __future__ import annotations
 

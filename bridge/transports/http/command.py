@@ -331,7 +331,7 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
             return _refusal(502, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: cannot start "
                                                  f"{upstream.command[0]!r}: {why}", {"route": route.name})
     try:
-        return await _post(proxy, session, request, body)
+        return await post(proxy, session, request, body)
     finally:
         if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
             session.close("the request was answered")
@@ -379,7 +379,8 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
     return session
 
 
-async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+async def post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+    """A JSON-RPC POST of a session through its flow; its answer as the session's frames come."""
     keys = [token_key(key) for kind, key, _ in ids_in(body) if kind == "request"]
     if any(session.exchanges.get(key) is not None for key in keys):  # its answer could not tell the two apart
         return web.Response(body=dumps(error_response(None, -32600, "a request with this id is still in flight in "

@@ -30,7 +30,7 @@ from bridge.state.scope import Scope
 from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
-from bridge.transports.http.command import ChildSession, _post, outside_post
+from bridge.transports.http.command import ChildSession, outside_post, post
 from bridge.transports.http.json_streams import json_lines
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -206,7 +206,7 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     route.rpc_path = route.below(request.path)
     session.upstream.headers = {k: v for k, v in proxy.upstream_headers(route, request).items()
                                 if k.lower() not in _DROPPED}
-    return await _post(proxy, session, request, body)
+    return await post(proxy, session, request, body)
 
 
 def _start(proxy: OwnCalls, route: HttpRoute) -> BridgedSession:
