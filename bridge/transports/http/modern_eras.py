@@ -131,6 +131,10 @@ class Upstream:
                 why = (f"reminder-bridge route {self.route.name!r}: the {MODERN_ERA} server's answer to "
                        f"{msg['method']} held no JSON-RPC response")
                 self._from_server(dumps(error_response(msg["id"], UPSTREAM_ERROR, why)), False)
+            if listen:  # (one the bridge closed for a new one never gets here: its task was cancelled)
+                self.route.recorder.warning("era_listen_ended", why=f"the {MODERN_ERA} server ended the listen that "
+                                            "carries a 2025-11-25 host's notifications; none come until the host "
+                                            "subscribes or sets its log level anew")
         except _UPSTREAM_FAILED as exc:
             self.route.recorder.log("upstream_error", why=self.route.shown(cause(exc)),
                                     during="a bridged 2025-11-25 host's request")
