@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -440,3 +441,22 @@ def test_serve_refuses_more_than_one_worker_for_the_reverse_bridge():
                            "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp", "--server-era", MODERN],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "bridged to a 2026-07-28 server lives in the process" in done.stderr, done.stderr
+
+
+async def test_a_reload_that_moves_the_era_bridge_is_refused_and_the_session_goes_on(upstream, tmp_path):
+    rules = rules_for(upstream, tmp_path, f'server_era = "{MODERN}"\n')
+    running = proxy("--rules", str(rules))
+    try:
+        async with Client(url(running), mode="legacy") as client:
+            await client.call_tool("echo", {"text": "before"})
+            rules.write_text(rules.read_text().replace(f'server_era = "{MODERN}"', 'server_era = "auto"'))
+            running.proc.send_signal(signal.SIGHUP)
+
+            async def refused():
+                return [json.loads(line) for line in list(running.stderr) if '"event": "reload_refused"' in line]
+
+            [line] = await eventually(refused, timeout=20)
+            assert line["field"] == "server_era"
+            assert [c.text for c in (await client.call_tool("echo", {"text": "after"})).content] == ["after"]
+    finally:
+        running.stop()
