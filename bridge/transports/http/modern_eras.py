@@ -37,9 +37,10 @@ from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
 from bridge.transports.http.upstream_errors import UPSTREAM_ERROR, cause, upstream_error
 from bridge.transports.sse import EventTooLarge, events
 
-#: The host's headers a 2026-07-28 server must not get as they are: the proxy sets its own.
+#: The host's headers a 2026-07-28 server must not get as they are: the proxy sets its own, and
+#: one request's trace context would be another's (the session's headers go with all its POSTs).
 _DROPPED = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name", SESSION_HEADER, "last-event-id", "accept",
-                      "content-type"})
+                      "content-type", "traceparent", "tracestate", "baggage"})
 _UPSTREAM_FAILED = (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge)
 
 
