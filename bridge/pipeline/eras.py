@@ -53,6 +53,9 @@ UNBRIDGED, WRONG_ERA = -32601, -32600
 HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
 #: the JSON-RPC error for a request the wait had no room left for
 WAIT_FULL = -32000
+#: What a 2025-11-25 host may have subscribed to at once through the reverse bridge, at most: the
+#: URIs ride every `subscriptions/listen` the bridge opens upstream.
+SUBSCRIBED_URIS, SUBSCRIBED_BYTES = 1024, 1 << 20
 _OWN = itertools.count(1)
 
 
@@ -523,6 +526,11 @@ class ModernServer(EraLayer):
         uri = get_path(msg, "params", "uri")
         uris = self.state.uris
         changed = isinstance(uri, str) and (uri not in uris) == on
+        if changed and on and (len(uris) >= SUBSCRIBED_URIS or sum(map(len, uris)) + len(uri) > SUBSCRIBED_BYTES):
+            return [self._to_flow(error_response(
+                msg["id"], WAIT_FULL, f"{len(uris)} resources ({sum(map(len, uris))} bytes of URIs) are subscribed "
+                "already, the most the era bridge carries in its one subscriptions/listen: unsubscribe from one "
+                "first"))]
         if changed and on:
             uris.append(uri)
         elif changed:
