@@ -343,6 +343,21 @@ async def test_an_idle_session_expires(upstream, tmp_path):
         running.stop()
 
 
+@pytest.mark.parametrize("version", [LEGACY, "2099-01-01"])
+async def test_a_request_that_is_neither_in_a_session_nor_an_initialize_gets_what_it_gets_direct(bridge, upstream,
+                                                                                             version):
+    """The bridge takes a 2025-11-25 host's session and its `initialize`; anything else goes to the
+    server as it came (an era the bridge does not speak, a request that skipped the handshake)."""
+    msg = {"jsonrpc": "2.0", "id": 301, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}
+    answers = []
+    async with aiohttp.ClientSession() as http:
+        for endpoint in (f"http://127.0.0.1:{upstream.port}/mcp", url(bridge)):
+            async with http.post(endpoint, json=msg, headers=headers) as r:
+                answers.append((r.status, await r.json()))
+    assert answers[0] == answers[1] and answers[0][0] == 400
+
+
 @pytest.mark.parametrize("flags", [["--server-era", MODERN], REVERSE])
 async def test_a_2026_07_28_host_passes_through(upstream, tmp_path, flags):
     """A 2026-07-28 host speaks the server's era: it is not bridged, its requests reach the server

@@ -46,7 +46,7 @@ SESSION_GONE = -32001
 #: Requests whose POST is gone (the host left) remembered per session, so their late answers are dropped
 ABANDONED_LIMIT = 10_000
 #: A request that starts a session (no child is started for anything else).
-_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
+INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
 
 class Exchange:
@@ -359,7 +359,7 @@ async def outside_post(proxy: OwnCalls, route: HttpRoute, request: web.Request, 
         return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
                             text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
     modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
-    if session is None and not modern and not _INITIALIZE.search(body):
+    if session is None and not modern and not INITIALIZE.search(body):
         return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
     return None
 

@@ -30,7 +30,7 @@ from bridge.state.scope import Scope
 from bridge.transports.driver import FlowDriver
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
-from bridge.transports.http.command import ChildSession, outside_post, post
+from bridge.transports.http.command import INITIALIZE, ChildSession, outside_post, post
 from bridge.transports.http.json_streams import json_lines
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -44,10 +44,15 @@ _DROPPED = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name", SESSION_
 _UPSTREAM_FAILED = (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge)
 
 
-def takes(route: HttpRoute, request: web.Request) -> bool:
-    """A 2025-11-25 host's request (anything not of 2026-07-28) on a route whose server speaks only 2026-07-28."""
-    return (route.protocol == "mcp" and route.settings.bridged_server_era == MODERN_ERA
-            and request.headers.get("mcp-protocol-version") != MODERN_ERA)
+def takes(route: HttpRoute, request: web.Request, body: bytes) -> bool:
+    """A 2025-11-25 host's request on a route whose server speaks only 2026-07-28: one in a session
+    (2026-07-28 has none), or an `initialize`. Anything else (a 2026-07-28 request, one of an era
+    no bridge speaks) goes to the server as it came, and gets the answer it gets direct."""
+    if route.protocol != "mcp" or route.settings.bridged_server_era != MODERN_ERA:
+        return False
+    return bool(request.headers.get(SESSION_HEADER)) or (
+        request.method == "POST" and request.headers.get("mcp-protocol-version") != MODERN_ERA
+        and INITIALIZE.search(body) is not None)
 
 
 class Upstream:

@@ -126,7 +126,7 @@ class HttpProxy(OwnCalls):
         body = await read_body(route, request, holding, self.limits, self.guard)
         if route.stdio is not None:
             return await handle_command(self, route, request, body)
-        if takes_modern(route, request):  # a 2025-11-25 host, a 2026-07-28 server: the era bridge
+        if takes_modern(route, request, body):  # a 2025-11-25 host, a 2026-07-28 server: the era bridge
             return await handle_modern(self, route, request, body)
         if takes(route, request):  # a 2026-07-28 host, a 2025-11-25 server: the era bridge
             return await bridged(self, route, request, body, holding)
