@@ -90,30 +90,21 @@ def latency(count: int, rounds: int) -> dict:
                f"{rounds} rounds")
 
 
-def serve_latency(count: int, rounds: int) -> dict:
+def serve_latency(count: int, rounds: int, reverse: bool = False) -> dict:
+    """A 2026-07-28 host's POSTs through the bridge toward a 2025-11-25 server, or (``reverse``) a
+    2025-11-25 host's session through the bridge toward a 2026-07-28 one, against plain `serve`."""
+    host, server_era = (LEGACY, MODERN) if reverse else (MODERN, LEGACY)
     with ExitStack() as stack:
         server = stack.enter_context(peer("mcp-http"))
         upstream = f"http://127.0.0.1:{server.port}"
         plain = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream))
-        era = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream, "--host-era", MODERN,
-                                              "--server-era", LEGACY))
-        through, same = asyncio.run(_serve_rounds(plain.port, era.port, count, rounds))
-    return row("serve", through, same, f"`serve --host-era {MODERN} --server-era {LEGACY}` (a {MODERN} host, one "
-               f"connection) and plain `serve` (a {LEGACY} host's warm session), in front of the bench's aiohttp MCP "
-               f"server; batches of {count} alternating, {rounds} rounds")
-
-
-def serve_reverse_latency(count: int, rounds: int) -> dict:
-    with ExitStack() as stack:
-        server = stack.enter_context(peer("mcp-http"))
-        upstream = f"http://127.0.0.1:{server.port}"
-        plain = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream))
-        era = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream, "--host-era", LEGACY,
-                                              "--server-era", MODERN))
-        through, same = asyncio.run(_serve_rounds(plain.port, era.port, count, rounds, reverse=True))
-    return row("serve", through, same, f"`serve --host-era {LEGACY} --server-era {MODERN}` (a {LEGACY} host's warm "
-               f"session, the proxy's own) and plain `serve` (a {LEGACY} host's warm session), in front of the bench's "
-               f"aiohttp MCP server; batches of {count} alternating, {rounds} rounds", direction=f"{LEGACY} hosts")
+        era = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream, "--host-era", host,
+                                              "--server-era", server_era))
+        through, same = asyncio.run(_serve_rounds(plain.port, era.port, count, rounds, reverse))
+    bridged = f"a {LEGACY} host's warm session, the proxy's own" if reverse else f"a {MODERN} host, one connection"
+    return row("serve", through, same, f"`serve --host-era {host} --server-era {server_era}` ({bridged}) and plain "
+               f"`serve` (a {LEGACY} host's warm session), in front of the bench's aiohttp MCP server; batches of "
+               f"{count} alternating, {rounds} rounds", direction=f"{LEGACY} hosts" if reverse else "")
 
 
 async def _serve_rounds(plain_port: int, era_port: int, count: int, rounds: int,
@@ -151,5 +142,5 @@ def row(transport: str, through: list[float], plain: list[float], detail: str, d
 
 def run(quick: bool) -> list[dict]:
     rounds, trips, calls = (3, 1000, 400) if quick else (5, 3000, 2000)
-    return [latency(trips, rounds), serve_latency(calls, rounds), serve_reverse_latency(calls, rounds)]
+    return [latency(trips, rounds), serve_latency(calls, rounds), serve_latency(calls, rounds, reverse=True)]
 
