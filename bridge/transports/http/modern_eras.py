@@ -63,7 +63,7 @@ class Upstream:
     def __init__(self, proxy: OwnCalls, route: HttpRoute):
         self.proxy, self.route = proxy, route
         self.bridge = ModernServer(route.settings.host_era, lambda: LEGACY_ERA, route.recorder, streams=True)
-        self.child = self  # `command._post` waits on `link.child.writable`: a POST upstream is never full
+        self.child = self  # `command.post` waits on `link.child.writable`: a POST upstream is never full
         self.writable = asyncio.Event()
         self.writable.set()
         self.server = f"the {MODERN_ERA} server {route.target.shown}"  # as a timeout's error names it
@@ -234,6 +234,7 @@ def _start(proxy: OwnCalls, route: HttpRoute) -> BridgedSession:
 
 
 def end(route: HttpRoute, session: ChildSession, why: str) -> None:
+    """``session`` is over (its host does not read): out of the route's table, and closed."""
     if session.id is not None and route.sessions.get(session.id) is session:
         route.sessions.close(session.id)
     session.close(why)
