@@ -149,11 +149,8 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
         if era and command and route.command_mode == "shared":
             raise ValueError(f"route {name}: the era bridge in front of a stdio `command` keeps one child per "
                              "2025-11-25 session; `command_mode = \"shared\"` is not bridged (issue 21)")
-        if era == "2026-07-28" and not command:
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet at "
-                             "an http(s) upstream; it does for a stdio `command` (issue 21)")
         if era and not command and not (route.upstream or "").startswith(("http://", "https://")):
-            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream or a stdio "
+            raise ValueError(f"route {name}: serve bridges a {era} server at an http(s) upstream or a stdio "
                              "`command`, not a WebSocket (issue 21)")
         return route
 
@@ -253,6 +250,11 @@ def _cmd_serve(args: Any) -> int:
         sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a stdio server's sessions live in the "
                          "process that runs it (its children and their state are not shared), so a host's next "
                          "request on another worker would find no session; run one worker\n")
+        return 2
+    if args.workers > 1 and any(route.settings.bridged_server_era == "2026-07-28" for route in routes):
+        sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a 2025-11-25 host's session bridged to a "
+                         "2026-07-28 server lives in the process that issued it, so a host's next request on another "
+                         "worker would find no session; run one worker\n")
         return 2
     if supervising:
         tracing.shutdown()

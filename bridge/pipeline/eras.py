@@ -27,8 +27,8 @@ from typing import Any
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
-    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, VERSION_HEADER, McpLegacy, McpStandard, routing_headers,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY,
+    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, VERSION_HEADER, McpLegacy, McpStandard, routing_headers,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -55,6 +55,9 @@ HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
 WAIT_FULL = -32000
 #: `from_server(came_on=)`: the session's own stream (2025-11-25 HTTP's GET), which no request owns
 GET_STREAM = "GET"
+#: What a 2025-11-25 host may have subscribed to at once through the reverse bridge, at most: the
+#: URIs ride every `subscriptions/listen` the bridge opens upstream.
+SUBSCRIBED_URIS, SUBSCRIBED_BYTES = 1024, 1 << 20
 _OWN = itertools.count(1)
 
 
@@ -586,6 +589,11 @@ class ModernServer(EraLayer):
         uri = get_path(msg, "params", "uri")
         uris = self.state.uris
         changed = isinstance(uri, str) and (uri not in uris) == on
+        if changed and on and (len(uris) >= SUBSCRIBED_URIS or sum(map(len, uris)) + len(uri) > SUBSCRIBED_BYTES):
+            return [self._to_flow(error_response(
+                msg["id"], WAIT_FULL, f"{len(uris)} resources ({sum(map(len, uris))} bytes of URIs) are subscribed "
+                "already, the most the era bridge carries in its one subscriptions/listen: unsubscribe from one "
+                "first"))]
         if changed and on:
             uris.append(uri)
         elif changed:
@@ -593,9 +601,9 @@ class ModernServer(EraLayer):
         return (self._relisten() if changed else []) + [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
 
     def _relisten(self) -> list[Write]:
-        """The host's notifications (2025-11-25: whatever the server declared it sends, and the
-        resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
-        cancelled (what the old one still delivers is not passed on)."""
+        """The host's notifications (2025-11-25: whatever the server declared it sends, its
+        reminders among them, and the resources it subscribed to) as one listen upstream: a new one
+        for a new filter, the old one cancelled (what the old one still delivers is not passed on)."""
         state = self.state
         if not self.streams or state.envelope is None:
             return []
@@ -605,6 +613,8 @@ class ModernServer(EraLayer):
                 filters[name] = True
         if state.uris and get_path(state.caps, "resources", "subscribe") is True:
             filters["resourceSubscriptions"] = list(state.uris)
+        if any(codec.read_capability(state.caps) is not None for codec in CODECS.values()):
+            filters[REMINDERS_FILTER] = True  # a server that sends reminders sends its ambient ones there (spec §3)
         meta = {**state.envelope, **({LOG_LEVEL_KEY: state.level} if state.level is not None else {})}
         out = []
         if state.listen is not None:

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
 from tests.integration.test_console import wait_listening
-from tests.peers.mcp_host import Reminders
+from tests.peers.mcp_host import Changes, Reminders
 from tests.peers.processes import free_port, get_json
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -407,25 +407,10 @@ async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_p
     """A 2025-11-25 host's `resources/subscribe` and the list changes it expects unasked become one
     `subscriptions/listen` to the 2026-07-28 server, opened again when the URIs change."""
     seen = tmp_path / "seen.jsonl"
-    changes, updated, updates = anyio.Event(), anyio.Event(), []
-
-    async def on_message(message) -> None:
-        root = getattr(message, "root", message)
-        method = getattr(root, "method", None)
-        if method == "notifications/resources/updated":
-            updates.append(str(root.params.uri))
-            updated.set()
-        if method == "notifications/tools/list_changed":
-            changes.set()
-
-    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy",
-                      message_handler=on_message) as client:
-        await client.subscribe_resource("file:///notes.txt")
-        await client.call_tool("touch", {"path": "c.py"})
-        with anyio.fail_after(20):
-            await changes.wait()
-            await updated.wait()
-    assert updates == ["file:///notes.txt"]
+    changes = Changes()
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", message_handler=changes) as client:
+        await changes.touched(client)
+    assert changes.updates == ["file:///notes.txt"]
     got = received(seen)
     listens = [m for m in got if m.get("method") == "subscriptions/listen"]
     assert [sorted(m["params"]["notifications"]) for m in listens] == [

@@ -1,7 +1,7 @@
 """Era bridging through `reminder-bridge stdio --upstream URL` (issue 21 point 2 with issue 23's
 transport bridging), real processes: an `mcp` 2.3.0 SDK stdio host forced to one era in front of an
 SDK server over Streamable HTTP that speaks only the other (tests.peers.legacy_only_http,
-tests.peers.modern_gated_http). The same era bridge as `stdio -- CMD` decides every frame; the
+tests.peers.modern_only_http). The same era bridge as `stdio -- CMD` decides every frame; the
 remote adapter only POSTs. The server's `/seen` says what reached it."""
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
 REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
 TOOLS = {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+MODERN_TOOLS = TOOLS | {"steps", "approve"}  # tests.peers.modern_only_http's own two
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def legacy_http():
 
 @pytest.fixture(scope="module")
 def modern_http():
-    server = peer("tests.peers.modern_gated_http")
+    server = peer("tests.peers.modern_only_http")
     yield server
     server.stop()
 
@@ -177,7 +178,7 @@ async def test_a_2025_11_25_host_initializes_lists_and_calls_a_2026_07_28_server
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == TOOLS
+    assert {t.name for t in tools.tools} == MODERN_TOOLS
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from mcp.server import MCPServer
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.responses import JSONResponse
@@ -31,14 +32,15 @@ def refused(method: str, headers: dict[str, str], body: bytes) -> str | None:
     return None
 
 
-def run(gate: Callable[[str, dict[str, str], bytes], str | None]) -> None:
-    """The SDK's Streamable HTTP app behind ``gate`` (a reason: 400 with a JSON-RPC error, or 405
-    for a GET or DELETE), recording every request at `/seen`; prints `PORT <n>`."""
+def run(gate: Callable[[str, dict[str, str], bytes], str | None], server: MCPServer | None = None) -> None:
+    """``server`` (`build(http=True)`'s by default) as the SDK's Streamable HTTP app behind ``gate``
+    (a reason: 400 with a JSON-RPC error, or 405 for a GET or DELETE), recording every request at
+    `/seen`; prints `PORT <n>`."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
-    server = build(http=True)
+    server = server or build(http=True)
     low = server._lowlevel_server
     plain = low.create_initialization_options
     changed = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)

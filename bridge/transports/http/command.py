@@ -48,7 +48,7 @@ SESSION_GONE = -32001
 #: Requests whose POST is gone (the host left) remembered per session, so their late answers are dropped
 ABANDONED_LIMIT = 10_000
 #: A request that starts a session (no child is started for anything else).
-_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
+INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
 
 class Exchange:
@@ -259,6 +259,7 @@ class CommandUpstream:
     def __init__(self, route: HttpRoute, proxy: OwnCalls, command: list[str], mode: str, max_children: int):
         self.route, self.proxy = route, proxy
         self.command, self.mode = command, mode
+        self.server = f"the stdio server {command[0]!r}"  # as errors name it
         self.children = Children(max_children)
         self.shared: dict[str, Shared] = {}  # by `shared_key`
         self._starting = asyncio.Lock()
@@ -362,7 +363,36 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     upstream: CommandUpstream = route.stdio
     session_id = request.headers.get(SESSION_HEADER)
     session = route.sessions.get(session_id) if session_id else None
-    if session_id and session is None:
+    answered = await outside_post(proxy, route, request, body, session)
+    if answered is not None:
+        return answered
+    if session is None:
+        try:
+            modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+            session = await _start(upstream, route, request, body, stateless=modern)
+        except Full as exc:
+            route.recorder.warning("children_full", limit=upstream.children.limit, why=str(exc))
+            return _refusal(503, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: {exc}; try again later",
+                            {"route": route.name, "max_children": upstream.children.limit}, retry=True)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            route.recorder.log("upstream_error", why=why, command=upstream.command[0])
+            return _refusal(502, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: cannot start "
+                                                 f"{upstream.command[0]!r}: {why}", {"route": route.name})
+    try:
+        return await post(proxy, session, request, body)
+    finally:
+        if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
+            session.close("the request was answered")
+
+
+async def outside_post(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes,
+                       session: ChildSession | None) -> web.StreamResponse | None:
+    """What a request gets when the proxy is the host's Streamable HTTP server and the request is
+    not a JSON-RPC POST it goes on with (None: it is one): 404 for a session the route does not hold,
+    a DELETE ends the session, a GET is its stream, anything else is 405, and a 2025-11-25 POST
+    without a session that is not an `initialize` is 400 (MCP: a session starts there, and only there)."""
+    if request.headers.get(SESSION_HEADER) and session is None:
         return _refusal(404, SESSION_GONE, "Session not found: it ended, or the proxy restarted; initialize anew")
     if request.method == "DELETE":
         if session is None:
@@ -377,26 +407,10 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
         return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
                             text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
-    if session is None:
-        modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
-        if not modern and not _INITIALIZE.search(body):  # MCP: a session starts at initialize, and only there
-            return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
-        try:
-            session = await _start(upstream, route, request, body, stateless=modern)
-        except Full as exc:
-            route.recorder.warning("children_full", limit=upstream.children.limit, why=str(exc))
-            return _refusal(503, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: {exc}; try again later",
-                            {"route": route.name, "max_children": upstream.children.limit}, retry=True)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            route.recorder.log("upstream_error", why=why, command=upstream.command[0])
-            return _refusal(502, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: cannot start "
-                                                 f"{upstream.command[0]!r}: {why}", {"route": route.name})
-    try:
-        return await _post(proxy, session, request, body)
-    finally:
-        if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
-            session.close("the request was answered")
+    modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+    if session is None and not modern and not INITIALIZE.search(body):
+        return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
+    return None
 
 
 async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Request, body: bytes,
@@ -415,7 +429,8 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
     return session
 
 
-async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+async def post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+    """A JSON-RPC POST of a session through its flow; its answer as the session's frames come."""
     keys = [token_key(key) for kind, key, _ in ids_in(body) if kind == "request"]
     if any(session.exchanges.get(key) is not None for key in keys):  # its answer could not tell the two apart
         return web.Response(body=dumps(error_response(None, -32600, "a request with this id is still in flight in "
@@ -543,7 +558,7 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
 
 def _timed_out(session: ChildSession, what: str) -> dict[str, Any]:
     upstream = session.upstream
-    said = (f"reminder-bridge route {upstream.route.name!r}: the stdio server {upstream.command[0]!r} took longer "
+    said = (f"reminder-bridge route {upstream.route.name!r}: {upstream.server} took longer "
             f"than {upstream.proxy.upstream_timeout:g} s {what}")
     return error_response(None, UPSTREAM_ERROR, said, {"route": upstream.route.name, "cause": "timed out"})["error"]
 

@@ -115,8 +115,8 @@ class HttpRoute:
 
     def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
         """What a reload cannot move while the route runs (`bridge.policy.reload.apply_reload`): the
-        route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), or onto
-        a path another running route serves."""
+        route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), across
+        an era bridge (`host_era`, `server_era`), or onto a path another running route serves."""
         if self.stdio is not None:  # its children run the command they were started with
             if settings.upstream is not None or settings.command != self.settings.command:
                 return "command", ("a route's stdio server changes at a restart (children run the command they "
@@ -128,6 +128,9 @@ class HttpRoute:
         elif settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
             return "upstream", ("moving the upstream between HTTP and WebSocket changes how clients connect; "
                                 "that needs a restart")
+        for key in ("host_era", "server_era"):  # what the route's sessions were bridged on (or not)
+            if getattr(settings, key) != getattr(self.settings, key):
+                return key, "a route's era bridge changes at a restart: its sessions were opened across it (or not)"
         prefix = route_prefix(settings.path)
         taken = next((name for name, other in after.items() if name != self.name and route_prefix(other.path) == prefix),
                      None)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
-from bridge.pipeline.eras import BRIDGES, LegacyServer, ModernServer
+from bridge.pipeline.eras import BRIDGES, SUBSCRIBED_URIS, LegacyServer, ModernServer
 from tests.paths import SCHEMAS
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
@@ -377,6 +377,35 @@ def test_reverse_notifications_ride_one_listen_upstream():
     assert bridge.from_server(new) == [Forward(HOST, new)]
     ended = frame({"jsonrpc": "2.0", "id": second["id"], "result": {"resultType": "complete", "_meta": {}}})
     assert bridge.from_server(ended) == []
+
+
+@pytest.mark.parametrize("caps", [{"reminders": {"emit": True}}, {"_meta": {"harn": {"reminders": {"emit": True}}}}])
+def test_reverse_a_server_that_declares_reminders_gets_them_on_the_listen(caps):
+    """Its ambient reminders ride a listen whose filter has `reminders: true` (spec §3), so the
+    bridge's one listen asks for them, standard or Harn's declaration alike."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    [listen] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                                               "result": {"capabilities": caps}})), PEER)
+    assert (listen["method"], listen["params"]["notifications"]) == ("subscriptions/listen", {"reminders": True})
+
+
+def test_reverse_subscriptions_are_bounded_in_count():
+    """Every subscribed URI rides each listen upstream: past the bound the host's subscribe gets an
+    error that says why, and the listen stays as it was."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                              "result": {"capabilities": {"resources": {"subscribe": True}}}}))
+    bridge.state.uris.extend(f"file:///{n}" for n in range(SUBSCRIBED_URIS))
+    over = frame({"jsonrpc": "2.0", "id": 9, "method": "resources/subscribe", "params": {"uri": "file:///more"}})
+    writes = bridge.toward_server(over)
+    assert sent(writes, PEER) == []
+    [refused] = sent(writes, HOST)
+    assert refused["id"] == 9 and "1024 resources" in refused["error"]["message"]
+    assert "file:///more" not in bridge.state.uris
 
 
 # -- server→client requests ↔ input_required results (stdio) --------------------------------------
