@@ -20,10 +20,19 @@ from bridge.state.base import STATE_SCOPE, BucketCharge, StateBackend, StateUnav
 from bridge.state.failover import FailoverState
 from bridge.state.memory import MemoryState
 from bridge.state.redis_backend import RedisState
-from bridge.state.settings import MEMORY, StateSettings, check_state_url
 
 __all__ = ["STATE_SCOPE", "BucketCharge", "FailoverState", "MemoryState", "RedisState", "StateBackend",
            "StateSettings", "StateUnavailable", "open_state"]
+
+
+def __getattr__(name: str) -> Any:
+    """`StateSettings` is pydantic's: imported when a rules file or `--state` needs it, not by a
+    route that keeps its state in memory (issue 23: the cold start)."""
+    if name == "StateSettings":
+        from bridge.state.settings import StateSettings
+
+        return StateSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_state(url: str | None, *, key_prefix: str = "reminder-bridge:", on_unavailable: str = "open",
@@ -33,6 +42,8 @@ def open_state(url: str | None, *, key_prefix: str = "reminder-bridge:", on_unav
 
     ``log(event, **fields)``: called once when Redis becomes unavailable and once when it is back.
     """
+    from bridge.state.settings import MEMORY, check_state_url
+
     url = check_state_url(url)
     if url in (None, MEMORY):
         return MemoryState()
