@@ -13,7 +13,6 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -138,6 +137,8 @@ def with_eras(args: argparse.Namespace, settings: RouteSettings) -> RouteSetting
     update = {key: getattr(args, key) for key in ("host_era", "server_era") if getattr(args, key, None)}
     if not update:
         return settings
+    from dataclasses import replace
+
     from bridge.defaults import RouteDefaults
 
     # the built-in defaults stay plain (no rules schema on the way to stdio's first answer)

@@ -13,9 +13,8 @@ from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
 from bridge.dialects.hosts import HOST_DIALECTS, host_dialect_problem, protocol_of
-from bridge.logs import configure as configure_logging
 from bridge.transports import child
-from bridge.transports.remote_session import AUTO, TRANSPORTS
+from bridge.transports.remote_kinds import AUTO, TRANSPORTS
 
 if TYPE_CHECKING:
     from bridge.policy.reload import RulesFile
@@ -133,6 +132,7 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             sys.stderr.write(message)
             return code
     from bridge.defaults import ROUTE, UNNAMED_ROUTE
+    from bridge.logs import configure as configure_logging
 
     settings = route if route is not None else ROUTE  # no rules file: the defaults, plain (no pydantic)
     route_name = route_name or args.route or UNNAMED_ROUTE
