@@ -33,7 +33,7 @@ class RouteReading:
         return self.server_era if self.server_era != "auto" and self.host_era != self.server_era else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FallbackDefaults:
     """`Fallback`'s defaults: what to do when one side has no reminder support at all (spec §3-§5)."""
 
@@ -42,7 +42,7 @@ class FallbackDefaults:
     a2a_peer_none: str = "prepend"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TrustDefaults:
     """`Trust`'s defaults: limits on untrusted reminder content (spec §7)."""
 
