@@ -23,7 +23,7 @@ from bridge.defaults import DEFAULT_ENVELOPE, FALLBACK, ROUTE, TRUST, UNNAMED_RO
 from bridge.dialects.eras import ERAS
 from bridge.dialects.hosts import HOST_DIALECTS, REMINDER_DIALECTS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
-from bridge.model import RoleHint
+from bridge.fields import RoleHint
 from bridge.problems import RuleProblem, RulesError, dotted, line_of, locate_keys, explain, show
 from bridge.state.settings import StateSettings
 from bridge.urls import LOOPBACK_ORIGINS, redact
