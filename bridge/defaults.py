@@ -3,12 +3,12 @@
 
 Why plain: `stdio -- CMD` without a rules file runs on these, so the first answer a host waits
 for needs no pydantic (issue 23: the cold start; pydantic and the schema are ~150 ms of CPU).
-A rules file, `--host-era`/`--server-era` or `serve` build the validated models instead; the
-pipeline reads either the same way (attributes only).
+A rules file, `serve` or `translate` build the validated models instead; the pipeline reads
+either the same way (attributes only), and `--host-era`/`--server-era` replace keys of these.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from bridge.urls import LOOPBACK_ORIGINS
@@ -33,59 +33,42 @@ class RouteReading:
         return self.server_era if self.server_era != "auto" and self.host_era != self.server_era else None
 
 
-@dataclass(frozen=True)
-class FallbackDefaults:
+class Plain(SimpleNamespace):
+    """Read-only values set once: a namespace costs nothing to define at start, where each
+    dataclass generates its methods (~1 ms apiece here)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only (make another with replace())")
+
+    def replace(self, **changes: Any) -> Any:
+        """The same values with ``changes`` over them."""
+        unknown = set(changes) - set(vars(self))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no {', '.join(sorted(unknown))}")
+        return type(self)(**{**vars(self), **changes})
+
+
+class FallbackDefaults(Plain):
     """`Fallback`'s defaults: what to do when one side has no reminder support at all (spec §3-§5)."""
 
-    mcp_host_none: str = "tool_result"
-    acp_agent_none: str = "hold"
-    a2a_peer_none: str = "prepend"
 
-
-@dataclass(frozen=True)
-class TrustDefaults:
+class TrustDefaults(Plain):
     """`Trust`'s defaults: limits on untrusted reminder content (spec §7)."""
 
-    max_body_bytes: int = 4096
-    max_tags: int = 16
-    max_tag_chars: int = 64
-    max_id_bytes: int = 128
-    max_dedupe_key_bytes: int = 256
-    max_reminder_bytes: int = 16384
-    max_pending_per_session: int = 64
-    strip_control: bool = True
-    role_hint_ceiling: str | None = None
+
+class RouteDefaults(RouteReading, Plain):
+    """`RouteSettings()`, the built-in behaviour, without the schema (see the module docstring);
+    its keys in `RouteSettings`' order."""
 
 
-@dataclass(frozen=True)
-class RouteDefaults(RouteReading):
-    """`RouteSettings()`, the built-in behaviour, without the schema (see the module docstring)."""
-
-    protocol: str | None = None
-    command: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    command_mode: str = "session"
-    path: str | None = None
-    upstream: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    stage: str = "translate"
-    host_dialect: str = "auto"
-    peer_dialect: str = "auto"
-    host_era: str = "auto"
-    server_era: str = "auto"
-    require_declaration: bool = True
-    envelope: str = DEFAULT_ENVELOPE
-    channel_instructions: str | None = None
-    channel_also_tool_result: bool = False
-    fallback: FallbackDefaults = field(default_factory=FallbackDefaults)
-    budget: Any = None
-    trust: TrustDefaults = field(default_factory=TrustDefaults)
-    outbox: Any = None
-    serve_outbox: Any = None
-    allowed_origins: list[str] = field(default_factory=lambda: [LOOPBACK_ORIGINS])
-
-
-FALLBACK = FallbackDefaults()
-TRUST = TrustDefaults()
-ROUTE = RouteDefaults()
+FALLBACK = FallbackDefaults(mcp_host_none="tool_result", acp_agent_none="hold", a2a_peer_none="prepend")
+TRUST = TrustDefaults(
+    max_body_bytes=4096, max_tags=16, max_tag_chars=64, max_id_bytes=128, max_dedupe_key_bytes=256,
+    max_reminder_bytes=16384, max_pending_per_session=64, strip_control=True, role_hint_ceiling=None,
+)
+ROUTE = RouteDefaults(
+    protocol=None, command=None, env={}, cwd=None, command_mode="session", path=None, upstream=None, headers={},
+    stage="translate", host_dialect="auto", peer_dialect="auto", host_era="auto", server_era="auto",
+    require_declaration=True, envelope=DEFAULT_ENVELOPE, channel_instructions=None, channel_also_tool_result=False,
+    fallback=FALLBACK, budget=None, trust=TRUST, outbox=None, serve_outbox=None, allowed_origins=[LOOPBACK_ORIGINS],
+)
