@@ -60,7 +60,8 @@ def test_stdio_without_rules_answers_initialize_without_pydantic(tmp_path):
 
 
 def test_acp_stdio_answers_initialize_without_pydantic(tmp_path):
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}
     done, modules = modules_after(["stdio", "--", sys.executable, "-m", "bridge.examples.acp_harn_agent"],
                                   json.dumps(init) + "\n", tmp_path)
     assert done.returncode == 0, done.stderr.decode()
