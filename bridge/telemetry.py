@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from bridge.display import MAX_SHOWN_ID, clip
 from bridge.logs import PROXY, REMINDERS, log_event, stream_logger
-from bridge.model import Reminder
 
 if TYPE_CHECKING:
+    from bridge.model import Reminder
     from bridge.metrics import RouteMetrics
 
 #: The actions a reminder can meet (spec §9 `reminder.action`); `channel`: sent as a Claude Code

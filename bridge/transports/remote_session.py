@@ -11,6 +11,7 @@ from urllib.parse import urljoin, urlsplit
 
 from bridge.jsonrpc import classify
 from bridge.transports.forwarding import Upstream, with_own
+from bridge.transports.remote_kinds import AUTO, LEGACY_SSE, STREAMABLE
 from bridge.transports.sse import Event
 
 SESSION_HEADER = "Mcp-Session-Id"
@@ -18,8 +19,6 @@ LAST_EVENT_ID = "Last-Event-ID"
 #: What a POST accepts (Streamable HTTP answers with JSON or a stream) and what a GET stream does.
 POST_ACCEPT = "application/json, text/event-stream"
 STREAM_ACCEPT = "text/event-stream"
-AUTO, STREAMABLE, LEGACY_SSE = "auto", "streamable-http", "sse"
-TRANSPORTS = (AUTO, STREAMABLE, LEGACY_SSE)
 #: What a 2024-11-05 server's SSE URL answers a POST with (its messages go to another endpoint);
 #: a Streamable HTTP endpoint takes POSTs. `auto` falls back on these, at the first POST only.
 FALLBACK_STATUSES = frozenset({404, 405})

@@ -14,18 +14,20 @@ import selectors
 import signal
 import stat
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.assembly import make_flow
 from bridge.pipeline.commands import HOST, PEER, Command, Defer, Pause, Receipt, Wakeup, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import detect_protocol, oversize_reply
 from bridge.policy import Policy
-from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
 from bridge.transports.child import ChildTransport, attach, noted_while_starting
 from bridge.transports.driver import FlowDriver
+
+if TYPE_CHECKING:
+    from bridge.rules import RouteSettings
 
 CHUNK = 256 * 1024
 #: Largest read from a pipe.  asyncio asks for 256 KiB, which glibc serves by mmap and munmap on every
