@@ -471,3 +471,40 @@ async def test_a_request_whose_answer_stream_ends_unanswered_gets_an_error(tmp_p
         faulty.stop()
     assert answer["id"] == 1 and answer["error"]["code"] == -32603
     assert "ended without an answer" in answer["error"]["message"]
+
+
+async def test_alike_hosts_listen_streams_of_the_same_id_stay_apart(bridge, upstream):
+    """Two hosts alike (one upstream session) both open `listen-1`, as SDK hosts do: a cancel one of
+    them POSTs cannot be told to be its own, so it ends neither stream (a 2026-07-28 host ends one
+    by closing it); once one host closes its stream, the other's alone goes on, taking reminders."""
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        one, two = RawHost(http, url(bridge), "alike-listen"), RawHost(http, url(bridge), "alike-listen")
+        await one.call("echo", text="open")
+        async with one.listen("listen-1", notifications={"reminders": True, "toolsListChanged": True}) as first:
+            await first.until(lambda m: True)
+            async with two.listen("listen-1", notifications={"reminders": True, "toolsListChanged": True,
+                                                             "resourceSubscriptions": ["file:///notes.txt"]}) as second:
+                await second.until(lambda m: True)
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": "listen-1", "_meta": one.body("x", 0)["params"]["_meta"]}}
+                async with http.post(url(bridge), json=cancel, headers=one.headers("notifications/cancelled")) as r:
+                    assert r.status == 202
+                await one.call("touch", path="both.rs")
+                [changed] = await first.until(lambda m: m.get("method") == "notifications/tools/list_changed")
+                assert changed["params"]["_meta"] == {SUB_KEY: "listen-1"}
+                got = await second.until(lambda m: m.get("method") == "notifications/reminder")
+                assert any(m.get("method") == "notifications/tools/list_changed" for m in got)
+                assert got[-1]["params"]["reminder"]["id"] == "r-both.rs"
+
+            async def unsubscribed():  # the second stream's end reached the proxy
+                return posted((await seen(upstream))[before:], "resources/unsubscribe")
+
+            await eventually(unsubscribed, timeout=20)
+            await one.call("touch", path="one.rs")
+            got = await first.until(lambda m: m.get("method") == "notifications/reminder")
+    assert got[-1]["params"]["reminder"]["id"] == "r-one.rs" and got[-1]["params"]["_meta"][SUB_KEY] == "listen-1"
+    requests = (await seen(upstream))[before:]
+    assert sum('"initialize"' in r["body"] for r in requests) == 1  # one session for both
+    assert not posted(requests, "notifications/cancelled")
+    assert_legacy_wire(requests)

@@ -104,7 +104,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         for command in toward:
             if command.to == HOST:
                 await exchange.answer.send(command)
-        frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
+        frames = [f for c in toward if c.to == PEER for f in [legacy.ids.toward(exchange, c.data)] if f is not None]
         proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
         await exchange.over.wait()
     finally:
@@ -311,7 +311,9 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
         if not isinstance(command, Write):
             continue
         if command.to == PEER:  # the flow's own follow-up
-            await _carry(legacy, legacy.bridge.toward_server(legacy.ids.toward(target, command.data)), target)
+            frame = legacy.ids.toward(target, command.data)
+            if frame is not None:
+                await _carry(legacy, legacy.bridge.toward_server(frame), target)
             continue
         for left in legacy.proxy.to_listen(route, session, [command]):
             if target is None:
