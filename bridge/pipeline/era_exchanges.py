@@ -76,8 +76,12 @@ class Exchanges:
         msg = _parsed(frame)
         if msg is None or "method" not in msg or "id" not in msg:
             return Posted(None, None)
-        owner = self.owners.get(msg["id"]) if isinstance(msg["id"], str) else None
-        return Posted(owner[0] if owner is not None else None, msg["id"])
+        return Posted(self.of(msg["id"]), msg["id"])
+
+    def of(self, own: Any) -> Any:
+        """The exchange whose request has the session's id ``own`` (None: no exchange's)."""
+        owner = self.owners.get(own) if isinstance(own, str) else None
+        return owner[0] if owner is not None else None
 
     def owed(self, exchange: Any) -> list[str]:
         """The ids of ``exchange``'s requests not answered yet (a listen's, until it ends)."""

@@ -317,14 +317,21 @@ class LegacyServer(EraLayer):
         stdio = self.came_on is None  # one channel: a message is taken as a request's while one is under way
         on_request = not stdio and self.came_on != GET_STREAM  # HTTP: on that request's answer stream
         if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
-            if on_request or (stdio and state.asked):
-                return [Forward(HOST, line)]  # the request's
-            # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
+            if (on_request and not state.inputs.suspended(id_key(self.came_on))) or (stdio and state.asked):
+                return [Forward(HOST, line)]  # the request's (once retried: the retry's, `answering`)
+            # ambient (or its request's answer, input_required, went and the retry has not come yet: no
+            # exchange of the host's waits for it): stamped as a listen stream's, so the flow puts it on
+            # the stream that opted in, or holds it for the fallback
             return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
         if method == LOG_METHOD and (id_key(self.came_on) in state.opted if on_request else stdio and state.opted):
             return [Forward(HOST, line)]  # a request that opted in to log messages is under way
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
+
+    def answering(self, request_id: Any) -> Any:
+        """The id of the host request that what comes on ``request_id``'s answer stream is for: its
+        retry's, once the host retried it after an `input_required` answer (HTTP), else its own."""
+        return self.state.inputs.rebound.get(id_key(request_id), request_id)
 
     def _input(self, msg: dict[str, Any]) -> list[Write]:
         """The server asks its client: the host's request in flight is answered `input_required`

@@ -77,7 +77,8 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         resources = await client.list_resources()
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+    assert {t.name for t in tools.tools} == {
+        "echo", "remind", "log", "touch", "ask", "nudge", "count", "confirm", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
@@ -508,3 +509,46 @@ async def test_alike_hosts_listen_streams_of_the_same_id_stay_apart(bridge, upst
     assert sum('"initialize"' in r["body"] for r in requests) == 1  # one session for both
     assert not posted(requests, "notifications/cancelled")
     assert_legacy_wire(requests)
+
+
+async def test_a_reminder_between_an_input_required_answer_and_its_retry_is_held_then_delivered(upstream, tmp_path):
+    """The server's `nudge` asks its client, then sends a reminder on the call's stream while the
+    question waits (the host has its `input_required` answer; no exchange of its own is open), and
+    another once answered (on the retry's way): the first is held for the fallback and rides the
+    retry's tool result, the second goes on the retry's stream. Neither is lost, each comes once."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n')
+    running = proxy("--rules", str(rules), "--host-era", MODERN, "--server-era", LEGACY, "--log-level", "info")
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running), "nudged")
+            host.CAPS = {**RawHost.CAPS, "sampling": {}}
+            arguments = {"question": "why?", "path": "n.rs"}
+            body = host.body("tools/call", 1, name="nudge", arguments=arguments)
+            async with http.post(host.at, json=body, headers=host.headers("tools/call", "nudge")) as r:
+                [asked] = [m async for m in messages(r)]
+            result = asked["result"]
+            assert result["resultType"] == "input_required"
+            [question] = result["inputRequests"].values()
+            assert question["method"] == "sampling/createMessage"
+
+            async def held():  # the proxy took the first reminder for the fallback (its log says so)
+                return [line for line in running.stderr if "r-before/n.rs" in line and "queued" in line]
+
+            await eventually(held, timeout=20)
+            answer = {"role": "assistant", "content": {"type": "text", "text": "because"}, "model": "m"}
+            retry = host.body("tools/call", 2, name="nudge", arguments=arguments,
+                              inputResponses={"request": answer}, requestState=result["requestState"])
+            async with http.post(host.at, json=retry, headers=host.headers("tools/call", "nudge")) as r:
+                got = [m async for m in messages(r)]
+    finally:
+        running.stop()
+    reminders = [m["params"]["reminder"]["id"] for m in got if m.get("method") == "notifications/reminder"]
+    assert reminders == ["r-after/n.rs"]
+    final = got[-1]
+    assert final["id"] == 2 and final["result"]["resultType"] == "complete"
+    texts = [c["text"] for c in final["result"]["content"]]
+    assert texts[0] == "sampled: because"
+    assert sum("before/n.rs changed externally" in t for t in texts) == 1
+    assert not [line for line in running.stderr if "era_unrouted" in line]

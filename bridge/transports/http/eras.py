@@ -8,11 +8,13 @@ and `notifications/initialized` POSTs, the `Mcp-Session-Id` the answer gave, the
 and later ones reuse it. Each host request goes through its own flow, as any 2026-07-28 request
 does, of the session's scope; its ids are the session's own while upstream
 (`bridge.pipeline.era_exchanges`), so what comes back, on any of the session's streams, reaches the
-exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer
-comes on the first request's stream), a listen stream's notification (the listen stays open until
+exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer,
+and whatever else the first request's stream brings once the host retried, goes to the retry's
+exchange: `LegacyServer.answering`), a listen stream's notification (the listen stays open until
 the host leaves, then its resources are unsubscribed), a request of the server's. What belongs to
-no exchange goes through the session's keeper flow (an ambient reminder: onto a listen stream
-that opted in, else held for the next tool result). A host that takes SSE gets each message of
+no exchange goes through the session's keeper flow (an ambient reminder, or one on the stream of a
+request answered `input_required` before the host's retry: onto a listen stream that opted in,
+else held for the next tool result). A host that takes SSE gets each message of
 its exchange as it comes; one that does not, the answer alone.
 """
 from __future__ import annotations
@@ -281,8 +283,9 @@ async def _read(legacy: Legacy, response: aiohttp.ClientResponse, owner: _Exchan
         async with response:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
-                    if event.data is not None:
-                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), owner)
+                    if event.data is not None:  # (after an input_required answer: its retry's exchange's)
+                        now = legacy.ids.of(legacy.bridge.answering(request_id)) or owner
+                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), now)
             elif "json" in response.headers.get("content-type", ""):
                 data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
                 if data.strip():

@@ -495,3 +495,24 @@ def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
     assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
     [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
     assert suspended["id"] == 7 and suspended["result"]["resultType"] == "input_required"  # not the newest, 8
+
+
+def test_a_request_s_stream_after_its_input_required_answer_is_no_exchange_s_then_the_retry_s():
+    """Over HTTP: once a request was answered `input_required`, what its stream brings is held as
+    ambient (no exchange of the host waits) until the host retries; after that, the retry's."""
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
+    [held] = sent(bridge.from_server(reminder, 7), HOST)
+    assert held["params"]["_meta"][SUB] is None  # stamped ambient: the flow holds it for the fallback
+    assert bridge.answering(7) == 7
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    bridge.toward_server(request(9, "tools/call", envelope(caps=caps), name="a",
+                                 requestState=suspended["result"]["requestState"], inputResponses={"request": answer}))
+    assert bridge.answering(7) == 9  # the transport gives what follows to the retry's exchange
+    assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
