@@ -115,6 +115,25 @@ async def test_a_pinned_host_and_its_log_opt_in(bridge, upstream):
     assert methods.index("logging/setLevel") < methods.index("tools/call")
 
 
+async def test_progress_reaches_the_host_on_its_request_s_stream(bridge, upstream):
+    """A 2026-07-28 SDK host's progressToken reaches the server; the server's notifications/progress,
+    on the call's stream, reach the host's callback before the answer."""
+    progress = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="counted", version="1")) as client:
+        result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
+    assert [c.text for c in result.content] == ["counted 3"]
+    assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    requests = (await seen(upstream))[before:]
+    [call] = posted(requests, "tools/call")
+    assert "progressToken" in call["params"]["_meta"]
+    assert_legacy_wire(requests)
+
+
 async def test_hosts_with_other_client_info_get_sessions_of_their_own(bridge, upstream):
     """Two hosts at once, the same request ids, other client info: two upstream sessions, each
     answer to its own host."""
