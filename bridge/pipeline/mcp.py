@@ -427,12 +427,14 @@ class McpFlow(Flow):
         return self._fall_back(reminder, method, source)
 
     def _elsewhere(self, msg: dict[str, Any]) -> bool:
-        """An ambient reminder goes on another listen stream than the one it came on."""
+        """An ambient reminder goes on another listen stream than the one it came on: another
+        exchange's (told by the proxy's key, never by a subscription id another host may share), or
+        on this connection another subscription than the one it is stamped with."""
         stream, sub_id = self._listen_stream() or (None, None)
+        if stream is not None:
+            return True
         meta = params_meta(msg)
-        if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:
-            return id_key(meta[SUBSCRIPTION_KEY]) != id_key(sub_id)
-        return stream is not None
+        return isinstance(meta, dict) and SUBSCRIPTION_KEY in meta and id_key(meta[SUBSCRIPTION_KEY]) != id_key(sub_id)
 
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
               params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = (), *,

@@ -175,6 +175,21 @@ def test_listens_of_one_scope_with_the_same_id_keep_streams_of_their_own():
     assert json.loads(send.data)["params"]["_meta"][SUB] == "listen-1"
 
 
+def test_a_standard_reminder_on_a_stream_that_did_not_opt_in_leaves_it_despite_an_equal_id():
+    """The server's own standard reminder, stamped `L` on a stream that did not opt in: another host's
+    stream of the same id did, so it goes there (by the proxy's key), not on the stream it came on."""
+    book = Subscriptions()
+    opted, other = request_flow(book), request_flow(book)
+    opted.from_host(listen("L", STANDARD, reminders=True))
+    opted.from_peer(ack("L"))
+    other.from_host(listen("L", STANDARD, toolsListChanged=True))
+    other.from_peer(ack("L", toolsListChanged=True))
+    standard = frame({"jsonrpc": "2.0", "method": "notifications/reminder",
+                      "params": {"reminder": {"id": "s1", "body": "b"}, "_meta": {SUB: "L"}}})
+    [send] = other.from_peer(standard)
+    assert send.stream == opted.subscription()
+
+
 def test_a_listen_of_a_host_without_support_is_not_told_it_gets_reminders():
     f = request_flow(Subscriptions())
     f.from_host(listen(3, {}, reminders=True))
