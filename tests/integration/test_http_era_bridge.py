@@ -78,7 +78,7 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
     assert {t.name for t in tools.tools} == {
-        "echo", "remind", "log", "touch", "ask", "nudge", "count", "confirm", "consult", "where"}
+        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
@@ -571,3 +571,31 @@ async def test_a_reminder_between_an_input_required_answer_and_its_retry_is_held
     assert texts[0] == "sampled: because"
     assert sum("before/n.rs changed externally" in t for t in texts) == 1
     assert not [line for line in running.stderr if "era_unrouted" in line]
+
+
+async def test_a_host_that_leaves_a_call_cancels_its_own_upstream_request_only(bridge, upstream):
+    """Closing a request's stream is a 2026-07-28 host's cancel: the proxy tells the 2025-11-25
+    server `notifications/cancelled` for that host's request, not for the same id of a host alike."""
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        one, two = RawHost(http, url(bridge), "alike-leaving"), RawHost(http, url(bridge), "alike-leaving")
+        for host in (one, two):
+            host.CAPS = {}
+        await one.call("echo", text="open")
+        body = one.body("tools/call", 5, {"progressToken": "p"}, name="hold", arguments={})
+        async with http.post(url(bridge), json=body, headers=one.headers("tools/call", "hold")) as left:
+            await anext(messages(left))  # the server holds it
+            async with http.post(url(bridge), json=two.body("tools/call", 5, {"progressToken": "p"}, name="hold",
+                                                            arguments={}),
+                                 headers=two.headers("tools/call", "hold")) as staying:
+                await anext(messages(staying))
+                calls = [m["id"] for m in posted((await seen(upstream))[before:], "tools/call")]
+                left.close()  # the first host goes away
+
+                async def cancelled():
+                    return posted((await seen(upstream))[before:], "notifications/cancelled")
+
+                [cancel] = await eventually(cancelled, timeout=20)
+                assert cancel["params"]["requestId"] == calls[-2]  # the first host's call, never the second's
+                assert [c for c in await cancelled()] == [cancel]
+    assert_legacy_wire((await seen(upstream))[before:])

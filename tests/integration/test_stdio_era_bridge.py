@@ -95,7 +95,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
         assert {t.name for t in tools.tools} == {
-            "echo", "remind", "log", "touch", "ask", "nudge", "count", "confirm", "consult", "where"}
+            "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -214,7 +214,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
     assert {t.name for t in tools.tools} == {
-        "echo", "remind", "log", "touch", "ask", "nudge", "count", "confirm", "consult", "where"}
+        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]

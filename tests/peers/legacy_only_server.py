@@ -12,7 +12,8 @@ plain log line (logger "legacy"), then answers; `ask {question}` asks its client
 (`elicitation/create`) for a yes or no and answers with the action and the answer, or the refusal;
 `nudge {question, path}` asks as `ask` does, sends a Harn reminder for `before/<path>` on the
 call's stream while the question waits, one for `after/<path>` once it is answered, then answers;
-`count {n}` reports progress 1..n of n (to the call's progressToken), then answers;
+`count {n}` reports progress 1..n of n (to the call's progressToken), then answers; `hold` reports
+progress 0 and answers never (until cancelled);
 `consult {question}` the same as `ask` through the SDK's
 resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
 client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
@@ -131,6 +132,12 @@ def build(http: bool = False) -> MCPServer:
         for step in range(1, n + 1):
             await ctx.report_progress(step, n, f"step {step}")
         return f"counted {n}"
+
+    @server.tool()
+    async def hold(ctx: Context) -> str:
+        await ctx.report_progress(0, None, "holding")
+        await anyio.sleep_forever()
+        return "never"
 
     @server.tool()
     async def confirm(question: str, ctx: Context) -> str:

@@ -11,11 +11,13 @@ does, of the session's scope; its ids are the session's own while upstream
 exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer,
 and whatever else the first request's stream brings once the host retried, goes to the retry's
 exchange: `LegacyServer.answering`), a listen stream's notification (the listen stays open until
-the host leaves, then its resources are unsubscribed), a request of the server's. What belongs to
-no exchange goes through the session's keeper flow (an ambient reminder, or one on the stream of a
-request answered `input_required` before the host's retry: onto a listen stream that opted in,
-else held for the next tool result). A host that takes SSE gets each message of
-its exchange as it comes; one that does not, the answer alone.
+the host leaves, then its resources are unsubscribed), a request of the server's. A host that
+leaves before its answer cancels that request alone (`LegacyServer.ended`: the 2025-11-25 server is
+told). What belongs to no exchange goes through the session's keeper flow (an ambient reminder, or
+one on the stream of a request no exchange waits on any more: answered `input_required` before the
+host's retry, or left: onto a listen stream that opted in, else held for the next tool result). A
+host that takes SSE gets each message of its exchange as it comes; one that does not, the answer
+alone.
 """
 from __future__ import annotations
 
@@ -118,7 +120,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         if exchange.listed is not None and exchange.answer.stream is not None:
             route.listening.close(exchange.listed, exchange.answer.stream)
         ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
-        if ended:  # a listen's response ended: the resources no stream wants are unsubscribed
+        if ended:  # the host left: its listen's resources no stream wants, its request under way, end upstream
             proxy.spawn(_carry(legacy, ended, None))
         session.close("a 2026-07-28 request is over once answered")
     return await exchange.answer.done()
