@@ -22,8 +22,7 @@ MAX_SCOPES = 1024
 class Subscriptions:
     """Per scope: the listen streams whose filter opted in to reminders and that the proxy
     acknowledged so (by the flow's own key for each stream, newest last: hosts of one scope may
-    choose the same listen ids), and the reminders held for the
-    scope's next `tools/call` result."""
+    choose the same listen ids), and the reminders held for the scope's next `tools/call` result."""
 
     def __init__(self, max_scopes: int = MAX_SCOPES):
         self.max_scopes = max_scopes

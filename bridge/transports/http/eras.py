@@ -108,8 +108,8 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         for command in toward:
             if command.to == HOST:
                 await exchange.answer.send(command)
-        frames = [f for c in toward if c.to == PEER for f in [legacy.ids.toward(exchange, c.data)] if f is not None]
-        proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
+        frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
+        proxy.spawn(_run(legacy, exchange, [f for f in frames if f is not None]))  # it goes on should the host leave: the session stays whole
         await exchange.over.wait()
     finally:
         exchange.over.set()  # (the host may have left): what comes for it now is no one's
