@@ -120,8 +120,8 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         if exchange.listed is not None and exchange.answer.stream is not None:
             route.listening.close(exchange.listed, exchange.answer.stream)
         ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
-        if ended:  # the host left: its listen's resources no stream wants, its request under way, end upstream
-            proxy.spawn(_carry(legacy, ended, None))
+        if ended and legacy in (route.eras or {}).values():  # (a session ending, its DELETE ends all)
+            proxy.spawn(_carry(legacy, ended, None))  # the host left: its listen's resources, its request, end
         session.close("a 2026-07-28 request is over once answered")
     return await exchange.answer.done()
 
