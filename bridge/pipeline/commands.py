@@ -51,9 +51,10 @@ class Send(Write):
     response to (an HTTP transport makes it the body), else None; ``method``: the method of a request or
     notification, for transports that mirror it (MCP 2026-07-28 `Mcp-Method`/`Mcp-Name` headers).
     ``receipts``: what it delivers that must be reported once written (`Flow.written`), or dropped
-    unwritten (`Flow.unwritten`). ``stream``: the host's `subscriptions/listen` request (its id key)
-    whose open stream it goes on, when that is another exchange than the one at hand (MCP 2026-07-28
-    over HTTP, where each request is its own stream); None: where the flow's other writes go."""
+    unwritten (`Flow.unwritten`). ``stream``: the flow's own key (`Flow.subscription`) for the stream
+    of the host's `subscriptions/listen` it goes on, when that is another exchange than the one at
+    hand (MCP 2026-07-28 over HTTP, where each request is its own stream); None: where the flow's
+    other writes go."""
 
     answers: Any = field(default=None, compare=False)
     method: str | None = None

@@ -6,8 +6,12 @@ request ids alike.
 So each request an exchange sends gets an id unique in the session (``rb-h<n>``), and whatever the
 bridge gives back says which exchange it belongs to: a response by its id (the one it answers
 ends the exchange's wait), a listen stream's notification by its subscription id, each with the
-host's own id again. A host's `notifications/cancelled` names its own id too: it is given the
-session's. Pure: the transport keeps the exchanges, this keeps their ids.
+host's own id again. A `notifications/cancelled` is given the session's id of the request it names
+only when that request is its own exchange's (a flow's own follow-up): hosts alike cannot be told
+apart by what they POST, so a cancel in a POST of its own names, for all the proxy knows, another
+host's request, and goes nowhere (a 2026-07-28 host ends a request by closing its answer stream,
+which the transport sees as that exchange's end). Pure: the transport keeps the exchanges, this
+keeps their ids.
 """
 from __future__ import annotations
 
@@ -45,8 +49,9 @@ class Exchanges:
         self._ids = itertools.count(1)
         self.owners: dict[str, tuple[Any, Any]] = {}
 
-    def toward(self, exchange: Any, frame: bytes) -> bytes:
-        """``frame`` (the exchange's flow wrote it toward the server) with the session's ids."""
+    def toward(self, exchange: Any, frame: bytes) -> bytes | None:
+        """``frame`` (the exchange's flow wrote it toward the server) with the session's ids; None for
+        a cancel that names no request of ``exchange`` (it must reach no other's)."""
         msg = _parsed(frame)
         if msg is None:
             return frame
@@ -56,15 +61,14 @@ class Exchanges:
             return dumps({**msg, "id": own})
         cancelled = get_path(msg, "params", "requestId")
         if msg.get("method") == "notifications/cancelled" and cancelled is not None:
-            own = self.own_id(cancelled)
-            if own is not None:
-                return dumps({**msg, "params": {**msg["params"], "requestId": own}})
+            own = self.own_id(cancelled, exchange)
+            return None if own is None else dumps({**msg, "params": {**msg["params"], "requestId": own}})
         return frame
 
-    def own_id(self, host_id: Any, exchange: Any = None) -> str | None:
-        """The session's id for a host's ``host_id`` (of ``exchange``, when given): the newest."""
+    def own_id(self, host_id: Any, exchange: Any) -> str | None:
+        """The session's id for ``exchange``'s request ``host_id`` (the newest), None: none of its own."""
         found = [own for own, (ex, hid) in self.owners.items()
-                 if type(hid) is type(host_id) and hid == host_id and (exchange is None or ex is exchange)]
+                 if type(hid) is type(host_id) and hid == host_id and ex is exchange]
         return found[-1] if found else None
 
     def posted(self, frame: bytes) -> Posted:
@@ -72,8 +76,12 @@ class Exchanges:
         msg = _parsed(frame)
         if msg is None or "method" not in msg or "id" not in msg:
             return Posted(None, None)
-        owner = self.owners.get(msg["id"]) if isinstance(msg["id"], str) else None
-        return Posted(owner[0] if owner is not None else None, msg["id"])
+        return Posted(self.of(msg["id"]), msg["id"])
+
+    def of(self, own: Any) -> Any:
+        """The exchange whose request has the session's id ``own`` (None: no exchange's)."""
+        owner = self.owners.get(own) if isinstance(own, str) else None
+        return owner[0] if owner is not None else None
 
     def owed(self, exchange: Any) -> list[str]:
         """The ids of ``exchange``'s requests not answered yet (a listen's, until it ends)."""

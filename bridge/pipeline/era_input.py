@@ -43,11 +43,14 @@ class Suspended:
         """The host request the server's request belongs to: ``came_on``, the request on whose
         answer stream it came (HTTP), else the newest in flight not already suspended (stdio tells
         no more), or None."""
-        busy = {key for key, _ in self.waiting.values()}
-        if came_on in asked and came_on not in busy:
+        if came_on in asked and not self.suspended(came_on):
             return came_on
-        free = [key for key in asked if key not in busy]
+        free = [key for key in asked if not self.suspended(key)]
         return free[-1] if free else None
+
+    def suspended(self, key: Any) -> bool:
+        """Request ``key`` was answered `input_required` and the host has not retried it yet."""
+        return any(waiting == key for waiting, _ in self.waiting.values())
 
     def host_id(self, key: Any) -> Any:
         return self.rebound.get(key, key[1])

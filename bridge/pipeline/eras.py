@@ -285,11 +285,23 @@ class LegacyServer(EraLayer):
             out.append(Send(PEER, dumps(stripped)))
         return out
 
-    def ended(self, listen_id: Any) -> list[Write]:
-        """The host's listen stream ``listen_id`` (its id as the server would know it) ended with
-        its response (HTTP: the host went away): the resources no stream wants any more are
-        unsubscribed; nothing, when it was not open."""
-        return self._unsubscribe(self.state.listens.close(id_key(listen_id)) or [])
+    def ended(self, request_id: Any) -> list[Write]:
+        """The host's exchange of request ``request_id`` (its id as the server knows it) ended before
+        its answer (HTTP: the host went away; 2026-07-28 cancels so): a listen's resources no stream
+        wants any more are unsubscribed; a request under way (or the one a retry stood for) is
+        cancelled upstream, and what its stream still brings is no exchange's (a reminder: held)."""
+        key = id_key(request_id)
+        gone = self.state.listens.close(key)
+        if gone is not None:
+            return self._unsubscribe(gone)
+        inputs = self.state.inputs
+        key = next((k for k, retry in inputs.rebound.items() if id_key(retry) == key), key)
+        if self.state.asked.pop(key, None) is None:
+            return []
+        self.state.opted.discard(key)
+        inputs.rebound.pop(key, None)
+        return [Send(PEER, dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+            "requestId": key[1], "reason": f"the {MODERN_ERA} host closed the request's stream"}}))]
 
     def _unsubscribe(self, uris: list[str]) -> list[Write]:
         return [self._call("resources/unsubscribe", {"uri": uri}) for uri in uris]
@@ -347,14 +359,25 @@ class LegacyServer(EraLayer):
         stdio = self.came_on is None  # one channel: a message is taken as a request's while one is under way
         on_request = not stdio and self.came_on != GET_STREAM  # HTTP: on that request's answer stream
         if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
-            if on_request or (stdio and state.asked):
-                return [Forward(HOST, line)]  # the request's
-            # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
+            if (on_request and self._waits(id_key(self.came_on))) or (stdio and state.asked):
+                return [Forward(HOST, line)]  # the request's (once retried: the retry's, `answering`)
+            # ambient (or no exchange of the host waits for its request's answer): stamped as a listen
+            # stream's, so the flow puts it on the stream that opted in, or holds it for the fallback
             return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
         if method == LOG_METHOD and (id_key(self.came_on) in state.opted if on_request else stdio and state.opted):
             return [Forward(HOST, line)]  # a request that opted in to log messages is under way
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
+
+    def _waits(self, key: Any) -> bool:
+        """An exchange of the host waits for request ``key``'s answer: it is under way, neither
+        answered `input_required` with no retry yet, nor left by its host (`ended`)."""
+        return key in self.state.asked and not self.state.inputs.suspended(key)
+
+    def answering(self, request_id: Any) -> Any:
+        """The id of the host request that what comes on ``request_id``'s answer stream is for: its
+        retry's, once the host retried it after an `input_required` answer (HTTP), else its own."""
+        return self.state.inputs.rebound.get(id_key(request_id), request_id)
 
     def _input(self, msg: dict[str, Any]) -> list[Write]:
         """The server asks its client: the host's request in flight is answered `input_required`

@@ -544,7 +544,8 @@ class Flow(Policing, Recording, Answering):
         return {}
 
     def subscription(self) -> Any:
-        """The id key of the host's listen request (MCP 2026-07-28) whose stream is kept for `Send.stream`."""
+        """The proxy's own key for the stream of the host's listen request (MCP 2026-07-28), kept for
+        `Send.stream` (never the host's id: hosts that share a scope choose ids alike)."""
         return None
 
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
@@ -653,12 +654,17 @@ class Flow(Policing, Recording, Answering):
     def call(self, to: str, method: str, params: Any, on_answer: Step | Callable[[dict[str, Any]], Handled]) -> Call:
         """The proxy's own request; ``on_answer`` (a `Step`, or a bound method) gets its answer
         (``run(response, *args)``) and returns commands."""
-        own = f"{OWN_ID_PREFIX}{next(_own_ids)}"
+        own = self.own_id()
         self.calls[own] = on_answer if type(on_answer) is Step else Step(on_answer)
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": own, "method": method}
         if params is not None:
             request["params"] = params
         return Call(to, dumps(request), own)
+
+    @staticmethod
+    def own_id() -> str:
+        """An id of the proxy's own, unique in the process (its requests, its keys for host streams)."""
+        return f"{OWN_ID_PREFIX}{next(_own_ids)}"
 
     def expect_response(self, msg: dict[str, Any], what: Any) -> None:
         """Remember that the response to the host's request ``msg`` must be seen by this flow."""

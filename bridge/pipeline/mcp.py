@@ -64,8 +64,9 @@ class McpState:
     #: where the host declared reminders (`McpStandard.host_key`): a 2026-07-28 host is told there
     host_key: tuple[str, ...] | None = None
     #: the host's `subscriptions/listen` requests, by id key → (the id as written, whether its filter
-    #: asked for reminders); and those acknowledged as taking them (in the `Subscriptions` book)
-    listens: dict[Any, tuple[Any, bool]] = field(default_factory=dict)
+    #: asked for reminders, the proxy's own key for its stream: unique, where hosts choose ids alike);
+    #: and those acknowledged as taking them (in the `Subscriptions` book, by that key)
+    listens: dict[Any, tuple[Any, bool, str]] = field(default_factory=dict)
     honoured: list[Any] = field(default_factory=list)
 
 
@@ -160,7 +161,7 @@ class McpFlow(Flow):
 
     def _watch_peer(self) -> None:
         """Server frames worth parsing: reminders, and acknowledgements while a listen waits for one."""
-        waiting = any(k not in self.state.honoured for k, (_, wants) in self.state.listens.items() if wants)
+        waiting = any(k not in self.state.honoured for k, (_, wants, _) in self.state.listens.items() if wants)
         self.peer_markers = (b"emind", b"acknowledged") if waiting else (b"emind",)
 
     def refresh_markers(self) -> None:
@@ -203,7 +204,7 @@ class McpFlow(Flow):
             self.expect_response(msg, "tool")
         if method == LISTEN_METHOD and "id" in msg:
             wants = get_path(params, "notifications", REMINDERS_FILTER) is True
-            self.state.listens[id_key(msg["id"])] = (msg["id"], wants)
+            self.state.listens[id_key(msg["id"])] = (msg["id"], wants, self.own_id())
             self._watch_peer()
         for addon in self.addons:
             answered = addon.on_host(msg)
@@ -315,7 +316,7 @@ class McpFlow(Flow):
         if listen is None or not listen[1] or key in self.state.honoured or self.host.dialect != "standard":
             return None
         self.state.honoured.append(key)
-        self.subscriptions.opened(self.scope, key, listen[0])
+        self.subscriptions.opened(self.scope, listen[2], listen[0])
         self._watch_peer()
         if get_path(msg, "params", "notifications", REMINDERS_FILTER) is True:
             return None  # the server takes reminders itself and said so
@@ -326,7 +327,9 @@ class McpFlow(Flow):
         return [self.send(HOST, out)]
 
     def subscription(self) -> Any:
-        return next(iter(self.state.listens), None) if self.sessionless else None
+        if not self.sessionless or not self.state.listens:
+            return None
+        return next(iter(self.state.listens.values()))[2]
 
     def _ambient(self, msg: dict[str, Any] | None) -> bool:
         """A 2026-07-28 reminder that belongs to no request of the host: one from a listen stream
@@ -431,12 +434,14 @@ class McpFlow(Flow):
         return self._fall_back(reminder, method, source)
 
     def _elsewhere(self, msg: dict[str, Any]) -> bool:
-        """An ambient reminder goes on another listen stream than the one it came on."""
+        """An ambient reminder goes on another listen stream than the one it came on: another
+        exchange's (told by the proxy's key, never by a subscription id another host may share), or
+        on this connection another subscription than the one it is stamped with."""
         stream, sub_id = self._listen_stream() or (None, None)
+        if stream is not None:
+            return True
         meta = params_meta(msg)
-        if isinstance(meta, dict) and SUBSCRIPTION_KEY in meta:
-            return id_key(meta[SUBSCRIPTION_KEY]) != id_key(sub_id)
-        return stream is not None
+        return isinstance(meta, dict) and SUBSCRIPTION_KEY in meta and id_key(meta[SUBSCRIPTION_KEY]) != id_key(sub_id)
 
     def _push(self, reminder: Reminder, method: str | None, source: str | None,
               params_meta: dict[str, Any] | None = None, receipts: tuple[Receipt, ...] = (), *,
@@ -610,7 +615,7 @@ class McpFlow(Flow):
     def close(self, why: str) -> None:
         super().close(why)
         for key in self.state.honoured:
-            self.subscriptions.closed(self.scope, key)
+            self.subscriptions.closed(self.scope, self.state.listens[key][2])
         self.state.honoured.clear()
         if not self.shares_held:  # a scope's held reminders wait for its next request
             for reminder, _ in self.state.tool_results.take():

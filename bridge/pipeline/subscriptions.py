@@ -21,8 +21,8 @@ MAX_SCOPES = 1024
 
 class Subscriptions:
     """Per scope: the listen streams whose filter opted in to reminders and that the proxy
-    acknowledged so (by the listen request's id key, newest last), and the reminders held for the
-    scope's next `tools/call` result."""
+    acknowledged so (by the flow's own key for each stream, newest last: hosts of one scope may
+    choose the same listen ids), and the reminders held for the scope's next `tools/call` result."""
 
     def __init__(self, max_scopes: int = MAX_SCOPES):
         self.max_scopes = max_scopes
@@ -30,7 +30,8 @@ class Subscriptions:
         self._held: OrderedDict[str, PendingQueue[Any]] = OrderedDict()
 
     def opened(self, scope: Scope, key: Any, subscription_id: Any) -> None:
-        """The listen request ``key`` (its id as the host wrote it: ``subscription_id``) streams reminders."""
+        """The listen stream ``key`` (the flow's own key; its request's id as the host wrote it:
+        ``subscription_id``) streams reminders."""
         self._open.setdefault(scope.key("listen"), {})[key] = subscription_id
 
     def closed(self, scope: Scope, key: Any) -> None:
@@ -41,7 +42,7 @@ class Subscriptions:
                 del self._open[scope.key("listen")]
 
     def stream(self, scope: Scope) -> tuple[Any, Any] | None:
-        """(id key, subscription id) of the newest open listen stream of ``scope`` that takes reminders."""
+        """(stream key, subscription id) of the newest open listen stream of ``scope`` that takes reminders."""
         streams = self._open.get(scope.key("listen"))
         if not streams:
             return None

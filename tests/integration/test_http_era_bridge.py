@@ -77,7 +77,8 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         resources = await client.list_resources()
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+    assert {t.name for t in tools.tools} == {
+        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
@@ -112,6 +113,25 @@ async def test_a_pinned_host_and_its_log_opt_in(bridge, upstream):
     assert_legacy_wire(requests)
     methods = [json.loads(r["body"]).get("method") for r in requests if r["method"] == "POST"]
     assert methods.index("logging/setLevel") < methods.index("tools/call")
+
+
+async def test_progress_reaches_the_host_on_its_request_s_stream(bridge, upstream):
+    """A 2026-07-28 SDK host's progressToken reaches the server; the server's notifications/progress,
+    on the call's stream, reach the host's callback before the answer."""
+    progress = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="counted", version="1")) as client:
+        result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
+    assert [c.text for c in result.content] == ["counted 3"]
+    assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    requests = (await seen(upstream))[before:]
+    [call] = posted(requests, "tools/call")
+    assert "progressToken" in call["params"]["_meta"]
+    assert_legacy_wire(requests)
 
 
 async def test_hosts_with_other_client_info_get_sessions_of_their_own(bridge, upstream):
@@ -471,3 +491,111 @@ async def test_a_request_whose_answer_stream_ends_unanswered_gets_an_error(tmp_p
         faulty.stop()
     assert answer["id"] == 1 and answer["error"]["code"] == -32603
     assert "ended without an answer" in answer["error"]["message"]
+
+
+async def test_alike_hosts_listen_streams_of_the_same_id_stay_apart(bridge, upstream):
+    """Two hosts alike (one upstream session) both open `listen-1`, as SDK hosts do: a cancel one of
+    them POSTs cannot be told to be its own, so it ends neither stream (a 2026-07-28 host ends one
+    by closing it); once one host closes its stream, the other's alone goes on, taking reminders."""
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        one, two = RawHost(http, url(bridge), "alike-listen"), RawHost(http, url(bridge), "alike-listen")
+        await one.call("echo", text="open")
+        async with one.listen("listen-1", notifications={"reminders": True, "toolsListChanged": True}) as first:
+            await first.until(lambda m: True)
+            async with two.listen("listen-1", notifications={"reminders": True, "toolsListChanged": True,
+                                                             "resourceSubscriptions": ["file:///notes.txt"]}) as second:
+                await second.until(lambda m: True)
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": "listen-1", "_meta": one.body("x", 0)["params"]["_meta"]}}
+                async with http.post(url(bridge), json=cancel, headers=one.headers("notifications/cancelled")) as r:
+                    assert r.status == 202
+                await one.call("touch", path="both.rs")
+                [changed] = await first.until(lambda m: m.get("method") == "notifications/tools/list_changed")
+                assert changed["params"]["_meta"] == {SUB_KEY: "listen-1"}
+                got = await second.until(lambda m: m.get("method") == "notifications/reminder")
+                assert any(m.get("method") == "notifications/tools/list_changed" for m in got)
+                assert got[-1]["params"]["reminder"]["id"] == "r-both.rs"
+
+            async def unsubscribed():  # the second stream's end reached the proxy
+                return posted((await seen(upstream))[before:], "resources/unsubscribe")
+
+            await eventually(unsubscribed, timeout=20)
+            await one.call("touch", path="one.rs")
+            got = await first.until(lambda m: m.get("method") == "notifications/reminder")
+    assert got[-1]["params"]["reminder"]["id"] == "r-one.rs" and got[-1]["params"]["_meta"][SUB_KEY] == "listen-1"
+    requests = (await seen(upstream))[before:]
+    assert sum('"initialize"' in r["body"] for r in requests) == 1  # one session for both
+    assert not posted(requests, "notifications/cancelled")
+    assert_legacy_wire(requests)
+
+
+async def test_a_reminder_between_an_input_required_answer_and_its_retry_is_held_then_delivered(upstream, tmp_path):
+    """The server's `nudge` asks its client, then sends a reminder on the call's stream while the
+    question waits (the host has its `input_required` answer; no exchange of its own is open), and
+    another once answered (on the retry's way): the first is held for the fallback and rides the
+    retry's tool result, the second goes on the retry's stream. Neither is lost, each comes once."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n')
+    running = proxy("--rules", str(rules), "--host-era", MODERN, "--server-era", LEGACY, "--log-level", "info")
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running), "nudged")
+            host.CAPS = {**RawHost.CAPS, "sampling": {}}
+            arguments = {"question": "why?", "path": "n.rs"}
+            body = host.body("tools/call", 1, name="nudge", arguments=arguments)
+            async with http.post(host.at, json=body, headers=host.headers("tools/call", "nudge")) as r:
+                [asked] = [m async for m in messages(r)]
+            result = asked["result"]
+            assert result["resultType"] == "input_required"
+            [question] = result["inputRequests"].values()
+            assert question["method"] == "sampling/createMessage"
+
+            async def held():  # the proxy took the first reminder for the fallback (its log says so)
+                return [line for line in running.stderr if "r-before/n.rs" in line and "queued" in line]
+
+            await eventually(held, timeout=20)
+            answer = {"role": "assistant", "content": {"type": "text", "text": "because"}, "model": "m"}
+            retry = host.body("tools/call", 2, name="nudge", arguments=arguments,
+                              inputResponses={"request": answer}, requestState=result["requestState"])
+            async with http.post(host.at, json=retry, headers=host.headers("tools/call", "nudge")) as r:
+                got = [m async for m in messages(r)]
+    finally:
+        running.stop()
+    reminders = [m["params"]["reminder"]["id"] for m in got if m.get("method") == "notifications/reminder"]
+    assert reminders == ["r-after/n.rs"]
+    final = got[-1]
+    assert final["id"] == 2 and final["result"]["resultType"] == "complete"
+    texts = [c["text"] for c in final["result"]["content"]]
+    assert texts[0] == "sampled: because"
+    assert sum("before/n.rs changed externally" in t for t in texts) == 1
+    assert not [line for line in running.stderr if "era_unrouted" in line]
+
+
+async def test_a_host_that_leaves_a_call_cancels_its_own_upstream_request_only(bridge, upstream):
+    """Closing a request's stream is a 2026-07-28 host's cancel: the proxy tells the 2025-11-25
+    server `notifications/cancelled` for that host's request, not for the same id of a host alike."""
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        one, two = RawHost(http, url(bridge), "alike-leaving"), RawHost(http, url(bridge), "alike-leaving")
+        for host in (one, two):
+            host.CAPS = {}
+        await one.call("echo", text="open")
+        body = one.body("tools/call", 5, {"progressToken": "p"}, name="hold", arguments={})
+        async with http.post(url(bridge), json=body, headers=one.headers("tools/call", "hold")) as left:
+            await anext(messages(left))  # the server holds it
+            async with http.post(url(bridge), json=two.body("tools/call", 5, {"progressToken": "p"}, name="hold",
+                                                            arguments={}),
+                                 headers=two.headers("tools/call", "hold")) as staying:
+                await anext(messages(staying))
+                calls = [m["id"] for m in posted((await seen(upstream))[before:], "tools/call")]
+                left.close()  # the first host goes away
+
+                async def cancelled():
+                    return posted((await seen(upstream))[before:], "notifications/cancelled")
+
+                [cancel] = await eventually(cancelled, timeout=20)
+                assert cancel["params"]["requestId"] == calls[-2]  # the first host's call, never the second's
+                assert [c for c in await cancelled()] == [cancel]
+    assert_legacy_wire((await seen(upstream))[before:])

@@ -32,7 +32,7 @@ REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
 ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
             "io.modelcontextprotocol/clientInfo")
 LEGACY_MESSAGE = validator_for(json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text()), "JSONRPCMessage")
-TOOLS = {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where", "steps", "approve"}
+TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where", "steps", "approve"}
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 on purpose
 
 

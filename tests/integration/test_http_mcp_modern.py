@@ -177,6 +177,27 @@ async def test_an_ambient_reminder_reaches_the_listen_stream_that_opted_in_of_it
     assert opted.reminders() == [got]
 
 
+async def test_listen_streams_of_one_identity_with_the_same_id_are_told_apart(bridge):
+    """Two hosts of one identity both listen as `same-1`, one opted in to reminders: the server
+    sends on the newest, which did not opt in; the reminder goes to the one that did, and only there."""
+    url = f"http://127.0.0.1:{bridge.port}/id"
+    async with aiohttp.ClientSession() as http:
+        opted = Listen(http, url, "same-1", STANDARD, "erin", toolsListChanged=True, reminders=True)
+        await opted.wait(acked)
+        other = Listen(http, url, "same-1", STANDARD, "erin", toolsListChanged=True)
+        await other.wait(acked)
+        try:
+            [sent] = await call(http, url, 7, "tools/call", STANDARD, "erin", name="ping_listeners",
+                                arguments={"body": "one of two"})
+            assert sent["result"]["content"][0]["text"] == "sent to same-1"
+            got = await opted.wait(reminder)
+        finally:
+            for stream in (opted, other):
+                await stream.close()
+    assert got["params"]["reminder"]["body"] == "one of two" and got["params"]["_meta"][SUB] == "same-1"
+    assert opted.reminders() == [got] and other.reminders() == []
+
+
 async def test_an_ambient_reminder_for_a_host_without_support_waits_for_its_next_tool_result(bridge):
     url = f"http://127.0.0.1:{bridge.port}/pull"
     async with aiohttp.ClientSession() as http:

@@ -20,7 +20,7 @@ from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
-TOOLS = {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
 
 
 def route(tmp_path: Path, module: str, seen: Path, *keys: str) -> Path:

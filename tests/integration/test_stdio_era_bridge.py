@@ -94,7 +94,8 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+        assert {t.name for t in tools.tools} == {
+            "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -212,7 +213,8 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+    assert {t.name for t in tools.tools} == {
+        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]

@@ -23,7 +23,7 @@ from tests.peers.processes import free_port, get_json, peer
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
 REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
-TOOLS = {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
+TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
 MODERN_TOOLS = TOOLS | {"steps", "approve"}  # tests.peers.modern_only_http's own two
 
 

@@ -10,6 +10,10 @@ reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `lo
 plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
 (`sampling/createMessage`) and answers with the text, or the refusal; `confirm {question}` asks
 (`elicitation/create`) for a yes or no and answers with the action and the answer, or the refusal;
+`nudge {question, path}` asks as `ask` does, sends a Harn reminder for `before/<path>` on the
+call's stream while the question waits, one for `after/<path>` once it is answered, then answers;
+`count {n}` reports progress 1..n of n (to the call's progressToken), then answers; `hold` reports
+progress 0 and answers never (until cancelled);
 `consult {question}` the same as `ask` through the SDK's
 resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
 client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
@@ -105,6 +109,35 @@ def build(http: bool = False) -> MCPServer:
         except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
             return f"refused: {exc}"
         return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    async def nudge(question: str, path: str, ctx: Context) -> str:
+        answer: list[str] = []
+
+        async def sample() -> None:
+            sampled = await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=question))],
+                max_tokens=16, related_request_id=ctx.request_id)
+            answer.append(sampled.content.text)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(sample)
+            await anyio.wait_all_tasks_blocked()  # the question is written: the reminder follows it
+            await ctx.session.send_notification(harn_reminder(f"before/{path}"), related_request_id=ctx.request_id)
+        await ctx.session.send_notification(harn_reminder(f"after/{path}"), related_request_id=ctx.request_id)
+        return f"sampled: {answer[0]}"
+
+    @server.tool()
+    async def count(n: int, ctx: Context) -> str:
+        for step in range(1, n + 1):
+            await ctx.report_progress(step, n, f"step {step}")
+        return f"counted {n}"
+
+    @server.tool()
+    async def hold(ctx: Context) -> str:
+        await ctx.report_progress(0, None, "holding")
+        await anyio.sleep_forever()
+        return "never"
 
     @server.tool()
     async def confirm(question: str, ctx: Context) -> str:

@@ -8,12 +8,16 @@ and `notifications/initialized` POSTs, the `Mcp-Session-Id` the answer gave, the
 and later ones reuse it. Each host request goes through its own flow, as any 2026-07-28 request
 does, of the session's scope; its ids are the session's own while upstream
 (`bridge.pipeline.era_exchanges`), so what comes back, on any of the session's streams, reaches the
-exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer
-comes on the first request's stream), a listen stream's notification (the listen stays open until
-the host leaves, then its resources are unsubscribed), a request of the server's. What belongs to
-no exchange goes through the session's keeper flow (an ambient reminder: onto a listen stream
-that opted in, else held for the next tool result). A host that takes SSE gets each message of
-its exchange as it comes; one that does not, the answer alone.
+exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer,
+and whatever else the first request's stream brings once the host retried, goes to the retry's
+exchange: `LegacyServer.answering`), a listen stream's notification (the listen stays open until
+the host leaves, then its resources are unsubscribed), a request of the server's. A host that
+leaves before its answer cancels that request alone (`LegacyServer.ended`: the 2025-11-25 server is
+told). What belongs to no exchange goes through the session's keeper flow (an ambient reminder, or
+one on the stream of a request no exchange waits on any more: answered `input_required` before the
+host's retry, or left: onto a listen stream that opted in, else held for the next tool result). A
+host that takes SSE gets each message of its exchange as it comes; one that does not, the answer
+alone.
 """
 from __future__ import annotations
 
@@ -105,7 +109,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
             if command.to == HOST:
                 await exchange.answer.send(command)
         frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
-        proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
+        proxy.spawn(_run(legacy, exchange, [f for f in frames if f is not None]))  # it goes on should the host leave: the session stays whole
         await exchange.over.wait()
     finally:
         exchange.over.set()  # (the host may have left): what comes for it now is no one's
@@ -116,8 +120,8 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         if exchange.listed is not None and exchange.answer.stream is not None:
             route.listening.close(exchange.listed, exchange.answer.stream)
         ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
-        if ended:  # a listen's response ended: the resources no stream wants are unsubscribed
-            proxy.spawn(_carry(legacy, ended, None))
+        if ended and legacy in (route.eras or {}).values():  # (a session ending, its DELETE ends all)
+            proxy.spawn(_carry(legacy, ended, None))  # the host left: its listen's resources, its request, end
         session.close("a 2026-07-28 request is over once answered")
     return await exchange.answer.done()
 
@@ -281,8 +285,9 @@ async def _read(legacy: Legacy, response: aiohttp.ClientResponse, owner: _Exchan
         async with response:
             if "text/event-stream" in response.headers.get("content-type", ""):
                 async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
-                    if event.data is not None:
-                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), owner)
+                    if event.data is not None:  # (after an input_required answer: its retry's exchange's)
+                        now = legacy.ids.of(legacy.bridge.answering(request_id)) or owner
+                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), now)
             elif "json" in response.headers.get("content-type", ""):
                 data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
                 if data.strip():
@@ -311,7 +316,9 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
         if not isinstance(command, Write):
             continue
         if command.to == PEER:  # the flow's own follow-up
-            await _carry(legacy, legacy.bridge.toward_server(legacy.ids.toward(target, command.data)), target)
+            frame = legacy.ids.toward(target, command.data)
+            if frame is not None:
+                await _carry(legacy, legacy.bridge.toward_server(frame), target)
             continue
         for left in legacy.proxy.to_listen(route, session, [command]):
             if target is None:

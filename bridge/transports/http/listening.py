@@ -1,11 +1,11 @@
 """A route's open 2026-07-28 `subscriptions/listen` streams, kept so that a flow's `Send.stream`
 (a reminder for another exchange than the one at hand) can be written on one.
 
-The flow decides which stream a message goes on (it names the listen request's id key); this
-table only finds that stream, by the scope of the flow that sent the message and the id (so a
-message reaches the listen streams of its own scope only, whatever ids clients send), and bounds
-what waits to be written on each, in bytes: a host that stops reading its stream loses what
-passes the bound (reported unwritten), never the proxy's memory.
+The flow decides which stream a message goes on (it names its own key for it); this table only
+finds that stream, by the scope of the flow that sent the message and that key (so a message
+reaches the listen streams of its own scope only, and the one it names, whatever ids clients
+send), and bounds what waits to be written on each, in bytes: a host that stops reading its
+stream loses what passes the bound (reported unwritten), never the proxy's memory.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Listener:
 
 
 class ListenStreams:
-    """Open listen streams by their scope and their listen request's id key."""
+    """Open listen streams by their scope and the flow's own key for each (`Flow.subscription`)."""
 
     def __init__(self) -> None:
         self._open: dict[str, Listener] = {}

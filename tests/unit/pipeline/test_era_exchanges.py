@@ -28,9 +28,20 @@ def test_a_listen_stream_s_notifications_and_its_cancel_carry_the_host_s_id():
     own = json.loads(ids.toward(listener, frame(id="L", method="subscriptions/listen")))["id"]
     ack = ids.back(frame(method="notifications/subscriptions/acknowledged", params={"_meta": {SUB: own}}))
     assert (ack.exchange, json.loads(ack.data)["params"]["_meta"], ack.answer) == (listener, {SUB: "L"}, False)
-    cancel = json.loads(ids.toward(object(), frame(method="notifications/cancelled", params={"requestId": "L"})))
-    assert cancel["params"]["requestId"] == own
+    cancel = json.loads(ids.toward(listener, frame(method="notifications/cancelled", params={"requestId": "L"})))
+    assert cancel["params"]["requestId"] == own  # its own exchange's (a flow's follow-up)
     assert ids.end(listener) == [own] and ids.owners == {}
+
+
+def test_a_cancel_reaches_no_other_exchange_s_request():
+    """Hosts alike choose ids alike: a cancel POSTed on its own, or naming the session's own ids,
+    could be any of theirs, so it goes nowhere."""
+    ids, one, two = Exchanges(), object(), object()
+    own = json.loads(ids.toward(one, frame(id="listen-1", method="subscriptions/listen")))["id"]
+    ids.toward(two, frame(id="listen-1", method="subscriptions/listen"))
+    for named in ("listen-1", own):
+        assert ids.toward(object(), frame(method="notifications/cancelled", params={"requestId": named})) is None
+    assert len(ids.owners) == 2
 
 
 def test_what_is_no_exchange_s_passes_as_it_is():

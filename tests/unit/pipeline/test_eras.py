@@ -573,3 +573,49 @@ def test_a_request_answered_input_required_is_carried_on_until_its_retry_is_answ
     assert retry["params"]["requestState"] == "s" and bridge.carried(frame(upstream))  # the retry is under way
     bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {"resultType": "complete", "content": []}}))
     assert not bridge.carried(frame(upstream))
+
+
+def test_a_request_s_stream_after_its_input_required_answer_is_no_exchange_s_then_the_retry_s():
+    """Over HTTP: once a request was answered `input_required`, what its stream brings is held as
+    ambient (no exchange of the host waits) until the host retries; after that, the retry's."""
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
+    [held] = sent(bridge.from_server(reminder, 7), HOST)
+    assert held["params"]["_meta"][SUB] is None  # stamped ambient: the flow holds it for the fallback
+    assert bridge.answering(7) == 7
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    bridge.toward_server(request(9, "tools/call", envelope(caps=caps), name="a",
+                                 requestState=suspended["result"]["requestState"], inputResponses={"request": answer}))
+    assert bridge.answering(7) == 9  # the transport gives what follows to the retry's exchange
+    assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
+
+
+def test_a_request_its_host_left_is_cancelled_upstream_and_what_its_stream_brings_is_held():
+    """Over HTTP a 2026-07-28 host cancels by closing the request's stream (`ended`): the server is
+    told `notifications/cancelled` for that request (for a retry: the request it stands for), and
+    a reminder its stream still brings is ambient, held for the fallback."""
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    [cancel] = sent(bridge.ended(7), PEER)
+    assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == 7
+    assert bridge.ended(7) == []  # once
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
+    [held] = sent(bridge.from_server(reminder, 7), HOST)
+    assert held["params"]["_meta"][SUB] is None
+    bridge.toward_server(request(8, "tools/call", envelope(caps=caps), name="b"))
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 80, **SAMPLE}), 8), HOST)
+    answer = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    bridge.toward_server(request(9, "tools/call", envelope(caps=caps), name="b",
+                                 requestState=suspended["result"]["requestState"], inputResponses={"request": answer}))
+    [cancel] = sent(bridge.ended(9), PEER)
+    assert cancel["params"]["requestId"] == 8 and bridge.answering(8) == 8

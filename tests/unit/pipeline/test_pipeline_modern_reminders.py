@@ -10,6 +10,7 @@ import pytest
 
 from bridge.jsonrpc import id_key
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
+from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.pipeline.subscriptions import Subscriptions
 from bridge.rules import parse_rules_text
 from bridge.state.scope import Scope
@@ -101,7 +102,8 @@ def test_a_listen_that_opts_in_is_acknowledged_so_and_takes_ambient_reminders_st
     f = request_flow(Subscriptions())
     opened = listen(3, STANDARD, toolsListChanged=True, reminders=True)
     assert f.from_host(opened) == [Forward(PEER, opened)]  # the listen itself goes upstream untouched
-    assert f.subscription() == id_key(3)  # keyed as every id the flow tracks
+    key = f.subscription()  # the proxy's own key for the stream, never the host's id
+    assert isinstance(key, str) and key.startswith(OWN_ID_PREFIX)
     [acked] = sent(f.from_peer(ack(3, toolsListChanged=True)))  # the server knows nothing of reminders
     assert acked["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
     assert acked["params"]["_meta"] == {SUB: 3}
@@ -127,7 +129,7 @@ def test_an_ambient_reminder_on_a_stream_that_did_not_opt_in_goes_to_the_one_tha
     acked = ack("b", toolsListChanged=True)
     assert other.from_peer(acked) == [Forward(HOST, acked)]  # no opt-in: nothing added
     [send] = other.from_peer(harn_reminder(1, sub_id="b"))
-    assert send.stream == id_key("a")  # named for the transport: the opted-in listen's stream
+    assert send.stream == opted.subscription()  # named for the transport: the opted-in listen's stream
     assert json.loads(send.data)["params"]["_meta"][SUB] == "a"
 
 
@@ -152,6 +154,40 @@ def test_a_listen_that_ended_takes_no_more_reminders():
     other = request_flow(book)
     other.from_host(listen("b", STANDARD))
     assert other.from_peer(harn_reminder(1)) == []  # queued: no stream takes it
+
+
+def test_listens_of_one_scope_with_the_same_id_keep_streams_of_their_own():
+    """Hosts alike choose listen ids alike (the SDK's `listen-1`): each stream has the proxy's own
+    key, so one host's stream ending leaves the other's taking reminders, and each is named apart."""
+    book = Subscriptions()
+    first, second = request_flow(book), request_flow(book)
+    for f in (first, second):
+        f.from_host(listen("listen-1", STANDARD, reminders=True))
+        f.from_peer(ack("listen-1"))
+    assert first.subscription() != second.subscription()
+    other = request_flow(book)
+    other.from_host(request(9, "tools/call", STANDARD, name="t"))
+    [send] = other.from_peer(harn_reminder(1, sub_id="elsewhere"))
+    assert send.stream == second.subscription()  # the newest
+    second.close("the stream ended")
+    [send] = other.from_peer(harn_reminder(2, sub_id="elsewhere"))
+    assert send.stream == first.subscription()  # still open: the other host's end was not its own
+    assert json.loads(send.data)["params"]["_meta"][SUB] == "listen-1"
+
+
+def test_a_standard_reminder_on_a_stream_that_did_not_opt_in_leaves_it_despite_an_equal_id():
+    """The server's own standard reminder, stamped `L` on a stream that did not opt in: another host's
+    stream of the same id did, so it goes there (by the proxy's key), not on the stream it came on."""
+    book = Subscriptions()
+    opted, other = request_flow(book), request_flow(book)
+    opted.from_host(listen("L", STANDARD, reminders=True))
+    opted.from_peer(ack("L"))
+    other.from_host(listen("L", STANDARD, toolsListChanged=True))
+    other.from_peer(ack("L", toolsListChanged=True))
+    standard = frame({"jsonrpc": "2.0", "method": "notifications/reminder",
+                      "params": {"reminder": {"id": "s1", "body": "b"}, "_meta": {SUB: "L"}}})
+    [send] = other.from_peer(standard)
+    assert send.stream == opted.subscription()
 
 
 def test_a_listen_of_a_host_without_support_is_not_told_it_gets_reminders():
