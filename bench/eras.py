@@ -14,7 +14,10 @@ The same over `serve`, in front of the bench's aiohttp MCP server (bench/peers.p
 2025-11-25 session server): a 2026-07-28 host's POSTs (its headers and envelope, no session)
 through `serve --host-era 2026-07-28 --server-era 2025-11-25`, which keeps one upstream session for
 them, against a 2025-11-25 host's warm session through plain `serve`; batches alternate round by
-round.
+round. And the other way round: a 2025-11-25 host's warm session through `serve --host-era
+2025-11-25 --server-era 2026-07-28` (the proxy's own session; each call a POST of its own upstream,
+with the envelope), against the same host's warm session through plain `serve`, in front of the
+same server (it answers 2026-07-28 requests too).
 """
 from __future__ import annotations
 
@@ -87,23 +90,31 @@ def latency(count: int, rounds: int) -> dict:
                f"{rounds} rounds")
 
 
-def serve_latency(count: int, rounds: int) -> dict:
+def serve_latency(count: int, rounds: int, reverse: bool = False) -> dict:
+    """A 2026-07-28 host's POSTs through the bridge toward a 2025-11-25 server, or (``reverse``) a
+    2025-11-25 host's session through the bridge toward a 2026-07-28 one, against plain `serve`."""
+    host, server_era = (LEGACY, MODERN) if reverse else (MODERN, LEGACY)
     with ExitStack() as stack:
         server = stack.enter_context(peer("mcp-http"))
         upstream = f"http://127.0.0.1:{server.port}"
         plain = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream))
-        era = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream, "--host-era", MODERN,
-                                              "--server-era", LEGACY))
-        through, same = asyncio.run(_serve_rounds(plain.port, era.port, count, rounds))
-    return row("serve", through, same, f"`serve --host-era {MODERN} --server-era {LEGACY}` (a {MODERN} host, one "
-               f"connection) and plain `serve` (a {LEGACY} host's warm session), in front of the bench's aiohttp MCP "
-               f"server; batches of {count} alternating, {rounds} rounds")
+        era = stack.enter_context(proxy_serve("--protocol", "mcp", "--upstream", upstream, "--host-era", host,
+                                              "--server-era", server_era))
+        through, same = asyncio.run(_serve_rounds(plain.port, era.port, count, rounds, reverse))
+    bridged = f"a {LEGACY} host's warm session, the proxy's own" if reverse else f"a {MODERN} host, one connection"
+    return row("serve", through, same, f"`serve --host-era {host} --server-era {server_era}` ({bridged}) and plain "
+               f"`serve` (a {LEGACY} host's warm session), in front of the bench's aiohttp MCP server; batches of "
+               f"{count} alternating, {rounds} rounds", direction=f"{LEGACY} hosts" if reverse else "")
 
 
-async def _serve_rounds(plain_port: int, era_port: int, count: int, rounds: int) -> tuple[list[float], list[float]]:
+async def _serve_rounds(plain_port: int, era_port: int, count: int, rounds: int,
+                        reverse: bool = False) -> tuple[list[float], list[float]]:
+    """Bridged and same-era trips in alternating batches: a 2026-07-28 host's POSTs on the bridge, or
+    (``reverse``) a 2025-11-25 host's session there too."""
     session = await open_session(plain_port)
-    sides = {"same": request_maker(plain_port, session_headers(session)),
-             "bridged": request_maker(era_port, MODERN_HEADERS, MODERN_HTTP_CALL)}
+    bridged = (request_maker(era_port, session_headers(await open_session(era_port))) if reverse
+               else request_maker(era_port, MODERN_HEADERS, MODERN_HTTP_CALL))
+    sides = {"same": request_maker(plain_port, session_headers(session)), "bridged": bridged}
     ports = {"same": plain_port, "bridged": era_port}
     for side, make in sides.items():  # warm-up: the bridge's upstream session, connections, caches
         await call_latencies(ports[side], make, WARM_UP)
@@ -114,10 +125,11 @@ async def _serve_rounds(plain_port: int, era_port: int, count: int, rounds: int)
     return got["bridged"], got["same"]
 
 
-def row(transport: str, through: list[float], plain: list[float], detail: str) -> dict:
+def row(transport: str, through: list[float], plain: list[float], detail: str, direction: str = "") -> dict:
     added50 = statistics.median(through) - statistics.median(plain)
     added99 = pct(through, 0.99) - pct(plain, 0.99)
-    return {"scenario": f"era bridge ({transport}): added tools/call latency", "unit": "µs",
+    bridged = f"{transport}, {direction}" if direction else transport
+    return {"scenario": f"era bridge ({bridged}): added tools/call latency", "unit": "µs",
             "proxy": f"p50 {statistics.median(through):.0f} / p99 {pct(through, 0.99):.0f}",
             "direct": f"p50 {statistics.median(plain):.0f} / p99 {pct(plain, 0.99):.0f} (same-era route)",
             "ratio": f"{added50:+.0f} p50 / {added99:+.0f} p99", "goal": GOALS[transport][0],
@@ -130,5 +142,5 @@ def row(transport: str, through: list[float], plain: list[float], detail: str) -
 
 def run(quick: bool) -> list[dict]:
     rounds, trips, calls = (3, 1000, 400) if quick else (5, 3000, 2000)
-    return [latency(trips, rounds), serve_latency(calls, rounds)]
+    return [latency(trips, rounds), serve_latency(calls, rounds), serve_latency(calls, rounds, reverse=True)]
 

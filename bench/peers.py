@@ -2,7 +2,10 @@
 
   python -m bench.peers mcp-http      MCP Streamable HTTP (2025-11-25): initialize gives a session,
                                       tools/call answers as JSON, except tool `flood` {count}: an SSE
-                                      stream of `count` legacy reminders, then the result; prints `PORT <n>`
+                                      stream of `count` legacy reminders, then the result; a request
+                                      with `MCP-Protocol-Version: 2026-07-28` is answered with no
+                                      session, as 2026-07-28 (`server/discover`, `resultType`);
+                                      prints `PORT <n>`
   python -m bench.peers a2a           A2A v1.0 JSON-RPC: SendStreamingMessage answers as SSE with a
                                       task, `params.metadata.events` status updates `interval` s apart
                                       (each stamped with the monotonic clock when sent), a last one
@@ -39,16 +42,18 @@ def mcp_http_app():
         method = msg.get("method")
         if "id" not in msg:
             return web.Response(status=202)
+        modern = request.headers.get("MCP-Protocol-Version") == "2026-07-28"
         if method == "initialize":
             session = uuid.uuid4().hex
             sessions.add(session)
-            result = {"protocolVersion": "2025-11-25", "serverInfo": {"name": "bench", "version": "1"},
-                      "capabilities": {"tools": {}, "logging": {},
-                                       "_meta": {"harn": {"reminders": {"emit": True, "propagate": ["session"],
-                                                                        "roleHints": ["system"]}}}}}
+            result = {"protocolVersion": "2025-11-25", "serverInfo": SERVER_INFO, "capabilities": CAPABILITIES}
             return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": result},
                                      headers={"Mcp-Session-Id": session})
-        if request.headers.get("Mcp-Session-Id") not in sessions:
+        if modern and method == "server/discover":
+            result = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": CAPABILITIES,
+                      "ttlMs": 0, "cacheScope": "private", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+            return web.json_response({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        if not modern and request.headers.get("Mcp-Session-Id") not in sessions:
             return web.json_response({"jsonrpc": "2.0", "id": None,
                                       "error": {"code": -32600, "message": "Session not found"}}, status=404)
         if method == "tools/list":
@@ -60,6 +65,8 @@ def mcp_http_app():
             result = {"content": [{"type": "text", "text": text}]}
         else:
             result = {}
+        if modern:
+            result["resultType"] = "complete"
         body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}, separators=(",", ":"))
         return web.Response(text=body, content_type=JSON)
 
@@ -68,6 +75,9 @@ def mcp_http_app():
     return app
 
 
+SERVER_INFO = {"name": "bench", "version": "1"}
+CAPABILITIES = {"tools": {}, "logging": {},
+                "_meta": {"harn": {"reminders": {"emit": True, "propagate": ["session"], "roleHints": ["system"]}}}}
 #: what `tools/list` answers (proxies that build their own tool list, like FastMCP's, ask for it)
 TOOLS = {"tools": [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},

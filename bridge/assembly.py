@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bridge.rules import RouteSettings
+from bridge.defaults import ROUTE
 from bridge.telemetry import Recorder
 
 if TYPE_CHECKING:
     from bridge.pipeline.flow import Flow
+    from bridge.rules import RouteSettings
 
 
 def flow_class(protocol: str) -> type[Flow]:
@@ -38,7 +39,7 @@ def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Re
     """The pipeline for one connection or session of ``protocol``. ``outbox=False``: no outbox
     add-on even if the route declares one (a request that is its own session has nowhere to
     deliver polled events later)."""
-    settings = settings or RouteSettings()
+    settings = settings or ROUTE
     recorder = recorder or Recorder()
     addons: tuple[Any, ...] = ()
     if protocol == "mcp" and outbox and (settings.outbox is not None or settings.serve_outbox is not None):

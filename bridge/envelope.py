@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from html import escape
+from typing import TYPE_CHECKING
 
-from bridge.model import Reminder
-from bridge.rules import DEFAULT_ENVELOPE
+from bridge.defaults import DEFAULT_ENVELOPE
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
 
 
 def render(reminders: Iterable[Reminder], template: str = DEFAULT_ENVELOPE) -> str:

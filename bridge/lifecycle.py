@@ -11,9 +11,16 @@ events that also ride the session's next tool result, each once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bridge.model import Packed, Reminder, size_at_most
+from bridge.lazy import lazily
 from bridge.pending import PendingQueue
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Packed, Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 
 @dataclass(slots=True)
@@ -67,8 +74,8 @@ class SessionReminders:
 
         Returns the dedupe event (if any) and reminders pushed out by the pending limit.
         """
-        put = self.pending.append(Kept(Packed.of(reminder), reminder.ttl_turns), dedupe=reminder.dedupe_key,
-                                  size=size_at_most(reminder))
+        put = self.pending.append(Kept(model.Packed.of(reminder), reminder.ttl_turns), dedupe=reminder.dedupe_key,
+                                  size=model.size_at_most(reminder))
         deduped = None
         if put.deduped is not None:
             assert reminder.dedupe_key is not None
@@ -118,7 +125,8 @@ class ToolResultRides:
         if reminder.id in self.rode:
             return []
         self.pending.limit = limit
-        return self.pending.put(reminder.id, reminder, dedupe=reminder.dedupe_key, size=size_at_most(reminder)).evicted
+        return self.pending.put(reminder.id, reminder, dedupe=reminder.dedupe_key,
+                                size=model.size_at_most(reminder)).evicted
 
     def take(self, limit: int) -> list[Reminder]:
         """Everything pending, oldest first, for the tool result at hand: from now on, seen."""

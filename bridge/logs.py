@@ -37,7 +37,6 @@ WORKERS = logging.getLogger(f"{ROOT}.workers")
 #: `--log-level` names and the `level` field of a line, as logging levels; a line that names no
 #: level is a warning (something an operator should see)
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-FORMATS = ("text", "json")
 #: Formatted lines waiting for the writer thread, at most (bytes).
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 #: Seconds the process waits at exit for queued lines to be written (a stderr nobody reads blocks).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.status import StatusCode
+
+from bridge.reminder_spans import ReminderSpan
 
 _logger = logging.getLogger(__name__)
 
@@ -81,6 +83,10 @@ class SpanEncoder:
         self._outer: dict[int, tuple[Any, bytes]] = {}  # id of a resource or scope → it, its encoded field
 
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
+        first = spans[0] if spans else None
+        if first is not None and all(s.resource is first.resource and s.instrumentation_scope is
+                                     first.instrumentation_scope for s in spans):
+            return self._one_group(spans, first.resource, first.instrumentation_scope or None)
         # grouped by identity: the SDK hashes a `Resource` by serialising its attributes to JSON,
         # per span, and every span of one provider shares the one object
         groups: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
@@ -97,16 +103,41 @@ class SpanEncoder:
             for scope, encoded in scopes.values():
                 body = [encoded[0]]
                 body.extend(_field(b"\x12", one) for one in encoded[1:])
-                if scope is not None and scope.schema_url:
-                    body.append(_field(b"\x1a", _utf8(scope.schema_url)))
-                parts.append(_field(b"\x12", b"".join(body)))
-            if resource.schema_url:
-                parts.append(_field(b"\x1a", _utf8(resource.schema_url)))
-            out.append(_field(b"\x0a", b"".join(parts)))
+                parts.append(self._scope_spans(scope, body))
+            out.append(self._resource_spans(resource, parts))
         return b"".join(out)
+
+    def _one_group(self, spans: Sequence[ReadableSpan], resource: Any, scope: Any) -> bytes:
+        """The usual batch: every span from the one provider and scope (no grouping to do)."""
+        body = [self._outer_field(spans[0], scope, "scope")]
+        self._outer_field(spans[0], resource, "resource")
+        plain, span = self._plain, self.span
+        body.extend(_field(b"\x12", plain(one, one.plain) if type(one) is ReminderSpan else span(one)) for one in spans)
+        return self._resource_spans(resource, [self._outer[id(resource)][1], self._scope_spans(scope, body)])
+
+    @staticmethod
+    def _scope_spans(scope: Any, body: list[bytes]) -> bytes:
+        if scope is not None and scope.schema_url:
+            body.append(_field(b"\x1a", _utf8(scope.schema_url)))
+        return _field(b"\x12", b"".join(body))
+
+    @staticmethod
+    def _resource_spans(resource: Any, parts: list[bytes]) -> bytes:
+        if resource.schema_url:
+            parts.append(_field(b"\x1a", _utf8(resource.schema_url)))
+        return _field(b"\x0a", b"".join(parts))
 
     def span(self, span: ReadableSpan) -> bytes:
         """One `Span` message (trace.proto field numbers in order, defaults left out)."""
+        status = span.status
+        if (span.dropped_attributes or span.events or span.links or span.dropped_events or span.dropped_links
+                or status.status_code is not StatusCode.UNSET or status.description is not None):
+            return self._by_library(span)
+        return self._plain(span, span.attributes)
+
+    def _plain(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> bytes:
+        """`span` once it is known to have no events, links, drops or status: what the proxy's own
+        spans (`bridge.reminder_spans.ReminderSpan`) are by construction, so they come here direct."""
         context = span.get_span_context()
         parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08", context.span_id.to_bytes(8, "big")]
         if context.trace_state:
@@ -122,20 +153,16 @@ class SpanEncoder:
             parts += (b"\x39", _PACK_NANOS(span.start_time))
         if span.end_time:
             parts += (b"\x41", _PACK_NANOS(span.end_time))
-        attributes = span.attributes
         if attributes:
             pairs = self._pairs
             for key, value in attributes.items():
-                if type(value) not in _SCALARS:
+                kind = type(value)
+                if kind not in _SCALARS:
                     return self._by_library(span)
-                encoded = pairs.get((key, type(value), value)) or self._pair(key, value)
+                encoded = pairs.get((key, kind, value)) or self._pair(key, value)
                 if encoded is None:
                     return self._by_library(span)
                 parts.append(encoded)
-        status = span.status
-        if (span.dropped_attributes or span.events or span.links or span.dropped_events or span.dropped_links
-                or status.status_code is not StatusCode.UNSET or status.description is not None):
-            return self._by_library(span)
         parts += (_UNSET_STATUS, _FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
         return b"".join(parts)
 

@@ -19,10 +19,11 @@ from pydantic import (
 )
 
 from bridge.declaration import check_resource, read_manifest
+from bridge.defaults import DEFAULT_ENVELOPE, FALLBACK, ROUTE, TRUST, UNNAMED_ROUTE, RouteReading
 from bridge.dialects.eras import ERAS
 from bridge.dialects.hosts import HOST_DIALECTS, REMINDER_DIALECTS, host_dialect_problem
 from bridge.environ import check_env_name, check_header_name, check_header_value, expand
-from bridge.model import RoleHint
+from bridge.fields import RoleHint
 from bridge.problems import RuleProblem, RulesError, dotted, line_of, locate_keys, explain, show
 from bridge.state.settings import StateSettings
 from bridge.urls import LOOPBACK_ORIGINS, redact
@@ -41,11 +42,7 @@ Dialect = Literal[REMINDER_DIALECTS]  # type: ignore[valid-type]
 Era = Literal[ERAS]  # type: ignore[valid-type]
 #: A host side may also speak a host adapter (spec §11, bridge/dialects/hosts.py, the registry).
 HostDialect = Literal[HOST_DIALECTS]  # type: ignore[valid-type]
-#: The name of a route that was given none (no rules file, or a file without routes).
-UNNAMED_ROUTE = "default"
 
-
-DEFAULT_ENVELOPE = '<system-reminder id="{id}" source="{source}">{body}</system-reminder>'
 ENVELOPE_PLACEHOLDERS = ("id", "source", "body", "tags", "dedupe_key")
 #: `channel_instructions` may name the server the host knows (the route's name, else the server's own).
 CHANNEL_PLACEHOLDERS = ("server",)
@@ -58,11 +55,11 @@ class _Model(BaseModel):
 
 
 class Fallback(_Model):
-    """What to do when one side has no reminder support at all (spec §3-§5)."""
+    """What to do when one side has no reminder support at all (spec §3-§5). Defaults: bridge/defaults.py."""
 
-    mcp_host_none: Literal["tool_result", "drop"] = "tool_result"
-    acp_agent_none: Literal["hold", "off"] = "hold"
-    a2a_peer_none: Literal["prepend", "drop"] = "prepend"
+    mcp_host_none: Literal["tool_result", "drop"] = FALLBACK.mcp_host_none
+    acp_agent_none: Literal["hold", "off"] = FALLBACK.acp_agent_none
+    a2a_peer_none: Literal["prepend", "drop"] = FALLBACK.a2a_peer_none
 
 
 class GlobalBudget(_Model):
@@ -80,18 +77,18 @@ class Budget(GlobalBudget):
 
 
 class Trust(_Model):
-    """Limits on untrusted reminder content (spec §7)."""
+    """Limits on untrusted reminder content (spec §7). Defaults: bridge/defaults.py."""
 
-    max_body_bytes: Annotated[int, Field(ge=1)] = 4096
-    max_tags: Annotated[int, Field(ge=0)] = 16
-    max_tag_chars: Annotated[int, Field(ge=1)] = 64
-    max_id_bytes: Annotated[int, Field(ge=1)] = 128
-    max_dedupe_key_bytes: Annotated[int, Field(ge=1)] = 256
+    max_body_bytes: Annotated[int, Field(ge=1)] = TRUST.max_body_bytes
+    max_tags: Annotated[int, Field(ge=0)] = TRUST.max_tags
+    max_tag_chars: Annotated[int, Field(ge=1)] = TRUST.max_tag_chars
+    max_id_bytes: Annotated[int, Field(ge=1)] = TRUST.max_id_bytes
+    max_dedupe_key_bytes: Annotated[int, Field(ge=1)] = TRUST.max_dedupe_key_bytes
     #: the whole reminder as the proxy holds and queues it (JSON: every field, `_meta`, unknown fields)
-    max_reminder_bytes: Annotated[int, Field(ge=1)] = 16384
-    max_pending_per_session: Annotated[int, Field(ge=1)] = 64
-    strip_control: bool = True
-    role_hint_ceiling: RoleHint | None = None
+    max_reminder_bytes: Annotated[int, Field(ge=1)] = TRUST.max_reminder_bytes
+    max_pending_per_session: Annotated[int, Field(ge=1)] = TRUST.max_pending_per_session
+    strip_control: bool = TRUST.strip_control
+    role_hint_ceiling: RoleHint | None = TRUST.role_hint_ceiling
 
 
 def _rules_path(v: str, info: ValidationInfo) -> str:
@@ -224,55 +221,45 @@ def _origin(v: str) -> str:
     return v.lower()
 
 
-class RouteSettings(_Model):
-    """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given."""
+class RouteSettings(_Model, RouteReading):
+    """One route's policy. `RouteSettings()` is the built-in behaviour when no rules file is given
+    (its defaults, and `identity` and `bridged_server_era`, are in bridge/defaults.py)."""
 
-    protocol: Protocol | None = None
+    protocol: Protocol | None = ROUTE.protocol
     #: `stdio`: the command it runs when none follows `--`, in ``cwd`` with ``env`` on top of the proxy's own
-    command: Annotated[list[str], Field(min_length=1)] | None = None
+    command: Annotated[list[str], Field(min_length=1)] | None = ROUTE.command
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    cwd: str | None = None
+    cwd: str | None = ROUTE.cwd
     #: `serve`, a route with a `command` and a `path` (no `upstream`): one child per MCP session, or
     #: one child every session shares (ids rewritten per session)
-    command_mode: Literal["session", "shared"] = "session"
+    command_mode: Literal["session", "shared"] = ROUTE.command_mode
     #: `serve`: where the route answers at the proxy (absent: every path, as the upstream has it)
-    path: str | None = None
-    upstream: str | None = None
+    path: str | None = ROUTE.path
+    upstream: str | None = ROUTE.upstream
     #: `serve`: set on every upstream request, in place of the client's header of the same name
     headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict)
-    stage: Stage = "translate"
-    host_dialect: HostDialect = "auto"
-    peer_dialect: Dialect = "auto"
+    stage: Stage = ROUTE.stage
+    host_dialect: HostDialect = ROUTE.host_dialect
+    peer_dialect: Dialect = ROUTE.peer_dialect
     #: MCP only: the revision the hosts speak, and the server; two different ones are bridged
     #: (bridge/pipeline/eras.py). `auto`: whatever the host speaks goes to the server as it is
-    host_era: Era = "auto"
-    server_era: Era = "auto"
-    require_declaration: bool = True
-    envelope: str = DEFAULT_ENVELOPE
+    host_era: Era = ROUTE.host_era
+    server_era: Era = ROUTE.server_era
+    require_declaration: bool = ROUTE.require_declaration
+    envelope: str = ROUTE.envelope
     #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`
     #: (None: the built-in one, bridge/dialects/claude_channel.py)
-    channel_instructions: str | None = None
+    channel_instructions: str | None = ROUTE.channel_instructions
     #: toward a `claude-channel` host: each reminder sent as a channel event also rides the
     #: session's next tool result, once (Claude Code drops some channel events: docs/hosts.md)
-    channel_also_tool_result: bool = False
+    channel_also_tool_result: bool = ROUTE.channel_also_tool_result
     fallback: Fallback = Field(default_factory=Fallback)
-    budget: Budget | None = None
+    budget: Budget | None = ROUTE.budget
     trust: Trust = Field(default_factory=Trust)
-    outbox: Outbox | None = None
-    serve_outbox: ServeOutbox | None = None
+    outbox: Outbox | None = ROUTE.outbox
+    serve_outbox: ServeOutbox | None = ROUTE.serve_outbox
     #: `serve` only: browser origins whose requests the route accepts (requests without `Origin` always pass)
-    allowed_origins: list[str] = Field(default_factory=lambda: [LOOPBACK_ORIGINS])
-
-    @property
-    def identity(self) -> str | None:
-        """What keys the outbox of a request with no MCP session (`header:<name>`), if the rules name it."""
-        return next((t.identity for t in (self.serve_outbox, self.outbox) if t is not None and t.identity), None)
-
-    @property
-    def bridged_server_era(self) -> str | None:
-        """The era the proxy speaks to the server in its hosts' place (the server speaks only that
-        one, and the hosts may speak the other), or None: the host's era goes through."""
-        return self.server_era if self.server_era != "auto" and self.host_era != self.server_era else None
+    allowed_origins: list[str] = Field(default_factory=lambda: list(ROUTE.allowed_origins))
 
     @field_validator("allowed_origins")
     @classmethod

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from bridge.display import MAX_SHOWN_ID, clip
 from bridge.logs import PROXY, REMINDERS, log_event, stream_logger
-from bridge.model import Reminder
 
 if TYPE_CHECKING:
+    from bridge.model import Reminder
     from bridge.metrics import RouteMetrics
 
 #: The actions a reminder can meet (spec §9 `reminder.action`); `channel`: sent as a Claude Code
@@ -97,9 +97,10 @@ class Tracing:
         self.provider = provider
         self.tracer = provider.get_tracer("reminder-bridge")
         from opentelemetry.propagate import extract
-        from opentelemetry.trace import set_span_in_context
 
-        self._extract, self._in_context = extract, set_span_in_context
+        from bridge.reminder_spans import Recorded
+
+        self._extract, self._recorded = extract, Recorded
 
     @classmethod
     def from_settings(cls, telemetry: Any, **kwargs: Any) -> "Tracing":
@@ -115,8 +116,8 @@ class Tracing:
     def record(self, name: str, attributes: Callable[[], dict[str, Any]], carrier: Mapping[str, str] | None,
                start_ns: int | None) -> Any:
         """One finished span, child of the context in ``carrier``, when the sampler keeps it: returns
-        its context (what `Recorder.carrier` injects). None when it is not recorded, and then
-        ``attributes()`` is never called."""
+        its `bridge.reminder_spans.Recorded` handle (what `Recorder.carrier` injects). None when it
+        is not recorded, and then ``attributes()`` is never called."""
         parent = self._extract(carrier) if carrier else None
         if self._direct is not None:
             return self._direct.record(name, attributes, parent, start_ns)
@@ -125,7 +126,7 @@ class Tracing:
             return None
         span.set_attributes(attributes())
         span.end()
-        return self._in_context(span, parent)
+        return self._recorded(span.get_span_context(), parent)
 
     def shutdown(self) -> None:
         """Flush and stop the exporter (batched OTLP spans would be lost otherwise)."""
@@ -146,22 +147,19 @@ class _DirectSpans:
     flag, else the root ratio's bound on the trace id's low 64 bits), without its three calls."""
 
     def __init__(self, provider: Any, processor: Any, root: Any) -> None:
-        from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, get_current_span
+        from opentelemetry.trace import SpanContext, TraceFlags, get_current_span
+
+        from bridge.reminder_spans import Recorded, ReminderSpan
 
         self._bound, self._limit = root.bound, root.TRACE_ID_LIMIT
         self._ids, self._resource = provider.id_generator, provider.resource
         self._scope = InstrumentationScope("reminder-bridge")
         self._end = processor.on_end
-        self._span, self._readable, self._current = SpanContext, ReadableSpan, get_current_span
-        self._non_recording = NonRecordingSpan
+        self._span, self._readable, self._current, self._recorded = SpanContext, ReminderSpan, get_current_span, Recorded
         sampled, random_id = TraceFlags.SAMPLED, getattr(TraceFlags, "RANDOM_TRACE_ID", 0)  # W3C level 2, SDK >= 1.39
         self._flags = {False: TraceFlags(sampled), True: TraceFlags(sampled | random_id)}
         self._new_id_random = bool(random_id) and self._ids.is_trace_id_random()
-        from opentelemetry.trace import set_span_in_context
-
-        self._in_context = set_span_in_context
 
     def record(self, name: str, attributes: Callable[[], dict[str, Any]], parent: Any, start_ns: int | None) -> Any:
         parent_span = self._current(parent).get_span_context() if parent is not None else None
@@ -177,9 +175,8 @@ class _DirectSpans:
         context = self._span(trace_id, self._ids.generate_span_id(), False, self._flags[random_id], state)
         values = attributes()
         now = time.time_ns()
-        self._end(self._readable(name, context, parent_span, self._resource, values,
-                                 start_time=start_ns or now, end_time=now, instrumentation_scope=self._scope))
-        return self._in_context(self._non_recording(context), parent)
+        self._end(self._readable(name, context, parent_span, self._resource, values, start_ns or now, now, self._scope))
+        return self._recorded(context, parent)
 
 
 def _otlp_exporter(endpoint: str | None) -> Any:
@@ -322,9 +319,7 @@ class Recorder:
             if reminder is not None and tracing.capture_bodies:
                 fields["body"] = reminder.body
             if context is not None:
-                from opentelemetry.trace import get_current_span
-
-                fields["trace_id"] = format(get_current_span(context).get_span_context().trace_id, "032x")
+                fields["trace_id"] = format(context.span.trace_id, "032x")
             self._line(self._decisions, action, {"level": "warning" if level == 30 else "info", **fields})
         return context
 
@@ -334,11 +329,7 @@ class Recorder:
         caller's baggage) as the propagators write them when there is one, else the caller's own keys
         carried through as they came (``inbound`` holds only `trace_keys()`)."""
         if context is not None:
-            from opentelemetry.propagate import inject
-
-            out: dict[str, str] = {}
-            inject(out, context=context)
-            return out
+            return context.carrier()
         return dict(inbound) if inbound else {}
 
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:

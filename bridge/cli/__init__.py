@@ -12,13 +12,14 @@ hangup.hold()  # first of all: a SIGHUP while the imports below run must not end
 import argparse  # noqa: E402 - after hold(), on purpose
 import importlib.util
 import os
-import platform
 import sys
 from collections.abc import Callable
 from typing import Any
 
 PROTOCOLS = ("mcp", "acp", "a2a")
 DIALECTS = ("auto", "standard", "legacy", "none")
+#: what `bridge.logs.configure` writes (named here: the parser is built before logging is imported)
+LOG_FORMATS = ("text", "json")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -61,6 +62,7 @@ def installed(module: str) -> bool:
 
 def version_text() -> str:
     """What `--version` prints: the version, Python, the event loop `stdio`/`serve` use, the extras found."""
+    import platform
     from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only for --version
 
     from bridge.loop import loop_name
@@ -151,13 +153,12 @@ def _add_status(sub: Any) -> None:
 def _add_running_options(p: argparse.ArgumentParser) -> None:
     """What `stdio` and `serve` share: where state lives, the log format."""
     from bridge.cli import options
-    from bridge.logs import FORMATS
 
     p.add_argument(
         "--state-dir", metavar="DIR", help="where durable state lives (the outbox store); default: "
         "$REMINDER_BRIDGE_STATE_DIR, else $XDG_STATE_HOME/reminder-bridge, else ~/.local/state/reminder-bridge")
     p.add_argument(
-        "--log-format", choices=FORMATS, help="text: plain lines for a person (the default when stderr is a "
+        "--log-format", choices=LOG_FORMATS, help="text: plain lines for a person (the default when stderr is a "
         "terminal); json: one JSON object per line (the default otherwise)")
     p.add_argument(
         "--state", metavar="URL", type=options.state_url, help="where budgets, queued reminders and session "

@@ -137,7 +137,10 @@ def with_eras(args: argparse.Namespace, settings: RouteSettings) -> RouteSetting
     update = {key: getattr(args, key) for key in ("host_era", "server_era") if getattr(args, key, None)}
     if not update:
         return settings
-    out = settings.model_copy(update=update)
+    from bridge.defaults import RouteDefaults
+
+    # the built-in defaults stay plain (no rules schema on the way to stdio's first answer)
+    out = settings.replace(**update) if isinstance(settings, RouteDefaults) else settings.model_copy(update=update)
     if out.protocol not in (None, "mcp") and (out.host_era, out.server_era) != ("auto", "auto"):
         raise ValueError(f"--host-era and --server-era name MCP revisions; this route's protocol is {out.protocol}")
     return out

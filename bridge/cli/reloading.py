@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.cli import hangup
-from bridge.policy.reload import POLL, RulesFile, apply_reload
+
+if TYPE_CHECKING:
+    from bridge.policy.reload import RulesFile
 
 
 def watch_rules(rules_file: RulesFile | None, routes: list[Any]) -> Callable[[], None]:
@@ -21,7 +23,9 @@ def watch_rules(rules_file: RulesFile | None, routes: list[Any]) -> Callable[[],
     if rules_file is None:
         def on_sighup() -> None:
             log.log("reload_skipped", level="warning", trigger="SIGHUP", why="no rules file was given")
-    else:
+    else:  # (the rules schema is imported only with a rules file)
+        from bridge.policy.reload import POLL, apply_reload
+
         file = str(rules_file.path)
 
         def on_sighup() -> None:

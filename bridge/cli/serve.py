@@ -51,6 +51,8 @@ EXAMPLES = [
      "an A2A agent: callers fetch its card from http://127.0.0.1:9000/.well-known/agent-card.json"),
     ("reminder-bridge serve --protocol mcp --upstream-command -- python -m bridge.examples.mcp_legacy_server",
      "an HTTP host in front of a stdio server: hosts use http://127.0.0.1:8080/mcp, one child per session"),
+    ("reminder-bridge serve --protocol mcp --server-era 2025-11-25 --upstream-command -- harn mcp serve",
+     "2026-07-28 hosts in front of a stdio server that speaks only MCP 2025-11-25 (docs/http.md)"),
     ("reminder-bridge serve --rules rules/mcp-remote.toml --admin 127.0.0.1:9464",
      "every route of a rules file, with the admin port (`reminder-bridge status` reads it)"),
 ]
@@ -143,12 +145,13 @@ def build_routes(args: Any, rules: Rules | None, tracing: Tracing | None = None,
 
     def check_eras(name: str, route: RouteSettings) -> RouteSettings:
         era = route.bridged_server_era
-        if era == "2026-07-28":
-            raise ValueError(f"route {name}: serve does not bridge 2025-11-25 hosts to a 2026-07-28 server yet; "
-                             "`reminder-bridge stdio` does, for a child command (issue 21)")
-        if era and not (route.upstream or "").startswith(("http://", "https://")):
-            raise ValueError(f"route {name}: serve bridges a 2025-11-25 server at an http(s) upstream so far, not "
-                             "yet a stdio `command` (run it with `reminder-bridge stdio`) (issue 21)")
+        command = bool(route.command) and not route.upstream  # a stdio server behind serve
+        if era and command and route.command_mode == "shared":
+            raise ValueError(f"route {name}: the era bridge in front of a stdio `command` keeps one child per "
+                             "2025-11-25 session; `command_mode = \"shared\"` is not bridged (issue 21)")
+        if era and not command and not (route.upstream or "").startswith(("http://", "https://")):
+            raise ValueError(f"route {name}: serve bridges a {era} server at an http(s) upstream or a stdio "
+                             "`command`, not a WebSocket (issue 21)")
         return route
 
     command = args.child[1:] if args.child[:1] == ["--"] else list(args.child)
@@ -247,6 +250,11 @@ def _cmd_serve(args: Any) -> int:
         sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a stdio server's sessions live in the "
                          "process that runs it (its children and their state are not shared), so a host's next "
                          "request on another worker would find no session; run one worker\n")
+        return 2
+    if args.workers > 1 and any(route.settings.bridged_server_era == "2026-07-28" for route in routes):
+        sys.stderr.write(f"reminder-bridge serve: --workers {args.workers}: a 2025-11-25 host's session bridged to a "
+                         "2026-07-28 server lives in the process that issued it, so a host's next request on another "
+                         "worker would find no session; run one worker\n")
         return 2
     if supervising:
         tracing.shutdown()

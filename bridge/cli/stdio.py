@@ -13,9 +13,8 @@ from bridge.cli import options
 from bridge.cli.options import add_command
 from bridge.cli.readiness import degraded
 from bridge.dialects.hosts import HOST_DIALECTS, host_dialect_problem, protocol_of
-from bridge.logs import configure as configure_logging
 from bridge.transports import child
-from bridge.transports.remote_session import AUTO, TRANSPORTS
+from bridge.transports.remote_kinds import AUTO, TRANSPORTS
 
 if TYPE_CHECKING:
     from bridge.policy.reload import RulesFile
@@ -40,6 +39,9 @@ EXAMPLES = [
     ("reminder-bridge stdio --upstream https://mcp.example/mcp --header 'Authorization: Bearer ${TOKEN}'",
      "a remote MCP server over HTTP (Streamable HTTP, or 2024-11-05 SSE) for a stdio host; the token is read "
      "from $TOKEN (never from argv, never logged)"),
+    ("reminder-bridge stdio --upstream https://legacy.example/mcp --server-era 2025-11-25",
+     "a 2026-07-28 host in front of a remote server that speaks only MCP 2025-11-25: the proxy speaks it for the "
+     "host (docs/rules.md, Era bridging)"),
 ]
 
 
@@ -132,9 +134,10 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
             message, code = child.cannot_start(command, exc)
             sys.stderr.write(message)
             return code
-    from bridge.rules import UNNAMED_ROUTE, RouteSettings
+    from bridge.defaults import ROUTE, UNNAMED_ROUTE
+    from bridge.logs import configure as configure_logging
 
-    settings = route if route is not None else RouteSettings()
+    settings = route if route is not None else ROUTE  # no rules file: the defaults, plain (no pydantic)
     route_name = route_name or args.route or UNNAMED_ROUTE
     stop_logging = configure_logging(args.log_format)
 
@@ -150,16 +153,20 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         settings = options.with_eras(args, settings)
     except ValueError as exc:
         return refuse(str(exc))
-    if url is not None and settings.bridged_server_era:
-        return refuse("--host-era/--server-era bridge a child command only, not yet --upstream")
+    if url is not None and settings.bridged_server_era == "2026-07-28" and args.upstream_transport == "sse":
+        return refuse("--server-era 2026-07-28: a 2026-07-28 server speaks Streamable HTTP, not the 2024-11-05 "
+                      "SSE transport (--upstream-transport)")
 
     from bridge.loop import run as run_loop
     from bridge.policy import Policy
-    from bridge.policy.reload import RulesFile
     from bridge.telemetry import Recorder, Tracing
     from bridge.transports.stdio import MAX_LINE, StdioProxy
 
-    rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen)) if rules is not None else None
+    rules_file = None
+    if rules is not None:
+        from bridge.policy.reload import RulesFile
+
+        rules_file = RulesFile(args.rules, lambda new: _running(new, route_name, chosen))
     try:
         tracing = Tracing.from_settings(rules.telemetry) if rules is not None else Tracing()
     except RuntimeError as exc:  # the otlp exporter without its optional extra
@@ -172,12 +179,14 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
         token = rules.admin.token or token
     # without an admin port nothing could read a metric: count none (and never load prometheus_client)
     recorder = Recorder(route=route_name, log_level=args.log_level, tracing=tracing, metrics=bool(admin))
-    from bridge.cli.shared_state import open_shared, state_settings
+    shared = None
+    if args.state is not None or rules is not None:  # else this process's memory: no [state] to read
+        from bridge.cli.shared_state import open_shared, state_settings
 
-    try:  # a fleet of sidecars may share one per-server budget
-        shared = open_shared(state_settings(args.state, rules), recorder.log)
-    except (ValueError, RuntimeError) as exc:
-        return refuse(str(exc))
+        try:  # a fleet of sidecars may share one per-server budget
+            shared = open_shared(state_settings(args.state, rules), recorder.log)
+        except (ValueError, RuntimeError) as exc:
+            return refuse(str(exc))
     policy = Policy(settings, rules.global_budget if rules else None, route=route_name, shared=shared)
     if url is not None:
         from bridge.rules import Limits

@@ -2,11 +2,14 @@
 `session/remind` + `_meta.harn.reminder` on `reminder_emitted` (legacy)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.dialects.paths import get_path, set_path
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
-from bridge.model import PROPAGATE_VALUES, ROLE_HINT_VALUES, SYNTHESIZED_KEY, Reminder, ReminderError
+from bridge.fields import PROPAGATE_VALUES, ROLE_HINT_VALUES, SYNTHESIZED_KEY, ReminderError
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
 
 UPDATE_METHOD = "session/update"
 EMITTED = "reminder_emitted"

@@ -39,11 +39,18 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.dialects.paths import get_path as _get, write_at
 from bridge.dialects.shapes import STANDARD
-from bridge.model import Reminder, ReminderError, build
+from bridge.fields import ReminderError
+from bridge.lazy import lazily
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 CHANNEL_METHOD = "notifications/claude/channel"
 #: the key under `capabilities.experimental` that makes Claude Code register a listener
@@ -278,7 +285,7 @@ class ClaudeChannel:
         if extra:
             values["extra"] = extra
         # `params._meta` is the transport's (trace context), not the reminder's: it is not read here.
-        return build(values, names)
+        return model.build(values, names)
 
     @staticmethod
     def encode(reminder: Reminder, params_meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,21 +7,23 @@ written toward a host and the refusal of an adapter on another protocol's route 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class HostAdapter:
-    """One host adapter: its dialect name, the protocol it belongs to, what it is, and where its
-    codec is (``module:Class``). The codec is imported at its first use, not with the registry: the
-    command line reads the names while it starts, and a codec imports the reminder model (pydantic)."""
-
+class _Adapter(NamedTuple):
     name: str
     protocol: str
     title: str
     codec_path: str
+
+
+class HostAdapter(_Adapter):
+    """One host adapter: its dialect name, the protocol it belongs to, what it is, and where its
+    codec is (``module:Class``). The codec is imported at its first use, not with the registry: the
+    command line reads the names before `stdio` starts its child, and a codec imports the reminder
+    model. (A named tuple, not a dataclass: `dataclasses` imports `inspect`, ~8 ms before the spawn;
+    the subclass has a `__dict__` for the cached codec.)"""
 
     @cached_property
     def codec(self) -> Any:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.dialects.hosts import codecs_toward_host
 from bridge.dialects.paths import get_path as _get, params_meta, write_at
 from bridge.dialects.shapes import HARN, STANDARD, ReminderShape
-from bridge.model import Reminder
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
 
 REMINDER_METHOD = "notifications/reminder"
 LOG_METHOD = "notifications/message"

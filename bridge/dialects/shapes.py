@@ -8,12 +8,19 @@ comes back on decode.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from bridge.model import (
+from bridge.fields import (
     ATTR_BY_WIRE, CAMEL, FIELDS, MODE_VALUES, ORIGINAL_KEY, PROPAGATE_VALUES, ROLE_HINT_VALUES, SNAKE,
-    SOURCE_VALUES, Reminder, ReminderError, build,
+    SOURCE_VALUES, ReminderError,
 )
+from bridge.lazy import lazily
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 ENUM_ATTRS = ("propagate", "role_hint", "mode", "source")
 CANONICAL = {"propagate": PROPAGATE_VALUES, "role_hint": ROLE_HINT_VALUES, "mode": MODE_VALUES, "source": SOURCE_VALUES}
@@ -178,7 +185,7 @@ class ReminderShape:
             values["originals"] = originals
         if "body" not in values:
             raise ReminderError(where + "body", "is required")
-        return build(values, names)
+        return model.build(values, names)
 
     def encode(self, reminder: Reminder) -> dict[str, Any]:
         """Reminder → wire object; fields this slot cannot carry go to ``_meta[ORIGINAL_KEY]``."""

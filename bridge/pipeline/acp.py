@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.dialects.acp import (
     CODECS, DEDUPED, EMITTED, EXPIRED, AcpLegacy, AcpStandard, session_of, update_kind,
 )
 from bridge.dialects.paths import get_path
 from bridge.envelope import render
+from bridge.fields import ROLE_HINT_VALUES, ReminderError
 from bridge.lifecycle import Deduped, Expired, SessionReminders
 from bridge.jsonrpc import error_response
-from bridge.model import ROLE_HINT_VALUES, Reminder, ReminderError
 from bridge.pending import PendingQueue
 from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Send
@@ -21,6 +21,9 @@ from bridge.pipeline.negotiation import enforce_error, keeps_legacy, observes, r
 from bridge.pipeline.waiting import Step
 from bridge.policy import TRUST_CODES
 from bridge.state.scope import ACP_SESSION, Scope
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
 
 INJECT_METHODS = {AcpStandard.inject_method: "standard", AcpLegacy.inject_method: "legacy"}
 #: What the proxy can honour itself for an agent with no reminder support.

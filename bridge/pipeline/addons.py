@@ -32,10 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bridge.model import Reminder
 from bridge.pipeline.commands import Call, Command, Receipt, Reply
 
 if TYPE_CHECKING:
+    from bridge.model import Reminder
     from bridge.pipeline.negotiation import Side
     from bridge.state.scope import Scope
     from bridge.telemetry import Recorder

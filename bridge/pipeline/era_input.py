@@ -39,10 +39,13 @@ class Suspended:
         self.waiting: dict[str, tuple[Any, Any]] = {}  # token → (the host request's id key, the server's request id)
         self.rebound: dict[Any, Any] = {}  # the host request's id key → the id of its retry
 
-    def carrier(self, asked: dict[Any, str]) -> Any:
-        """The host request the server's request belongs to: the newest in flight not already
-        suspended (stdio tells no more), or None."""
+    def carrier(self, asked: dict[Any, str], came_on: Any = None) -> Any:
+        """The host request the server's request belongs to: ``came_on``, the request on whose
+        answer stream it came (HTTP), else the newest in flight not already suspended (stdio tells
+        no more), or None."""
         busy = {key for key, _ in self.waiting.values()}
+        if came_on in asked and came_on not in busy:
+            return came_on
         free = [key for key in asked if key not in busy]
         return free[-1] if free else None
 

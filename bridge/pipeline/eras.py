@@ -27,8 +27,8 @@ from typing import Any
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import (
-    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY, SERVER_INFO_KEY,
-    SUBSCRIPTION_KEY, McpLegacy,
+    ACK_METHOD, CLIENT_CAPS_KEY, CLIENT_INFO_KEY, CODECS, LISTEN_METHOD, LOG_LEVEL_KEY, LOG_METHOD, PROTOCOL_KEY,
+    REMINDERS_FILTER, SERVER_INFO_KEY, SUBSCRIPTION_KEY, VERSION_HEADER, McpLegacy, McpStandard, routing_headers,
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, error_response, id_key, loads
@@ -55,6 +55,11 @@ REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscr
 HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
 #: the JSON-RPC error for a request the wait had no room left for
 WAIT_FULL = -32000
+#: `from_server(came_on=)`: the session's own stream (2025-11-25 HTTP's GET), which no request owns
+GET_STREAM = "GET"
+#: What a 2025-11-25 host may have subscribed to at once through the reverse bridge, at most: the
+#: URIs ride every `subscriptions/listen` the bridge opens upstream.
+SUBSCRIBED_URIS, SUBSCRIBED_BYTES = 1024, 1 << 20
 _OWN = itertools.count(1)
 
 
@@ -109,14 +114,18 @@ class EraLayer:
         self.streams = streams
         self.through = False  # the host speaks the server's era (`host_era` auto): every frame passes
         self.own: dict[str, str] = {}  # the bridge's own requests in flight: own id → method
+        self.came_on: Any = None  # where the server's message at hand came (`from_server`)
         self._prefix = f"rb-era-{id(self):x}-"
 
     def toward_server(self, data: bytes) -> list[Write]:
         """What to write for ``data`` (whole lines the flow wrote toward the server)."""
         return self._each(data, PEER, self._toward)
 
-    def from_server(self, data: bytes) -> list[Write]:
-        """What to write for ``data`` (whole lines from the server): up to the flow, or back."""
+    def from_server(self, data: bytes, came_on: Any = None) -> list[Write]:
+        """What to write for ``data`` (whole lines from the server): up to the flow, or back.
+        ``came_on``: where it came (HTTP): `GET_STREAM`, or the id of the request on whose answer
+        stream; None: the one channel there is (stdio), which tells no more."""
+        self.came_on = came_on
         return self._each(data, HOST, self._from)
 
     def _each(self, data: bytes, to: str, handle: Callable[[dict[str, Any], bytes], list[Write]]) -> list[Write]:
@@ -133,6 +142,30 @@ class EraLayer:
                     and "id" in msg and isinstance(msg.get("method"), str):
                 self.recorder.bridged(*self.bridges)
         return out
+
+    def failed(self, data: bytes, error: dict[str, Any]) -> list[Write]:
+        """The server cannot answer ``data`` (lines the bridge wrote toward it: an HTTP upstream that
+        failed the request): each request in it gets ``error`` as the server's answer, so what waits
+        on it (the host's request, the bridge's own `initialize` and all it held) is answered."""
+        out: list[Write] = []
+        for line in data.split(b"\n"):
+            try:
+                msg = loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and "id" in msg and isinstance(msg.get("method"), str):
+                out += self.from_server(dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}))
+        return out
+
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """What MCP over HTTP mirrors in headers of ``frame`` (a line the bridge wrote toward the
+        server; empty: the session's GET or DELETE), in the server's era (`stdio --upstream`)."""
+        raise NotImplementedError
+
+    def carried(self, frame: bytes) -> bool:
+        """Whether the bridge still carries a host request of ``frame`` on after the server's answer
+        to it (an `input_required` retry), so an exchange that ends without it left nothing unanswered."""
+        return False
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         raise NotImplementedError
@@ -173,6 +206,11 @@ class LegacyServer(EraLayer):
         super().__init__(host_era, era, recorder, streams)
         self.state = EraState()
 
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """The version `initialize` settled, once it did; never a 2026-07-28 header."""
+        version = (self.state.opened or {}).get("protocolVersion")
+        return {VERSION_HEADER: version} if isinstance(version, str) and version != MODERN_ERA else {}
+
     # -- the flow → the server -----------------------------------------------------------------
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
@@ -187,8 +225,6 @@ class LegacyServer(EraLayer):
             return [self._to_flow(error_response(
                 msg["id"], UNBRIDGED, f"Method not found: {method} is a {LEGACY_ERA} method, removed in {MODERN_ERA}"
                 f"{hint}", {"method": method, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA}))]
-        if request and method == LISTEN_METHOD and not self.streams:
-            return [self._to_flow(unbridged(msg["id"], LISTEN_METHOD, "not yet mapped to the GET stream over HTTP"))]
         if request:
             refused = self._session_for(msg)
             if refused is not None:
@@ -203,11 +239,9 @@ class LegacyServer(EraLayer):
     def _session_for(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """The session a request belongs to: the first request's capabilities and client info open
         it; a request with others is refused (one server connection holds one session)."""
-        meta = params_meta(msg)
-        meta = meta if isinstance(meta, dict) else {}
-        if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        key = session_key(msg)
+        if key is None:
             return None  # nothing said: the session's own
-        key = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
         if self.state.session is None:
             self.state.session = key
         elif key != self.state.session:
@@ -239,7 +273,7 @@ class LegacyServer(EraLayer):
         if method == "notifications/cancelled":
             gone = state.listens.close(id_key(get_path(msg, "params", "requestId")))
             if gone is not None:  # a listen stream the host ended: the server never knew of it
-                return [self._call("resources/unsubscribe", {"uri": uri}) for uri in gone]
+                return self._unsubscribe(gone)
         out: list[Write] = []
         if isinstance(method, str) and "id" in msg:
             key = id_key(msg["id"])
@@ -252,6 +286,15 @@ class LegacyServer(EraLayer):
         else:
             out.append(Send(PEER, dumps(stripped)))
         return out
+
+    def ended(self, listen_id: Any) -> list[Write]:
+        """The host's listen stream ``listen_id`` (its id as the server would know it) ended with
+        its response (HTTP: the host went away): the resources no stream wants any more are
+        unsubscribed; nothing, when it was not open."""
+        return self._unsubscribe(self.state.listens.close(id_key(listen_id)) or [])
+
+    def _unsubscribe(self, uris: list[str]) -> list[Write]:
+        return [self._call("resources/unsubscribe", {"uri": uri}) for uri in uris]
 
     def _level(self, msg: dict[str, Any], out: list[Write]) -> bool:
         """Whether ``msg`` opts in to log messages (`_meta` logLevel): `logging/setLevel` upstream
@@ -297,18 +340,20 @@ class LegacyServer(EraLayer):
         if "id" in msg:  # the server asks the client
             if method == "ping":
                 return [Send(PEER, dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}}))]
-            if method in INPUT_METHODS and self.streams:
+            if method in INPUT_METHODS:
                 return self._input(msg)
-            return [Send(PEER, dumps(unbridged(msg["id"], method, "server-to-client requests are not carried "
-                                                               "as input_required results over HTTP yet")))]
+            return [Send(PEER, dumps(unbridged(msg["id"], method, "no such request of a server to its client "
+                                               f"exists in {MODERN_ERA}")))]
         if method in PASSED_NOTIFICATIONS:
             return [Forward(HOST, line)]
-        if McpLegacy.is_reminder(msg):
-            if state.asked:  # a request is under way: the reminder is taken as its (stdio cannot tell)
-                return [Forward(HOST, line)]
+        stdio = self.came_on is None  # one channel: a message is taken as a request's while one is under way
+        on_request = not stdio and self.came_on != GET_STREAM  # HTTP: on that request's answer stream
+        if McpLegacy.is_reminder(msg) or McpStandard.is_reminder(msg):  # a reminder in either dialect
+            if on_request or (stdio and state.asked):
+                return [Forward(HOST, line)]  # the request's
             # ambient: stamped as a listen stream's, so the flow puts it on the stream that opted in, or holds it
             return [self._to_flow(stamped(msg, state.listens.for_reminders()))]
-        if method == LOG_METHOD and state.opted:
+        if method == LOG_METHOD and (id_key(self.came_on) in state.opted if on_request else stdio and state.opted):
             return [Forward(HOST, line)]  # a request that opted in to log messages is under way
         # list_changed, resources/updated, log messages: a 2026-07-28 host gets them on a listen stream only
         return [self._to_flow(copy) for copy in state.listens.copies(msg)]
@@ -325,7 +370,7 @@ class LegacyServer(EraLayer):
                 msg["id"], UNBRIDGED, f"{method} needs the client capability {cap}, which the {MODERN_ERA} host "
                 f"behind this {LEGACY_ERA} session did not declare",
                 {"feature": method, "capability": cap, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA})))]
-        key = state.inputs.carrier(state.asked)
+        key = state.inputs.carrier(state.asked, None if self.came_on == GET_STREAM else id_key(self.came_on))
         if key is None:
             return [Send(PEER, dumps(unbridged(msg["id"], method, "no request of the host is under way to carry it "
                                                "as an input_required result")))]
@@ -416,6 +461,27 @@ class ModernServer(EraLayer):
                  streams: bool = False):
         super().__init__(host_era, era, recorder, streams)
         self.state = ModernState()
+
+    def http_headers(self, frame: bytes) -> dict[str, str]:
+        """A request's envelope version, method and name; anything else the version alone."""
+        try:
+            msg = loads(frame)
+        except ValueError:
+            msg = None
+        return (routing_headers(msg) if isinstance(msg, dict) else {}) or {VERSION_HEADER: MODERN_ERA}
+
+    def carried(self, frame: bytes) -> bool:
+        """A request the server answered `input_required`: waiting for the host's answers, or retried."""
+        try:
+            msg = loads(frame)
+        except ValueError:
+            return False
+        if not isinstance(msg, dict) or "id" not in msg:
+            return False
+        key, retries = id_key(msg["id"]), self.state.retries
+        again = retries.sent.get(key)
+        return key in retries.open or (again is not None and ("inputResponses" in again["params"]
+                                                               or "requestState" in again["params"]))
 
     def _toward(self, msg: dict[str, Any], line: bytes) -> list[Write]:
         state = self.state
@@ -525,6 +591,11 @@ class ModernServer(EraLayer):
         uri = get_path(msg, "params", "uri")
         uris = self.state.uris
         changed = isinstance(uri, str) and (uri not in uris) == on
+        if changed and on and (len(uris) >= SUBSCRIBED_URIS or sum(map(len, uris)) + len(uri) > SUBSCRIBED_BYTES):
+            return [self._to_flow(error_response(
+                msg["id"], WAIT_FULL, f"{len(uris)} resources ({sum(map(len, uris))} bytes of URIs) are subscribed "
+                "already, the most the era bridge carries in its one subscriptions/listen: unsubscribe from one "
+                "first"))]
         if changed and on:
             uris.append(uri)
         elif changed:
@@ -532,9 +603,9 @@ class ModernServer(EraLayer):
         return (self._relisten() if changed else []) + [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {}})]
 
     def _relisten(self) -> list[Write]:
-        """The host's notifications (2025-11-25: whatever the server declared it sends, and the
-        resources it subscribed to) as one listen upstream: a new one for a new filter, the old one
-        cancelled (what the old one still delivers is not passed on)."""
+        """The host's notifications (2025-11-25: whatever the server declared it sends, its
+        reminders among them, and the resources it subscribed to) as one listen upstream: a new one
+        for a new filter, the old one cancelled (what the old one still delivers is not passed on)."""
         state = self.state
         if not self.streams or state.envelope is None:
             return []
@@ -544,6 +615,8 @@ class ModernServer(EraLayer):
                 filters[name] = True
         if state.uris and get_path(state.caps, "resources", "subscribe") is True:
             filters["resourceSubscriptions"] = list(state.uris)
+        if any(codec.read_capability(state.caps) is not None for codec in CODECS.values()):
+            filters[REMINDERS_FILTER] = True  # a server that sends reminders sends its ambient ones there (spec §3)
         meta = {**state.envelope, **({LOG_LEVEL_KEY: state.level} if state.level is not None else {})}
         out = []
         if state.listen is not None:
@@ -603,6 +676,16 @@ class ModernServer(EraLayer):
         for waiting in held:
             out += self._toward(waiting, dumps(waiting))
         return out
+
+
+def session_key(msg: Any) -> str | None:
+    """The 2025-11-25 session a 2026-07-28 message belongs to: its client capabilities and client
+    info as canonical JSON (None: it names neither)."""
+    meta = params_meta(msg) if isinstance(msg, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    if CLIENT_CAPS_KEY not in meta and CLIENT_INFO_KEY not in meta:
+        return None
+    return json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY)], sort_keys=True)
 
 
 def _stripped(msg: dict[str, Any]) -> dict[str, Any]:

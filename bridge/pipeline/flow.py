@@ -22,10 +22,11 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from bridge.defaults import ROUTE
+from bridge.fields import ReminderError
 from bridge.jsonrpc import dumps, error_response, id_key, is_request, loads
-from bridge.model import ReminderError
 from bridge.pipeline.addons import AddOns
 from bridge.pipeline.commands import (
     HOST, PEER, Call, Command, Defer, Forward, Learned, Pause, Perform, Receipt, Reply, Send, Wakeup,
@@ -39,9 +40,11 @@ from bridge.pipeline.waiting import Backlog, Later, Step
 from bridge.policy import Coalesced, Policy
 from bridge.policy.budget import Coalescer
 from bridge.prefilter import REMINDER_MARKERS, could_concern
-from bridge.rules import RouteSettings
 from bridge.state.scope import IDENTITY, REQUEST, Scope
 from bridge.telemetry import Recorder
+
+if TYPE_CHECKING:
+    from bridge.rules import RouteSettings
 
 #: Prefix of every JSON-RPC id the proxy invents (spec §8.6): random per process and made of
 #: letters and digits only (no writer escapes those), so no host or peer collides with it and the
@@ -73,7 +76,7 @@ class Flow(Policing, Recording, Answering):
                  host_dialect: str | None = None, peer_dialect: str | None = None, policy: Policy | None = None,
                  clock: Callable[[], float] | None = None, wall: Callable[[], float] | None = None,
                  scope: Scope | None = None, addons: tuple[Any, ...] = ()):
-        self.settings = settings or RouteSettings()
+        self.settings = settings or ROUTE
         self.recorder = recorder or Recorder()
         self.route = self.recorder.route
         #: trust limits and budgets (spec §7); give one over a shared `BudgetState` to share budgets

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bridge.defaults import UNNAMED_ROUTE
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.hosts import HostAdapter, adapter_of
 from bridge.dialects.mcp import (
@@ -13,9 +14,10 @@ from bridge.dialects.mcp import (
 )
 from bridge.dialects.paths import get_path, params_meta
 from bridge.envelope import render
+from bridge.fields import ReminderError
 from bridge.jsonrpc import id_key, loads
+from bridge.lazy import lazily
 from bridge.lifecycle import ToolResultRides
-from bridge.model import Reminder, ReminderError, size_at_most
 from bridge.pending import PendingQueue
 from bridge.pipeline.capabilities import CapabilityRule
 from bridge.pipeline.commands import HOST, PEER, Command, Receipt
@@ -24,8 +26,13 @@ from bridge.pipeline.policing import held_key
 from bridge.pipeline.negotiation import SPOKEN, keeps_legacy
 from bridge.pipeline.subscriptions import Subscriptions
 from bridge.pipeline.waiting import Step
-from bridge.rules import UNNAMED_ROUTE
 from bridge.state.scope import IDENTITY, REQUEST
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 _ENVELOPE = PROTOCOL_KEY.encode()
 #: The host is told the server's capability in the host's dialect only (whichever dialect declared it).
@@ -519,7 +526,7 @@ class McpFlow(Flow):
         reload lowered) may push the oldest out: dropped, their receipts reported at once."""
         queue = self.state.tool_results
         limit = queue.limit = self.settings.trust.max_pending_per_session
-        put = queue.append((reminder, receipts), size=size_at_most(reminder))
+        put = queue.append((reminder, receipts), size=model.size_at_most(reminder))
         self.record("queued", method, reminder, source=source, target="none")
         out: list[Command] = []
         for gone, gone_receipts in put.evicted:

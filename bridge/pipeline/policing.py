@@ -7,15 +7,21 @@ kept apart so each file holds one job.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bridge.jsonrpc import error_response, is_request
-from bridge.model import Reminder, size_at_most
+from bridge.lazy import lazily
 from bridge.pipeline.commands import HOST, PEER, Command
 from bridge.pipeline.negotiation import observes
 from bridge.pipeline.waiting import Step
 from bridge.policy import BUDGET_CODE, STATE_MESSAGE, STATE_RETRY_MS, Coalesced, Verdict
 from bridge.state.base import StateUnavailable
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 Handled = list[Command] | None  # None: forward the frame untouched
 
@@ -138,7 +144,7 @@ class Policing:
         reminder = verdict.reminder
         key = held_key(reminder)
         limit = self.held.limit = self.settings.trust.max_pending_per_session
-        size = size_at_most(reminder)
+        size = model.size_at_most(reminder)
         full = self.held.room(key, size)
         if full is not None:
             self.recorder.trust_refused(self.protocol, "max_pending_per_session")

@@ -5,11 +5,13 @@ recorder (`bridge.telemetry.Recorder`) does the counting and the I/O, off the co
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.dialects.paths import params_meta
-from bridge.model import Reminder
 from bridge.telemetry import trace_keys
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
 
 
 class Recording:

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridge.model import Reminder
+from bridge.defaults import ROUTE
 from bridge.policy.budget import GLOBAL, BudgetState, Coalesced, Coalescer, Exceeded, Limit
 from bridge.policy.trust import TrustRefusal, pending_refusal, screen
-from bridge.rules import GlobalBudget, RouteSettings
 from bridge.state.base import BucketCharge, StateBackend, StateUnavailable
 from bridge.state.ops import Charge, Pay
 from bridge.state.scope import Scope
+
+if TYPE_CHECKING:
+    from bridge.model import Reminder
+    from bridge.rules import GlobalBudget, RouteSettings
 
 __all__ = ["BUDGET_CODE", "BUDGET_MESSAGE", "STATE_MESSAGE", "BudgetState", "Coalesced", "Coalescer", "Exceeded",
            "Policy", "SHARED_STATE", "TRUST_CODES", "TrustRefusal", "Verdict"]
@@ -111,7 +114,7 @@ class Policy:
                  shared: StateBackend | None = None):
         #: False: admit everything untouched (the `translate` command converts; it does not police)
         self.enabled = enabled
-        self.settings = settings or RouteSettings()
+        self.settings = settings or ROUTE
         self.trust = self.settings.trust
         self.budget = self.settings.budget
         self.global_budget = global_budget

@@ -11,10 +11,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridge.model import CAMEL, ROLE_HINT_RANK, Reminder, encoded_size, json_bytes, size_at_most
-from bridge.rules import Trust
+from bridge.fields import CAMEL, ROLE_HINT_RANK, json_bytes
+from bridge.lazy import lazily
+
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+    from bridge.rules import Trust
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 #: C0 (U+0000-U+001F) and C1 (U+0080-U+009F) control characters, except \t and \n.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x80-\x9f]")
@@ -94,7 +101,7 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
         reminder = reminder.model_copy(update=update)
         reminder.model_fields_set.update(k for k in update if k != "originals")
     limit = trust.max_reminder_bytes
-    if size_at_most(reminder) > limit and (size := encoded_size(reminder)) > limit:
+    if model.size_at_most(reminder) > limit and (size := model.encoded_size(reminder)) > limit:
         name, largest = _largest_field(reminder)
         return TrustRefusal("max_reminder_bytes", limit, f"reminder refused: it is {size} bytes as a whole, over "
                             f"max_reminder_bytes = {limit} (the largest field is `{name}`, {largest} bytes)")

@@ -17,13 +17,25 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.state.base import STATE_SCOPE, BucketCharge, StateBackend, StateUnavailable
-from bridge.state.failover import FailoverState
-from bridge.state.memory import MemoryState
-from bridge.state.redis_backend import RedisState
-from bridge.state.settings import MEMORY, StateSettings, check_state_url
 
 __all__ = ["STATE_SCOPE", "BucketCharge", "FailoverState", "MemoryState", "RedisState", "StateBackend",
            "StateSettings", "StateUnavailable", "open_state"]
+
+
+def __getattr__(name: str) -> Any:
+    """The backends and `StateSettings` (pydantic's), each imported at its first use: a route whose
+    state is this process's imports none of them before its first answer (issue 23: the cold start)."""
+    if name == "FailoverState":
+        from bridge.state.failover import FailoverState as found
+    elif name == "MemoryState":
+        from bridge.state.memory import MemoryState as found
+    elif name == "RedisState":
+        from bridge.state.redis_backend import RedisState as found
+    elif name == "StateSettings":
+        from bridge.state.settings import StateSettings as found
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return found
 
 
 def open_state(url: str | None, *, key_prefix: str = "reminder-bridge:", on_unavailable: str = "open",
@@ -33,6 +45,11 @@ def open_state(url: str | None, *, key_prefix: str = "reminder-bridge:", on_unav
 
     ``log(event, **fields)``: called once when Redis becomes unavailable and once when it is back.
     """
+    from bridge.state.failover import FailoverState
+    from bridge.state.memory import MemoryState
+    from bridge.state.redis_backend import RedisState
+    from bridge.state.settings import MEMORY, check_state_url
+
     url = check_state_url(url)
     if url in (None, MEMORY):
         return MemoryState()

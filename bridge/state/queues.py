@@ -8,12 +8,19 @@ one, fleet-wide; the oldest go beyond the per-key limit; a queue expires ``idle_
 """
 from __future__ import annotations
 
-from bridge.model import Reminder, dump_json, load_json
+from typing import TYPE_CHECKING
+
+from bridge.lazy import lazily
 from bridge.state.base import StateBackend
 from bridge.state.memory import MemoryState
 from bridge.state.ops import QueueCount, QueuePush, QueueTake
 from bridge.state.scope import Scope
 
+if TYPE_CHECKING:
+    from bridge import model
+    from bridge.model import Reminder
+else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
+    model = lazily("bridge.model")
 
 class ReminderQueues:
     """One queue per `Scope` (an A2A task), under ``scope.key(what)``."""
@@ -28,7 +35,7 @@ class ReminderQueues:
 
     def push(self, scope: Scope, reminder: Reminder) -> QueuePush:
         """Queue ``reminder``; its result: (ids it replaced by dedupe key, ids pushed out by the limit)."""
-        return QueuePush(scope.key(self.what), reminder.id, dump_json(reminder), reminder.dedupe_key, self.limit,
+        return QueuePush(scope.key(self.what), reminder.id, model.dump_json(reminder), reminder.dedupe_key, self.limit,
                          self.idle_s)
 
     def take(self, scope: Scope) -> QueueTake:
@@ -37,7 +44,7 @@ class ReminderQueues:
 
     @staticmethod
     def taken(items: list[str]) -> list[Reminder]:
-        return [load_json(item) for item in items]
+        return [model.load_json(item) for item in items]
 
     def count(self, scope: Scope) -> QueueCount:
         return QueueCount(scope.key(self.what))

@@ -26,13 +26,14 @@ is read further while the host's pipe is full.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import aiohttp
 
-from bridge.jsonrpc import dumps, error_response
+from bridge.jsonrpc import dumps, error_response, loads
 from bridge.pipeline.commands import PEER, Call, Command
 from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
@@ -61,6 +62,9 @@ DELETE_TIMEOUT_S = 2.0
 UPSTREAM_TIMEOUT_S = 300.0
 #: What an upstream failure may raise: the HTTP client's errors, a timeout, a socket, a limit passed.
 FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge, EventTooLarge)
+#: A `subscriptions/listen` request (MCP 2026-07-28, the host's or the era bridge's): its answer is a
+#: stream that may rightly say nothing for hours, as the GET stream may, so no idle bound cuts it.
+_LISTEN = re.compile(rb'"method"\s*:\s*"subscriptions/listen"')
 
 
 class Refused(Exception):
@@ -102,6 +106,7 @@ class RemoteProxy(StdioProxy):
         self._closing = False
         self._session_lost = False  # the server lost the session (404) and it could not be opened again (said once)
         self._reopening: asyncio.Task[bool] | None = None  # the last time the session was opened again
+        self._handshake: asyncio.Future[None] | None = None  # bridged: the POST of `initialized`, once it is made
         self._signal: int | None = None
 
     def shown(self, text: str) -> str:
@@ -247,10 +252,7 @@ class RemoteProxy(StdioProxy):
                 await self._readable.wait()
 
     # -- toward the upstream ------------------------------------------------------------------
-    def _write(self, data: bytes, to_host: bool) -> None:
-        if to_host:
-            super()._write(data, True)
-            return
+    def _to_peer(self, data: bytes) -> None:
         for line in data.split(b"\n"):
             if line.strip():
                 self._send(line)
@@ -275,6 +277,9 @@ class RemoteProxy(StdioProxy):
         return flow
 
     def _call(self, call: Call) -> None:
+        if self.eras is not None:  # the era bridge speaks for the flow toward the server: its calls too
+            self._write(call.data + b"\n", to_host=False)
+            return
         self._send(call.data, call.id)
 
     def _send(self, frame: bytes, call_id: Any = None) -> None:
@@ -282,22 +287,29 @@ class RemoteProxy(StdioProxy):
         if self._closing or self.client is None:
             return
         self._outbound += len(frame)
-        if call_id is None:  # (the proxy's own requests are no part of the host's opening)
-            self.remote.posting(frame)
-        task = self._spawn(self._post(frame, call_id))
+        # (the proxy's own requests are no part of the host's opening)
+        completes = call_id is None and self.remote.posting(frame)
+        after = self._handshake
+        if completes and self.eras is not None:  # the era bridge's promise: `initialized` before anything else
+            self._handshake = asyncio.get_running_loop().create_future()
+        task = self._spawn(self._post(frame, call_id, after, self._handshake if completes else None))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
         if (self._outbound > MAX_OUTBOUND_BYTES or len(self._posts) > MAX_OUTBOUND) and not self._outbound_full:
             self._outbound_full = True
             self.pause_host()
 
-    async def _post(self, frame: bytes, call_id: Any = None) -> None:
+    async def _post(self, frame: bytes, call_id: Any = None, after: asyncio.Future[None] | None = None,
+                    done: asyncio.Future[None] | None = None) -> None:
+        """``after``: a POST this one waits for (the handshake's last); ``done``: set once this one is over."""
         try:
             first = self._first is None
             if first:
                 self._first = asyncio.get_running_loop().create_future()
             else:  # every POST after the first waits for its answer's headers: the session they belong to
                 await asyncio.shield(self._first)
+            if after is not None:
+                await asyncio.shield(after)
             if self._reopening is not None and not self._reopening.done():  # (and for the session again)
                 await asyncio.shield(self._reopening)
             assert self._slots is not None
@@ -309,6 +321,8 @@ class RemoteProxy(StdioProxy):
         finally:
             if self._first is not None and not self._first.done() and first:
                 self._first.set_result(None)
+            if done is not None and not done.done():
+                done.set_result(None)
             self._outbound -= len(frame)
             if self._outbound_full and self._outbound <= MAX_OUTBOUND_BYTES // 2 \
                     and len(self._posts) <= MAX_OUTBOUND // 2 + 1:  # (this one is still among them)
@@ -316,7 +330,10 @@ class RemoteProxy(StdioProxy):
                 self.resume_host()
 
     def _mirrored(self, frame: bytes = b"") -> dict[str, str]:
-        """What the protocol mirrors in headers: of ``frame``, or (none given) of the session."""
+        """What the protocol mirrors in headers: of ``frame``, or (none given) of the session; in the
+        server's era when the era bridge speaks for the host."""
+        if self.eras is not None and not self.eras.through:
+            return self.eras.http_headers(frame)
         return self.flow.http_headers(frame) if self.flow is not None else {}
 
     async def _exchange(self, frame: bytes, first: bool, call_id: Any = None, retried: bool = False) -> None:
@@ -361,15 +378,20 @@ class RemoteProxy(StdioProxy):
         each within the upstream timeout of the one before."""
         ctype = response.headers.get("content-type", "")
         if response.status >= 300:
+            said = None
             if "json" in ctype and call_id is None:  # a JSON-RPC error for the request, as servers send with 4xx
                 async with asyncio.timeout_at(deadline):
-                    self._feed(await read_answer(response, Holding(self.budget), self.limits, release=True))
-            self._gone(frame, Refused.status(response), call_id)
+                    data = await read_answer(response, Holding(self.budget), self.limits, release=True)
+                # (through the era bridge: the POST's requests, the bridge's own among them)
+                said = _unnamed_error(data) if self.eras is not None or self._awaits(frame) else None
+                if said is None:
+                    self._feed(data)
+            self._gone(frame, Refused.status(response), call_id, said)
             return
         streamed = "text/event-stream" in ctype
         if streamed:
             resume = Resume()
-            await self._relay(response, resume, self.timeout)
+            await self._relay(response, resume, None if _LISTEN.search(frame) else self.timeout)
             await self._resume(frame, resume)
         elif "json" in ctype:
             async with asyncio.timeout_at(deadline):
@@ -518,7 +540,8 @@ class RemoteProxy(StdioProxy):
         self._route(one_line(data) + b"\n", False)
 
     def _awaits(self, frame: bytes) -> bool:
-        return self.flow is not None and self.flow.awaits(frame)
+        return self.flow is not None and self.flow.awaits(frame) and not (self.eras is not None
+                                                                          and self.eras.carried(frame))
 
     def _stopped(self, frame: bytes | None, call_id: Any = None) -> None:
         """The proxy stops (the host's goodbye, a signal) before the upstream answered ``frame`` (None:
@@ -533,10 +556,12 @@ class RemoteProxy(StdioProxy):
         for reply in self.flow.upstream_gone(error["error"], frame):
             self._write(reply.data + b"\n", to_host=True)
 
-    def _gone(self, frame: bytes | None, exc: BaseException, call_id: Any = None) -> None:
+    def _gone(self, frame: bytes | None, exc: BaseException, call_id: Any = None,
+              said: dict[str, Any] | None = None) -> None:
         """The upstream cannot answer ``frame`` (None: anything): each of its requests still waiting
-        gets the JSON-RPC error that says why, the upstream's secrets never in it; the proxy's own
-        request (``call_id``) gets it as its answer, through the flow that asked."""
+        gets the JSON-RPC error that says why (``said``: the server's own), the upstream's secrets
+        never in it; the proxy's own request (``call_id``) gets it as its answer, through the flow
+        that asked."""
         exc = self._timed(exc)
         self.recorder.log("upstream_error", why=self.shown(cause(exc)), url=self.target.shown)
         if self.flow is None or self._host_gone:
@@ -544,7 +569,12 @@ class RemoteProxy(StdioProxy):
         if call_id is not None:
             self._feed(dumps(upstream_error(self, call_id, exc)))
             return
-        error = upstream_error(self, None, exc)["error"]
+        error = said or upstream_error(self, None, exc)["error"]
+        if self.eras is not None and frame is not None:  # as the server's answer: the bridge's own requests wait too
+            back = self._bridged(self.eras.failed(frame, error))
+            if back:
+                self._route(back, from_host=False, bridged=True)
+            return
         for reply in self.flow.upstream_gone(error, frame):
             self._write(reply.data + b"\n", to_host=True)
 
@@ -556,3 +586,16 @@ class RemoteProxy(StdioProxy):
     def _timed(self, exc: BaseException) -> BaseException:
         """A timeout as the upstream timeout's own (an error that names it), any other ``exc`` as it is."""
         return TimedOut(self.timeout, "--upstream-timeout") if isinstance(exc, TimeoutError) else exc
+
+
+def _unnamed_error(data: bytes) -> dict[str, Any] | None:
+    """The error of a JSON-RPC error response with a null id (a server refusing a POST before it
+    read the request's id, as the SDKs do with 400): the answer to the request the POST carried,
+    as a host talking to the server direct takes it."""
+    try:
+        msg = loads(data)
+    except ValueError:
+        return None
+    if isinstance(msg, dict) and "id" in msg and msg["id"] is None and isinstance(msg.get("error"), dict):
+        return msg["error"]
+    return None

@@ -11,6 +11,7 @@ from urllib.parse import urljoin, urlsplit
 
 from bridge.jsonrpc import classify
 from bridge.transports.forwarding import Upstream, with_own
+from bridge.transports.remote_kinds import AUTO, LEGACY_SSE, STREAMABLE
 from bridge.transports.sse import Event
 
 SESSION_HEADER = "Mcp-Session-Id"
@@ -18,8 +19,6 @@ LAST_EVENT_ID = "Last-Event-ID"
 #: What a POST accepts (Streamable HTTP answers with JSON or a stream) and what a GET stream does.
 POST_ACCEPT = "application/json, text/event-stream"
 STREAM_ACCEPT = "text/event-stream"
-AUTO, STREAMABLE, LEGACY_SSE = "auto", "streamable-http", "sse"
-TRANSPORTS = (AUTO, STREAMABLE, LEGACY_SSE)
 #: What a 2024-11-05 server's SSE URL answers a POST with (its messages go to another endpoint);
 #: a Streamable HTTP endpoint takes POSTs. `auto` falls back on these, at the first POST only.
 FALLBACK_STATUSES = frozenset({404, 405})
@@ -88,18 +87,21 @@ class RemoteSession:
         server that gave a session (a sessionless one has no stream to offer)."""
         return self.transport != LEGACY_SSE and self.session_id is not None
 
-    def posting(self, frame: bytes) -> None:
+    def posting(self, frame: bytes) -> bool:
         """The host's ``frame`` is POSTed: its first, and a notification right after it, open the
         session (MCP's handshake: `initialize`, then `notifications/initialized`; a frame with no
-        id is a notification, told by the cheap look, not decoded)."""
+        id is a notification, told by the cheap look, not decoded). True for that notification:
+        the handshake is complete once it is POSTed."""
         if self._opened:
-            return
+            return False
         if not self.opening:
             self.opening.append(frame)
-        else:
-            self._opened = True
-            if classify(frame)[0] == "":
-                self.opening.append(frame)
+            return False
+        self._opened = True
+        if classify(frame)[0] == "":
+            self.opening.append(frame)
+            return True
+        return False
 
     def lost(self, sent: str | None) -> bool:
         """The server answered 404 to a request that carried the session ``sent`` (MCP: it no longer

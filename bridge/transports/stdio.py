@@ -14,18 +14,20 @@ import selectors
 import signal
 import stat
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.assembly import make_flow
 from bridge.pipeline.commands import HOST, PEER, Command, Defer, Pause, Receipt, Wakeup, Write, receipts_of
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import detect_protocol, oversize_reply
 from bridge.policy import Policy
-from bridge.rules import RouteSettings
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
 from bridge.transports.child import ChildTransport, attach, noted_while_starting
 from bridge.transports.driver import FlowDriver
+
+if TYPE_CHECKING:
+    from bridge.rules import RouteSettings
 
 CHUNK = 256 * 1024
 #: Largest read from a pipe.  asyncio asks for 256 KiB, which glibc serves by mmap and munmap on every
@@ -634,8 +636,8 @@ class StdioProxy:
         sent them) returned for it to take."""
         up = [w.data for w in writes if w.to == HOST]
         down = [w.data for w in writes if w.to == PEER]
-        if down and self._child_stdin is not None and not self._child_stdin.is_closing():
-            self._child_stdin.write(b"\n".join(down) + b"\n")
+        if down:
+            self._to_peer(b"\n".join(down) + b"\n")
         return b"\n".join(up) + b"\n" if up else b""
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
@@ -682,8 +684,7 @@ class StdioProxy:
                 self._route(back, from_host=False, bridged=True)
             return
         if not to_host:
-            if self._child_stdin is not None and not self._child_stdin.is_closing():
-                self._child_stdin.write(data)
+            self._to_peer(data)
             return
         if self._host_writer is not None:
             if not self._host_writer.is_closing():
@@ -692,3 +693,8 @@ class StdioProxy:
         view = memoryview(data)  # stdout is a regular file: plain blocking writes
         while view:
             view = view[os.write(1, view):]
+
+    def _to_peer(self, data: bytes) -> None:
+        """Whole lines onto the server's own wire (here the child's stdin), past the era bridge."""
+        if self._child_stdin is not None and not self._child_stdin.is_closing():
+            self._child_stdin.write(data)

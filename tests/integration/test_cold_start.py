@@ -46,6 +46,29 @@ def test_stdio_without_tracing_imports_neither_opentelemetry_nor_aiohttp(tmp_pat
     assert families(modules, "opentelemetry", "aiohttp") == []
 
 
+def test_stdio_without_rules_answers_initialize_without_pydantic(tmp_path):
+    """The first answer (with its capability rewrite) runs on the plain built-in settings: the rules
+    schema and the reminder model (pydantic, most of the start-up) wait for a reminder or a rules file."""
+    init = json.loads(INITIALIZE)
+    init["params"]["capabilities"] = {"experimental": {"reminders": {}}}  # a standard host: the answer is rewritten
+    done, modules = modules_after(["stdio", "--", *SERVER], json.dumps(init) + "\n", tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == 1 and "reminders" in answer["result"]["capabilities"]  # rewritten for the standard host
+    assert families(modules, "pydantic", "pydantic_core") == []
+    assert sorted(m for m in modules if m in ("bridge.rules", "bridge.state.settings")) == []  # (bridge.model: lazy)
+
+
+def test_acp_stdio_answers_initialize_without_pydantic(tmp_path):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+    done, modules = modules_after(["stdio", "--", sys.executable, "-m", "bridge.examples.acp_harn_agent"],
+                                  json.dumps(init) + "\n", tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout.splitlines()[0])["result"]["agentCapabilities"]
+    assert families(modules, "pydantic", "pydantic_core") == []
+
+
 def test_version_builds_no_rules_schema(tmp_path):
     done, modules = modules_after(["--version"], "", tmp_path)
     assert done.returncode == 0 and done.stdout.startswith(b"reminder-bridge ")

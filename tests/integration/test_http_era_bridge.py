@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
 import aiohttp
+import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp_types import Implementation
@@ -17,6 +20,7 @@ from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
+SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 
 
@@ -74,7 +78,7 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
         resources = await client.list_resources()
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
     assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
     assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
@@ -262,3 +266,246 @@ async def test_the_console_shows_a_mixed_fleet_and_names_the_hosts_that_need_the
     assert ready["needed"] is True and ready["bridged_hosts"] == ["alpha", "beta"]
     assert ready["text"].startswith("still needs the era bridge — 2 hosts on 2026-07-28 (alpha, beta) talk to a "
                                     "2025-11-25-only server through the bridge since start-up; ")
+
+
+# -- subscriptions/listen ↔ the session's GET stream and resources/subscribe ---------------------
+
+def posted(requests: list[dict], method: str) -> list[dict]:
+    return [json.loads(r["body"]) for r in requests if r["method"] == "POST" and f'"{method}"' in r["body"]
+            and json.loads(r["body"]).get("method") == method]
+
+
+async def test_listen_streams_list_changed_and_resource_updates(bridge, upstream):
+    """The SDK host's `listen()` is acknowledged with what the server honours; what the server
+    sends on its GET stream after a `touch` reaches the stream, stamped; once the host ends the
+    stream, the resource is unsubscribed upstream."""
+    events = []
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="listener", version="1")) as client:
+        await client.call_tool("echo", {"text": "open"})  # the session and its GET stream
+        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
+            assert sub.honored.tools_list_changed is True
+            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
+            await client.call_tool("touch", {"path": "a.py"})
+            with anyio.fail_after(20):
+                async for event in sub:
+                    events.append(type(event).__name__)
+                    if len(events) == 2:
+                        break
+
+        async def unsubscribed():
+            return posted((await seen(upstream))[before:], "resources/unsubscribe")
+
+        [gone] = await eventually(unsubscribed, timeout=20)
+    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
+    requests = (await seen(upstream))[before:]
+    assert [m["params"] for m in posted(requests, "resources/subscribe")] == [{"uri": "file:///notes.txt"}]
+    assert gone["params"] == {"uri": "file:///notes.txt"}
+    assert not posted(requests, "subscriptions/listen")
+    assert_legacy_wire(requests)
+
+
+class RawHost:
+    """A 2026-07-28 host written by hand over HTTP: the SDK's `listen()` has no way to ask for
+    reminders (the filter key `reminders`, spec §3). Each its own client info: its own session."""
+
+    CAPS = {"extensions": {"com.example/reminders": {}}}
+
+    def __init__(self, http: aiohttp.ClientSession, at: str, name: str):
+        self.http, self.at, self.name = http, at, name
+        self.ids = iter(range(1, 1000))
+
+    def body(self, method: str, msg_id, more: dict | None = None, **params) -> dict:
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo":
+                {"name": self.name, "version": "1"}, "io.modelcontextprotocol/clientCapabilities": self.CAPS}
+        return {"jsonrpc": "2.0", "id": msg_id, "method": method,
+                "params": {**params, "_meta": {**meta, **(more or {})}}}
+
+    def headers(self, method: str, name: str | None = None) -> dict:
+        return {"MCP-Protocol-Version": MODERN, "Mcp-Method": method, **({"Mcp-Name": name} if name else {}),
+                "Accept": "application/json, text/event-stream"}
+
+    async def call(self, name: str, **arguments) -> list[dict]:
+        """Every message of a `tools/call`'s answer stream (an answer alone comes as JSON)."""
+        body = self.body("tools/call", next(self.ids), name=name, arguments=arguments)
+        async with self.http.post(self.at, json=body, headers=self.headers("tools/call", name)) as r:
+            if r.headers["Content-Type"].startswith("application/json"):
+                return [await r.json()]
+            return [m async for m in messages(r)]
+
+    @contextlib.asynccontextmanager
+    async def listen(self, msg_id, more: dict | None = None, **params):
+        body = self.body("subscriptions/listen", msg_id, more, **params)
+        async with self.http.post(self.at, json=body, headers=self.headers("subscriptions/listen")) as r:
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+            yield Stream(messages(r))
+
+
+class Stream:
+    def __init__(self, source):
+        self.source = source
+
+    async def until(self, done) -> list[dict]:
+        """What came, up to and with the first message ``done`` accepts."""
+        got = []
+        with anyio.fail_after(20):
+            while not got or not done(got[-1]):
+                got.append(await anext(self.source))
+        return got
+
+
+async def messages(response: aiohttp.ClientResponse):
+    """The JSON-RPC messages of an SSE answer, as they come."""
+    data = b""
+    while line := await response.content.readline():
+        if line.startswith(b"data:"):
+            data += line[5:].strip()
+        elif not line.strip() and data:
+            yield json.loads(data)
+            data = b""
+
+
+@contextlib.asynccontextmanager
+async def raw_host(bridge, upstream, name: str, first_call: bool = True):
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        host = RawHost(http, url(bridge), name)
+        if first_call:
+            await host.call("echo", text="open")  # the session and its GET stream
+        yield host
+    assert_legacy_wire((await seen(upstream))[before:])
+
+
+@pytest.mark.parametrize("first_call", [True, False], ids=["after a call", "listen first"])
+async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(bridge, upstream, first_call):
+    """(The listen may be the host's first request: it opens the session, and is acknowledged once
+    the session's GET stream is open.)"""
+    async with raw_host(bridge, upstream, f"raw-stream-{first_call}", first_call) as host:
+        async with host.listen("L", notifications={"reminders": True, "toolsListChanged": True}) as stream:
+            [ack] = await stream.until(lambda m: True)
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
+            assert ack["params"]["_meta"] == {SUB_KEY: "L"}
+            answered = await host.call("touch", path="src/x.rs")
+            # what the server sent on its GET stream: the list change the stream asked for, and the reminder
+            after = await stream.until(lambda m: m.get("method") == "notifications/reminder")
+    assert answered[-1]["result"]["content"][0]["text"] == "touched src/x.rs"
+    assert not any(m.get("method") == "notifications/reminder" for m in answered)
+    [changed] = [m for m in after if m.get("method") == "notifications/tools/list_changed"]
+    assert changed["params"]["_meta"] == {SUB_KEY: "L"}
+    reminder = after[-1]
+    assert reminder["params"]["_meta"][SUB_KEY] == "L"
+    kept = reminder["params"]["reminder"]
+    assert (kept["id"], kept["dedupeKey"], kept["ttlTurns"], kept["tags"]) == (
+        "r-src/x.rs", "file_changed:src/x.rs", 2, ["workspace", "file_changed"])
+    assert kept["body"] == "src/x.rs changed externally; re-read it before editing."
+    # nothing the stream did not ask for: no other list change, no resource update, no log line
+    assert {m.get("method") for m in after} == {"notifications/tools/list_changed", "notifications/reminder"}
+
+
+async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_result(bridge, upstream):
+    """The stream takes log messages only: the log line the server sends after the reminder on its
+    GET stream tells the host the reminder has come; the next tool result carries it."""
+    async with raw_host(bridge, upstream, "raw-held") as host:
+        async with host.listen("L", {"io.modelcontextprotocol/logLevel": "info"}, notifications={}) as stream:
+            [ack] = await stream.until(lambda m: True)
+            assert ack["params"] == {"notifications": {}, "_meta": {SUB_KEY: "L"}}
+            await host.call("touch", path="src/y.rs")
+            [log] = await stream.until(lambda m: m.get("method") == "notifications/message")
+            assert log["params"]["data"] == "ambient" and log["params"]["_meta"] == {SUB_KEY: "L"}
+            sync = await host.call("echo", text="next")
+    assert not any(m.get("method") == "notifications/reminder" for m in sync)
+    texts = [c["text"] for c in sync[-1]["result"]["content"]]
+    assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]
+
+
+# -- server→client requests: the 2025-11-25 server's request ↔ an input_required result ------------
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_a_sampling_request_crosses_as_input_required_and_back(bridge, upstream):
+    """The server's `sampling/createMessage` (on the call's own stream) answers the host's
+    `tools/call` `input_required`; the SDK host samples and retries; its answer goes to the server,
+    whose result (on the first call's stream) answers the retry."""
+    asked = []
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
+                                         model="test-model")
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, sampling_callback=sample,
+                      client_info=Implementation(name="sampler", version="1")) as client:
+        result = await client.call_tool("ask", {"question": "the answer?"})
+    assert asked == ["the answer?"]
+    assert [c.text for c in result.content] == ["sampled: forty-two"]
+    requests = (await seen(upstream))[before:]
+    assert len(posted(requests, "tools/call")) == 1  # the retry never reached the server
+    [answer] = [json.loads(r["body"]) for r in requests if r["method"] == "POST" and '"model"' in r["body"]]
+    assert answer["result"]["content"]["text"] == "forty-two" and "resultType" not in answer["result"]
+    assert_legacy_wire(requests)
+
+
+async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_naming_it(bridge, upstream):
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="unsampled", version="1")) as client:
+        result = await client.call_tool("ask", {"question": "q"})
+    [text] = [c.text for c in result.content]
+    assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
+    assert MODERN in text and LEGACY in text
+    assert_legacy_wire((await seen(upstream))[before:])
+
+
+async def test_an_elicitation_crosses_as_input_required_and_back(bridge, upstream):
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, elicitation_callback=elicit,
+                      client_info=Implementation(name="elicited", version="1")) as client:
+        result = await client.call_tool("confirm", {"question": "ship it?"})
+    assert asked == ["ship it?"]
+    assert [c.text for c in result.content] == ["accept: True"]
+    requests = (await seen(upstream))[before:]
+    [answer] = [json.loads(r["body"]) for r in requests if r["method"] == "POST" and '"action"' in r["body"]]
+    assert answer["result"] == {"action": "accept", "content": {"ok": True}}
+    assert_legacy_wire(requests)
+
+
+async def test_roots_list_crosses_as_input_required(bridge, upstream):
+    """The server's `roots/list`, asked through the SDK's resolver, reaches the host's callback."""
+    async def list_roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
+
+    before = len(await seen(upstream))
+    async with Client(url(bridge), mode=MODERN, list_roots_callback=list_roots,
+                      client_info=Implementation(name="rooted", version="1")) as client:
+        result = await client.call_tool("where", {})
+    assert [c.text for c in result.content] == ["file:///work"]
+    assert_legacy_wire((await seen(upstream))[before:])
+
+
+async def test_a_request_whose_answer_stream_ends_unanswered_gets_an_error(tmp_path):
+    """Nothing hangs: a 2025-11-25 server whose answer stream ends without the result (and no
+    other stream of the session can still bring it) leaves the host with a JSON-RPC error."""
+    faulty = peer("tests.peers.faulty_http")
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{faulty.port}/mcp"\n'
+                     f'server_era = "{LEGACY}"\n')
+    running = proxy("--rules", str(rules))
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running), "unanswered")
+            body = host.body("unanswered", 1)
+            with anyio.fail_after(20):
+                async with http.post(url(running), json=body, headers={**host.headers("unanswered"),
+                                                                      "Accept": "application/json"}) as r:
+                    answer = await r.json()
+    finally:
+        running.stop()
+        faulty.stop()
+    assert answer["id"] == 1 and answer["error"]["code"] == -32603
+    assert "ended without an answer" in answer["error"]["message"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
 from tests.integration.test_console import wait_listening
-from tests.peers.mcp_host import Reminders
+from tests.peers.mcp_host import Changes, Reminders
 from tests.peers.processes import free_port, get_json
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -93,7 +94,7 @@ async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
         assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
         assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
+        assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
         result = await client.call_tool("echo", {"text": "hi"})
         assert [c.text for c in result.content] == ["hi"]
     assert_legacy_wire(seen)
@@ -211,7 +212,7 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
         read = await client.read_resource("file:///notes.txt")
         prompts = await client.list_prompts()
         await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "consult", "where"}
+    assert {t.name for t in tools.tools} == {"echo", "remind", "log", "touch", "ask", "confirm", "consult", "where"}
     assert [c.text for c in reminded.content] == ["touched b.py"]
     assert read.contents[0].text == "remember the milk"
     assert [p.name for p in prompts.prompts] == ["greet"]
@@ -406,25 +407,10 @@ async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_p
     """A 2025-11-25 host's `resources/subscribe` and the list changes it expects unasked become one
     `subscriptions/listen` to the 2026-07-28 server, opened again when the URIs change."""
     seen = tmp_path / "seen.jsonl"
-    changes, updated, updates = anyio.Event(), anyio.Event(), []
-
-    async def on_message(message) -> None:
-        root = getattr(message, "root", message)
-        method = getattr(root, "method", None)
-        if method == "notifications/resources/updated":
-            updates.append(str(root.params.uri))
-            updated.set()
-        if method == "notifications/tools/list_changed":
-            changes.set()
-
-    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy",
-                      message_handler=on_message) as client:
-        await client.subscribe_resource("file:///notes.txt")
-        await client.call_tool("touch", {"path": "c.py"})
-        with anyio.fail_after(20):
-            await changes.wait()
-            await updated.wait()
-    assert updates == ["file:///notes.txt"]
+    changes = Changes()
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", message_handler=changes) as client:
+        await changes.touched(client)
+    assert changes.updates == ["file:///notes.txt"]
     got = received(seen)
     listens = [m for m in got if m.get("method") == "subscriptions/listen"]
     assert [sorted(m["params"]["notifications"]) for m in listens] == [
@@ -506,3 +492,70 @@ async def test_roots_list_crosses_both_ways(tmp_path, rules, direction):
         result = await client.call_tool("where", {})
     assert [c.text for c in result.content] == ["file:///work"]
     (assert_legacy_wire if direction == "legacy server" else assert_modern_wire)(seen)
+
+
+# -- what waits for the upstream handshake is bounded (bridge.pipeline.eras HELD_MESSAGES, HELD_BYTES) --
+
+#: the bound docs/rules.md promises, written out: raising the code's fails these tests
+HELD_MESSAGES, HELD_BYTES, WAIT_FULL = 256, 4 << 20, -32000
+
+@contextlib.asynccontextmanager
+async def slow_initialize(tmp_path: Path, rules: Path):
+    """The proxy in front of a server whose `initialize` answer waits for the test (its FIFO), with
+    a hand-written host on its stdio; yields the host and what releases the answer."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), *BRIDGE, "--", sys.executable, "-m",
+        "tests.peers.slow_initialize_server", str(fifo), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        limit=1 << 20)
+
+    def release() -> None:
+        with open(fifo, "w") as go:  # the server's open returns: it answers initialize
+            go.write("go")
+
+    try:
+        yield RawHost(process), release
+    finally:
+        process.stdin.close()
+        await process.wait()
+
+
+async def flood(host: RawHost, count: int, text: str = "") -> None:
+    for n in range(count):
+        await host.send("tools/call", n, name="echo", arguments={"text": text})
+
+
+def refusals(got: list[dict]) -> list[dict]:
+    return [m for m in got if m.get("error", {}).get("code") == WAIT_FULL]
+
+
+async def test_a_host_flooding_while_initialize_is_slow_is_told_why_past_the_bound(tmp_path, rules):
+    """Requests past `HELD_MESSAGES` are answered at once with the error, while the server has not
+    answered `initialize` (so nothing else could have answered them); those held go on after."""
+    over = 40
+    async with slow_initialize(tmp_path, rules) as (host, release):
+        await flood(host, HELD_MESSAGES + over)
+        refused = await host.until(lambda m: m.get("id") == HELD_MESSAGES + over - 1)
+        assert len(refusals(refused)) == len(refused) == over  # before the release: errors only
+        assert [m["id"] for m in refused] == list(range(HELD_MESSAGES, HELD_MESSAGES + over))
+        assert "wait for the server's handshake" in refused[0]["error"]["message"]
+        release()
+        answered = await host.until(lambda m: m.get("id") == HELD_MESSAGES - 1)
+    assert [m["id"] for m in answered] == list(range(HELD_MESSAGES))
+    assert all(m["result"]["resultType"] == "complete" for m in answered)
+
+
+async def test_the_wait_is_bounded_in_bytes_too(tmp_path, rules):
+    """Big requests: what waits stays within `HELD_BYTES`; the rest is refused at once."""
+    text = "x" * (1 << 20)
+    count = HELD_BYTES // len(text) + 4
+    async with slow_initialize(tmp_path, rules) as (host, release):
+        await flood(host, count, text)
+        refused = await host.until(lambda m: m.get("id") == count - 1)
+        assert len(refusals(refused)) == len(refused)
+        held = count - len(refused)
+        assert 0 < held < HELD_BYTES // len(text) + 1
+        release()
+        answered = await host.until(lambda m: m.get("id") == held - 1)
+    assert [m["result"]["content"][0]["text"] for m in answered] == [str(len(text))] * held

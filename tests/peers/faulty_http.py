@@ -7,6 +7,7 @@ fault suite.  POST /mcp, by JSON-RPC method:
   slow {seconds}     answered after that long
   held               answered once the gate opens (below)
   hang               never answered
+  unanswered         an SSE answer with one progress notification that ends without the result
   stream {count, interval, held}
                      an SSE answer: `count` progress notifications `interval` s apart, then the result;
                      with `held`, the notifications after the first wait for the gate
@@ -154,6 +155,9 @@ def make_app() -> web.Application:
         if method == "bigevent":
             note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pad": "x" * int(params["size"])}}
             return await sse(request, [json.dumps(note).encode(), result({"done": True})])
+        if method == "unanswered":
+            note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 0}}
+            return await sse(request, [json.dumps(note).encode()])
         if method == "bigjson":
             return web.Response(body=result({"pad": "x" * int(params["size"])}), content_type="application/json")
         if method == "login":  # a session cookie for whoever logged in

@@ -1,4 +1,5 @@
-"""tests.peers.legacy_only_server's tools, resource and prompt over Streamable HTTP, 2025-11-25 only:
+"""tests.peers.legacy_only_server's tools, resource and prompt over Streamable HTTP, 2025-11-25 only
+(`touch`'s notifications on the session's GET stream, the others' on their call's stream):
 the SDK's app behind a gate that refuses (400) any request naming 2026-07-28, in its
 `MCP-Protocol-Version` header or a `_meta` key of that era, as a server that never moved does.
 
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import socket
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from mcp.server import MCPServer
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning
 from starlette.responses import JSONResponse
 
@@ -21,12 +25,27 @@ from tests.peers.legacy_only_server import build
 MODERN = "2026-07-28"
 
 
-def main() -> None:
+def refused(method: str, headers: dict[str, str], body: bytes) -> str | None:
+    """Why a 2025-11-25-only server refuses a request (None: it takes it)."""
+    if headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body:
+        return "2025-11-25 only"
+    return None
+
+
+def run(gate: Callable[[str, dict[str, str], bytes], str | None], server: MCPServer | None = None) -> None:
+    """``server`` (`build(http=True)`'s by default) as the SDK's Streamable HTTP app behind ``gate``
+    (a reason: 400 with a JSON-RPC error, or 405 for a GET or DELETE), recording every request at
+    `/seen`; prints `PORT <n>`."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging is fine at 2025-11-25
-    sdk = build().streamable_http_app()
+    server = server or build(http=True)
+    low = server._lowlevel_server
+    plain = low.create_initialization_options
+    changed = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+    low.create_initialization_options = lambda *_, **__: plain(changed)  # (the SDK's HTTP runner names none)
+    sdk = server.streamable_http_app()
     seen: list[dict[str, Any]] = []
 
     async def app(scope, receive, send):
@@ -42,9 +61,11 @@ def main() -> None:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         seen.append({"method": scope["method"], "headers": headers, "body": body.decode()})
-        if headers.get("mcp-protocol-version") == MODERN or b"io.modelcontextprotocol/" in body:
-            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "2025-11-25 only"}}
-            return await JSONResponse(refusal, status=400)(scope, receive, send)
+        why = gate(scope["method"], headers, body)
+        if why is not None:
+            refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
+            status = 400 if scope["method"] == "POST" else 405
+            return await JSONResponse(refusal, status_code=status)(scope, receive, send)
         replayed = False
 
         async def replay():
@@ -61,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(refused)

@@ -8,12 +8,15 @@ Every message it receives is appended to SEEN_FILE (one JSON object a line), so 
 what reached it and in which order. Tools: `echo {text}`; `remind {path}` sends a legacy Harn
 reminder (`notifications/message` with `_meta.harn.reminder`), then answers; `log {text}` sends a
 plain log line (logger "legacy"), then answers; `ask {question}` asks its client to sample
-(`sampling/createMessage`) and answers with the text, or the refusal; `consult {question}` the same through the SDK's
+(`sampling/createMessage`) and answers with the text, or the refusal; `confirm {question}` asks
+(`elicitation/create`) for a yes or no and answers with the action and the answer, or the refusal;
+`consult {question}` the same as `ask` through the SDK's
 resolvers, which ask in the era's way (at 2026-07-28: an `input_required` result); `where` the
 client's roots (`roots/list`) the same way; `touch {path}` answers, then (ambient, after its
 answer, as a GET stream's messages are) sends the three `list_changed`, `resources/updated` for
 `file:///notes.txt`, a Harn reminder for `path` and a log line "ambient" (served at 2026-07-28, it
-publishes the tools change and the update to listen streams instead). A resource
+publishes the tools change and the update to listen streams instead; built for HTTP, it sends them
+unrelated to the call, which puts them on the session's GET stream). A resource
 `file:///notes.txt` (subscribable) and a prompt `greet`.
 """
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Annotated, TextIO
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, ListRoots, Resolve, Sample
@@ -39,10 +43,17 @@ NOTES = "remember the milk"
 TAGS = ("workspace", "file_changed")
 #: what a `touch` sends once its answer is written: request id (as text) → notifications
 AFTER: dict[str, list[dict]] = {}
+NOTIFICATION = pydantic.TypeAdapter(types.ServerNotification)
 
 
 def harn_reminder(path: str) -> types.LoggingMessageNotification:
     return sdk_tools.harn_reminder(path, TAGS)
+
+
+class Confirmation(pydantic.BaseModel):
+    """What `confirm` elicits."""
+
+    ok: bool
 
 
 def sampling(question: str) -> Sample:
@@ -56,7 +67,7 @@ def roots() -> ListRoots:
     return ListRoots()
 
 
-def build() -> MCPServer:
+def build(http: bool = False) -> MCPServer:
     server = MCPServer("legacy-only", instructions="A server that never moved past 2025-11-25.")
 
     sdk_tools.add_echo_and_remind(server, TAGS)
@@ -72,12 +83,17 @@ def build() -> MCPServer:
     async def touch(path: str, ctx: Context) -> str:
         await ctx.notify_tools_changed()  # to 2026-07-28 listen streams (tests.peers.modern_only_server)
         await ctx.notify_resource_updated("file:///notes.txt")
-        AFTER[ctx.request_id] = [
+        after = [
             {"method": "notifications/tools/list_changed"}, {"method": "notifications/resources/list_changed"},
             {"method": "notifications/prompts/list_changed"},
             {"method": "notifications/resources/updated", "params": {"uri": "file:///notes.txt"}},
             {k: v for k, v in dumped(harn_reminder(path)).items() if k in ("method", "params")},
             {"method": "notifications/message", "params": {"level": "info", "logger": "legacy", "data": "ambient"}}]
+        if not http:
+            AFTER[ctx.request_id] = after
+            return f"touched {path}"
+        for extra in after:  # no related request: the SDK writes them on the session's GET stream
+            await ctx.session.send_notification(NOTIFICATION.validate_python(extra))
         return f"touched {path}"
 
     @server.tool()
@@ -89,6 +105,14 @@ def build() -> MCPServer:
         except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
             return f"refused: {exc}"
         return f"sampled: {sampled.content.text}"
+
+    @server.tool()
+    async def confirm(question: str, ctx: Context) -> str:
+        try:
+            answered = await ctx.elicit(question, Confirmation)  # the server asks its client (2025-11-25)
+        except Exception as exc:  # noqa: BLE001 - the client's refusal is the answer
+            return f"refused: {exc}"
+        return f"{answered.action}: {answered.data.ok}" if answered.action == "accept" else answered.action
 
     @server.tool()
     def consult(question: str, sampled: Annotated[types.CreateMessageResult, Resolve(sampling)]) -> str:

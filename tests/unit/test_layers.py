@@ -83,10 +83,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: Every package and top-level module of `bridge/`, bottom up: each imports only from levels below its
 #: own. A new one must be placed here, so the test covers all of `bridge/`.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("bridge.fields", "bridge.lazy"),  # the reminder's vocabulary, and how the model is loaded at first use
     ("bridge", "bridge.model", "bridge.jsonrpc", "bridge.display", "bridge.environ", "bridge.urls", "bridge.metrics",
      "bridge.loop", "bridge.probe", "bridge.prefilter", "bridge.declaration", "bridge.examples", "bridge.throttle",
-     "bridge.problems", "bridge.pending", "bridge.otlp"),
-    ("bridge.dialects", "bridge.lifecycle", "bridge.logs", "bridge.state"),
+     "bridge.problems", "bridge.pending", "bridge.reminder_spans"),
+    ("bridge.dialects", "bridge.lifecycle", "bridge.logs", "bridge.state", "bridge.defaults", "bridge.otlp"),
     ("bridge.rules", "bridge.telemetry"),
     ("bridge.envelope", "bridge.policy"),
     ("bridge.pipeline",),  # the core ends here: it imports no add-on, transport or command line

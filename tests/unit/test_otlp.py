@@ -136,3 +136,26 @@ def test_the_exporter_posts_the_batch_to_a_real_receiver(receiver):
 def test_an_unreachable_receiver_is_a_failed_export_not_an_exception():
     exporter = LeanOTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces", timeout=1)
     assert exporter.export(_spans()) is SpanExportResult.FAILURE
+
+
+def test_the_proxys_own_spans_take_the_short_way_to_the_same_bytes():
+    """Spans `Tracing` makes itself (`ReminderSpan`: no events, links or status to check), alone and
+    in a batch beside the SDK's own: the library's bytes either way."""
+    from opentelemetry.propagate import inject
+
+    from bridge.reminder_spans import ReminderSpan
+    from bridge.telemetry import Tracing
+
+    keep = _Keep()
+    tracing = Tracing(span_exporter=keep)
+    parent: dict[str, str] = {}
+    inject(parent, context=_remote_parent(True, TraceState([("vendor", "v1")])))
+    for i, carrier in enumerate([None, parent, None]):
+        tracing.record("notifications/message", lambda i=i: {"rpc.method": "notifications/message",
+                                                             "reminder.id": f"r-{i}", "reminder.coalesced": True,
+                                                             "n": i}, carrier, 5 + i)
+    assert [type(s) for s in keep.spans] == [ReminderSpan] * 3
+    assert SpanEncoder().encode(keep.spans) == encode_spans(keep.spans).SerializePartialToString()
+    other = [s for s in _spans() if s.resource.attributes["service.name"] == "limited"]  # another resource
+    mixed = keep.spans[:1] + other + keep.spans[1:]
+    assert SpanEncoder().encode(mixed) == encode_spans(mixed).SerializePartialToString()

@@ -4,7 +4,10 @@ stdout cut into lines by the stdio transport's `Framer`, and stopped with `child
 SIGTERM, SIGKILL after a grace) in a thread of its own, so the loop never waits on a process.
 
 `Children` bounds how many run at once per route (`max_children`): one more is refused, never
-queued.  A `Child` knows lines and bytes only; who reads its lines is its owner's business.
+queued.  A `Child` knows lines and bytes only; who reads its lines is its owner's business.  On a
+route that names its server's MCP era, the era bridge (`bridge.pipeline.eras`) sits in front of the
+child's pipes: what is written to it goes through `toward_server`, what it writes through
+`from_server`, and what the bridge answers in the server's place comes up as the child's lines.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from bridge.pipeline.commands import HOST, PEER, Write
+from bridge.pipeline.eras import EraLayer
 from bridge.transports import child as processes
 from bridge.transports.child import ChildTransport, attach
 from bridge.transports.stdio import MAX_LINE, PIPE_READ, Framer, closed_error
@@ -32,9 +37,11 @@ class Child:
     its unanswered requests get once it exits or closes its stdout."""
 
     def __init__(self, command: list[str], lines: Callable[[bytes], None], oversize: Callable[[bytes], None],
-                 gone: Callable[[dict[str, Any]], None], max_line: int = MAX_LINE):
+                 gone: Callable[[dict[str, Any]], None], max_line: int = MAX_LINE, bridge: EraLayer | None = None):
         self.command = command
-        self.framer = Framer(max_line, lines, oversize)
+        self.lines = lines
+        self.bridge = bridge
+        self.framer = Framer(max_line, lines if bridge is None else self._from_server, oversize)
         self.gone = gone
         self.transport: ChildTransport | None = None
         self.proc: Any = None
@@ -110,8 +117,24 @@ class Child:
         stdin = self.transport.get_pipe_transport(0) if self.transport is not None else None
         if stdin is None or stdin.is_closing() or not self.alive:
             return False
-        stdin.write(data)
+        if self.bridge is None:
+            stdin.write(data)
+        else:
+            self._bridged(self.bridge.toward_server(data))
         return True
+
+    def _from_server(self, block: bytes) -> None:
+        self._bridged(self.bridge.from_server(block))  # type: ignore[union-attr]  # (set with this reader)
+
+    def _bridged(self, writes: list[Write]) -> None:
+        """The era bridge's writes: the server's to its stdin, the rest up as lines it wrote."""
+        stdin = self.transport.get_pipe_transport(0) if self.transport is not None else None
+        down = [w.data for w in writes if w.to == PEER]
+        if down and stdin is not None and not stdin.is_closing():
+            stdin.write(b"\n".join(down) + b"\n")
+        up = [w.data for w in writes if w.to == HOST]
+        if up:
+            self.lines(b"\n".join(up) + b"\n")
 
     def hold(self, owner: object, held: bool) -> None:
         """Stop reading its stdout while any owner's queue toward a host is full (the child then

@@ -25,8 +25,10 @@ from typing import Any
 
 from aiohttp import web
 
-from bridge.jsonrpc import dumps, error_response, ids_in
+from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
+from bridge.jsonrpc import dumps, error_response, ids_in, loads
 from bridge.pipeline.commands import HOST, PEER, Call, Command, Send, Write, receipts_of
+from bridge.pipeline.eras import BRIDGES, EraLayer, session_key
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.inflight import token_key
 from bridge.state.scope import Scope
@@ -46,7 +48,7 @@ SESSION_GONE = -32001
 #: Requests whose POST is gone (the host left) remembered per session, so their late answers are dropped
 ABANDONED_LIMIT = 10_000
 #: A request that starts a session (no child is started for anything else).
-_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
+INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
 
 
 class Exchange:
@@ -208,18 +210,27 @@ class SharedLink(Link):
         pass
 
     def leave(self, session: ChildSession) -> None:
+        """A 2026-07-28 host ends a listen by closing its stream: the child is told as stdio tells it."""
+        listen = session.flow.subscription()
+        if listen is not None:
+            self.write(dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": listen[1]}}))
         self.shared.ids.leave(self.tag)
         self.shared.sessions.pop(self.tag, None)
+        self.shared.used = asyncio.get_running_loop().time()
 
 
 class Shared:
-    """The route's one child in shared mode, and its sessions by tag."""
+    """A shared child, and its sessions by tag: the route's one in shared mode (``key`` ""), or,
+    where the era bridge speaks for 2026-07-28 hosts, one per client capability set and client
+    info (`CommandUpstream.shared_key`)."""
 
-    def __init__(self, upstream: CommandUpstream):
+    def __init__(self, upstream: CommandUpstream, key: str = ""):
         self.upstream = upstream
+        self.key = key
         self.child = upstream.new_child(self.lines, self.oversize, self.gone)
         self.ids = SharedIds()
         self.sessions: dict[int, ChildSession] = {}
+        self.used = asyncio.get_running_loop().time()  # when its last session ended: idle expiry
 
     def lines(self, block: bytes) -> None:
         for frame in _frames(block):
@@ -238,8 +249,8 @@ class Shared:
         for session in list(self.sessions.values()):
             session.gone(error)
             self.upstream.end(session, "the shared stdio server ended")
-        if self.upstream.shared is self:
-            self.upstream.shared = None
+        if self.upstream.shared.get(self.key) is self:
+            del self.upstream.shared[self.key]
 
 
 class CommandUpstream:
@@ -248,18 +259,56 @@ class CommandUpstream:
     def __init__(self, route: HttpRoute, proxy: OwnCalls, command: list[str], mode: str, max_children: int):
         self.route, self.proxy = route, proxy
         self.command, self.mode = command, mode
+        self.server = f"the stdio server {command[0]!r}"  # as errors name it
         self.children = Children(max_children)
-        self.shared: Shared | None = None
+        self.shared: dict[str, Shared] = {}  # by `shared_key`
         self._starting = asyncio.Lock()
         #: what may wait for one session's host, in bytes
         self.queue_bytes = proxy.limits.max_response_bytes
         self.max_line = min(MAX_LINE, proxy.limits.max_response_bytes)
 
-    def new_child(self, lines: Any, oversize: Any, gone: Any) -> Child:
-        return Child(self.command, lines, oversize, gone, self.max_line)
+    def new_child(self, lines: Any, oversize: Any, gone: Any, flow: Flow | None = None) -> Child:
+        """A child for ``flow``'s session (None: the shared one)."""
+        return Child(self.command, lines, oversize, gone, self.max_line, self.bridge(flow))
 
-    async def open(self, flow: Flow, shared: bool) -> ChildSession:
-        """A session on a child: its own (started now), or the route's shared one (started once)."""
+    def bridge(self, flow: Flow | None) -> EraLayer | None:
+        """The era bridge in front of a child, on a route that names its server's era: every child
+        of a 2025-11-25 server (the shared ones speak for the 2026-07-28 hosts, which all use
+        them); a 2026-07-28 server's own children, each its 2025-11-25 session's (its hosts need
+        none)."""
+        settings = self.route.settings
+        era = settings.bridged_server_era
+        if not era or (flow is None and era == MODERN_ERA):
+            return None
+        settled = (lambda: MODERN_ERA) if flow is None else (lambda: flow.state.era)
+        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=True)
+
+    def shared_key(self, body: bytes) -> str:
+        """The shared child a 2026-07-28 request goes to: where the era bridge speaks for it to a
+        2025-11-25 server, the one whose session its client capabilities and client info opened
+        (a session holds one set; a message that names neither goes to the newest); else the
+        route's one."""
+        if self.route.settings.bridged_server_era != LEGACY_ERA:
+            return ""
+        try:
+            key = session_key(loads(body))
+        except ValueError:
+            key = None
+        return key if key is not None else next(reversed(self.shared), "[null, null]")
+
+    def expire(self, idle_s: float) -> None:
+        """The shared children the era bridge opened a 2025-11-25 session on end once no host used
+        them for ``idle_s`` seconds (`--session-idle`); the route's one shared child stays."""
+        now = asyncio.get_running_loop().time()
+        for key, shared in list(self.shared.items()):
+            if key and not shared.sessions and now - shared.used > idle_s:
+                del self.shared[key]
+                shared.child.stop()
+                self.route.recorder.info("child_stopping", pid=shared.child.pid, why=f"no host used its session "
+                                         f"for {idle_s:g} s (--session-idle)")
+
+    async def open(self, flow: Flow, shared: bool, key: str = "") -> ChildSession:
+        """A session on a child: its own (started now), or a shared one (``key``'s, started once)."""
         session = ChildSession(self, flow)
         # ready before the child starts: what it says at once (a log line at its start) meets a whole session
         session.driver = FlowDriver(flow, session.write, session.write, lambda on: session.link.pause(session, on))
@@ -268,16 +317,17 @@ class CommandUpstream:
         try:
             if shared:
                 async with self._starting:  # sessions that start together share the one child
-                    if self.shared is None or not self.shared.child.alive:
-                        fresh = Shared(self)
-                        await self.children.start(fresh.child, env, cwd)
-                        self.shared = fresh
-                        self._started(fresh.child)
-                session.link = SharedLink(self.shared, session)
+                    one = self.shared.get(key)
+                    if one is None or not one.child.alive:
+                        one = Shared(self, key)
+                        await self.children.start(one.child, env, cwd)
+                        self.shared[key] = one
+                        self._started(one.child)
+                session.link = SharedLink(one, session)
             else:
                 child = self.new_child(lambda block: _each(block, session.from_child),
                                        lambda head: session.perform(list(flow.oversize(head, PEER, self.max_line))),
-                                       lambda error: self.lost(session, error))
+                                       lambda error: self.lost(session, error), flow)
                 session.link = Link(child)
                 await self.children.start(child, env, cwd)
                 self._started(child)
@@ -313,7 +363,36 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     upstream: CommandUpstream = route.stdio
     session_id = request.headers.get(SESSION_HEADER)
     session = route.sessions.get(session_id) if session_id else None
-    if session_id and session is None:
+    answered = await outside_post(proxy, route, request, body, session)
+    if answered is not None:
+        return answered
+    if session is None:
+        try:
+            modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+            session = await _start(upstream, route, request, body, stateless=modern)
+        except Full as exc:
+            route.recorder.warning("children_full", limit=upstream.children.limit, why=str(exc))
+            return _refusal(503, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: {exc}; try again later",
+                            {"route": route.name, "max_children": upstream.children.limit}, retry=True)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            route.recorder.log("upstream_error", why=why, command=upstream.command[0])
+            return _refusal(502, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: cannot start "
+                                                 f"{upstream.command[0]!r}: {why}", {"route": route.name})
+    try:
+        return await post(proxy, session, request, body)
+    finally:
+        if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
+            session.close("the request was answered")
+
+
+async def outside_post(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes,
+                       session: ChildSession | None) -> web.StreamResponse | None:
+    """What a request gets when the proxy is the host's Streamable HTTP server and the request is
+    not a JSON-RPC POST it goes on with (None: it is one): 404 for a session the route does not hold,
+    a DELETE ends the session, a GET is its stream, anything else is 405, and a 2025-11-25 POST
+    without a session that is not an `initialize` is 400 (MCP: a session starts there, and only there)."""
+    if request.headers.get(SESSION_HEADER) and session is None:
         return _refusal(404, SESSION_GONE, "Session not found: it ended, or the proxy restarted; initialize anew")
     if request.method == "DELETE":
         if session is None:
@@ -328,35 +407,20 @@ async def handle(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: 
     if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
         return web.Response(status=405, headers={"Allow": "GET, POST, DELETE"},
                             text="reminder-bridge: POST JSON-RPC here (Content-Type: application/json)\n")
-    if session is None:
-        modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
-        if not modern and not _INITIALIZE.search(body):  # MCP: a session starts at initialize, and only there
-            return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
-        try:
-            session = await _start(upstream, route, request, stateless=modern)
-        except Full as exc:
-            route.recorder.warning("children_full", limit=upstream.children.limit, why=str(exc))
-            return _refusal(503, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: {exc}; try again later",
-                            {"route": route.name, "max_children": upstream.children.limit}, retry=True)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            route.recorder.log("upstream_error", why=why, command=upstream.command[0])
-            return _refusal(502, UPSTREAM_ERROR, f"reminder-bridge route {route.name!r}: cannot start "
-                                                 f"{upstream.command[0]!r}: {why}", {"route": route.name})
-    try:
-        return await _post(proxy, session, request, body)
-    finally:
-        if session.id is None:  # a request that is its own session (2026-07-28): nothing outlives it
-            session.close("the request was answered")
+    modern = request.headers.get("mcp-protocol-version") == MODERN_VERSION
+    if session is None and not modern and not INITIALIZE.search(body):
+        return _refusal(400, -32600, "no Mcp-Session-Id: a session starts with initialize (reminder-bridge)")
+    return None
 
 
-async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Request, stateless: bool) -> ChildSession:
+async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Request, body: bytes,
+                 stateless: bool) -> ChildSession:
     """A new session: a 2025-11-25 host's (a new id, its own child unless shared), or one request's
-    (2026-07-28: the shared child, whose answer ends it)."""
+    (2026-07-28: a shared child, whose answer ends it)."""
     if stateless:
         flow = route.new_flow(scope=route.sessionless_scope(request), subscriptions=route.subscriptions,
                               **route._seeds())
-        return await upstream.open(flow, shared=True)
+        return await upstream.open(flow, shared=True, key=upstream.shared_key(body))
     session_id = secrets.token_urlsafe(24)
     flow = route.new_flow(scope=Scope.mcp_session(route.name, session_id))
     session = await upstream.open(flow, shared=upstream.mode == "shared")
@@ -365,7 +429,8 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
     return session
 
 
-async def _post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+async def post(proxy: OwnCalls, session: ChildSession, request: web.Request, body: bytes) -> web.StreamResponse:
+    """A JSON-RPC POST of a session through its flow; its answer as the session's frames come."""
     keys = [token_key(key) for kind, key, _ in ids_in(body) if kind == "request"]
     if any(session.exchanges.get(key) is not None for key in keys):  # its answer could not tell the two apart
         return web.Response(body=dumps(error_response(None, -32600, "a request with this id is still in flight in "
@@ -493,7 +558,7 @@ async def _stream(proxy: OwnCalls, session: ChildSession, request: web.Request) 
 
 def _timed_out(session: ChildSession, what: str) -> dict[str, Any]:
     upstream = session.upstream
-    said = (f"reminder-bridge route {upstream.route.name!r}: the stdio server {upstream.command[0]!r} took longer "
+    said = (f"reminder-bridge route {upstream.route.name!r}: {upstream.server} took longer "
             f"than {upstream.proxy.upstream_timeout:g} s {what}")
     return error_response(None, UPSTREAM_ERROR, said, {"route": upstream.route.name, "cause": "timed out"})["error"]
 

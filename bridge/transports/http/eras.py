@@ -2,19 +2,24 @@
 HTTP glue around the era bridge's core (`bridge.pipeline.eras.LegacyServer`), which decides every
 frame; this file only carries them.
 
-A route holds one upstream session per distinct client capability set, client info and
-`Authorization` (`Legacy`): the first request with them opens it (its `initialize` and
-`notifications/initialized` POSTs, the `Mcp-Session-Id` the answer gave, then the GET stream), and
-later ones reuse it. Each host request goes through its own flow, as any 2026-07-28 request does;
-its id is made unique in the shared upstream session and given back as the host wrote it. A host
-that takes SSE gets each message of its exchange as it comes; one that does not, the answer alone.
+A route holds one upstream session per distinct client capability set, client info,
+`Authorization` and identity (`Legacy`): the first request with them opens it (its `initialize`
+and `notifications/initialized` POSTs, the `Mcp-Session-Id` the answer gave, then the GET stream),
+and later ones reuse it. Each host request goes through its own flow, as any 2026-07-28 request
+does, of the session's scope; its ids are the session's own while upstream
+(`bridge.pipeline.era_exchanges`), so what comes back, on any of the session's streams, reaches the
+exchange it belongs to: an answer (an `input_required` one ends the exchange; the retry's answer
+comes on the first request's stream), a listen stream's notification (the listen stays open until
+the host leaves, then its resources are unsubscribed), a request of the server's. What belongs to
+no exchange goes through the session's keeper flow (an ambient reminder: onto a listen stream
+that opted in, else held for the next tool result). A host that takes SSE gets each message of
+its exchange as it comes; one that does not, the answer alone.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,13 +31,17 @@ from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
 from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY, PROTOCOL_KEY
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, loads
-from bridge.pipeline.commands import HOST, PEER, Write
-from bridge.pipeline.eras import LegacyServer
+from bridge.pipeline.commands import HOST, PEER, Send, Write, receipts_of
+from bridge.pipeline.era_exchanges import Exchanges
+from bridge.pipeline.eras import GET_STREAM, LegacyServer
+from bridge.state.scope import Scope
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
+from bridge.transports.http.listening import Listener
 from bridge.transports.http.own_calls import OwnCalls, settled, written
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
 from bridge.transports.http.upstream_errors import cause, upstream_error
+from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
 
 #: What a 2026-07-28 request carries in headers that a 2025-11-25 server must never see, and what
@@ -47,16 +56,28 @@ _SESSION_ERAS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", LEGACY_ERA}
 _STATUS = {-32601: 404, -32020: 400, -32021: 400, -32022: 400}
 
 
-@dataclass
+@dataclass(eq=False)
 class Legacy:
-    """One upstream 2025-11-25 session and the bridge that speaks for its hosts."""
+    """One upstream 2025-11-25 session, the bridge that speaks for its hosts, and their exchanges."""
 
     bridge: LegacyServer
-    #: held while the session opens, so a second request waits for it rather than racing it
-    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: whose state what the session brings belongs to: the identity the rules name, else the
+    #: session's own (its hosts share its ambient reminders, as a 2025-11-25 session's host would)
+    scope: Scope
+    proxy: OwnCalls
+    route: HttpRoute
+    #: the first request's headers, for what no host request carries (the GET stream, a listen's end)
+    headers: dict[str, str]
     session_id: str | None = None
     stream: asyncio.Task[Any] | None = None
-    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    #: the GET stream was answered (or is over): what the server sends on its own reaches the proxy
+    streaming: asyncio.Event = field(default_factory=asyncio.Event)
+    ids: Exchanges = field(default_factory=Exchanges)
+    #: the host exchanges not over, and how many exchanges still carry (POST answers being read)
+    open: set[_Exchange] = field(default_factory=set)
+    carrying: int = 0
+    #: the pipeline of what the server sends that is no exchange's (an ambient reminder to hold)
+    keeper: Session | None = None
     #: host requests using it now, and when the last one ended (the loop's clock): idle expiry
     busy: int = 0
     used: float = 0.0
@@ -74,31 +95,41 @@ def takes(route: HttpRoute, request: web.Request) -> bool:
 
 async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes,
                   holding: Holding) -> web.StreamResponse:
-    """The host's request through its flow, then the bridge, upstream; the answer back the same way."""
+    """The host's request through its flow, then the bridge, upstream; what comes back the same way,
+    until its answer (a listen: until the host leaves)."""
     refused = _refused(request, body)
     if refused is not None:
         return refused
     route.rpc_path = route.below(request.path)
-    session, _ = await route.session_for(request)
-    legacy = _legacy(route, request, body)
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
-    exchange = _Exchange(proxy, route, session, legacy, headers, _Answer(request, session))
+    legacy = _legacy(proxy, route, request, body, headers)
+    session = route.sessionless(legacy.scope)
+    exchange = _Exchange(session, headers, _Answer(request, session))
     legacy.busy += 1
+    legacy.open.add(exchange)
     try:
         toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
                   if isinstance(c, Write)]
+        exchange.listen = session.flow.subscription()
+        if legacy.keeper is None:
+            _keeper(legacy, session.flow.negotiated())
         for command in toward:
             if command.to == HOST:
                 await exchange.answer.send(command)
-        frames = [exchange.own_id(c.data) for c in toward if c.to == PEER]
-        if frames:  # the first request opens the session; the others wait for it, then go as they come
-            async with legacy.opening if legacy.bridge.state.opened is None else contextlib.nullcontext():
-                await exchange.carry(legacy.bridge.toward_server(b"\n".join(frames)))
-        _listen(proxy, route, legacy, headers)
+        frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
+        proxy.spawn(_run(legacy, exchange, frames))  # it goes on should the host leave: the session stays whole
+        await exchange.over.wait()
     finally:
+        exchange.over.set()  # (the host may have left): what comes for it now is no one's
         legacy.busy -= 1
         legacy.used = asyncio.get_running_loop().time()
+        legacy.open.discard(exchange)
         route.learn(session.flow)
+        if exchange.listed is not None and exchange.answer.stream is not None:
+            route.listening.close(exchange.listed, exchange.answer.stream)
+        ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
+        if ended:  # a listen's response ended: the resources no stream wants are unsubscribed
+            proxy.spawn(_carry(legacy, ended, None))
         session.close("a 2026-07-28 request is over once answered")
     return await exchange.answer.done()
 
@@ -129,21 +160,24 @@ def _refused(request: web.Request, body: bytes) -> web.Response | None:
     return web.Response(status=400, body=dumps(error), content_type="application/json", charset="utf-8")
 
 
-def _legacy(route: HttpRoute, request: web.Request, body: bytes) -> Legacy:
-    """The upstream session of this request's capability set, client info and credentials."""
+def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes, headers: dict[str, str]) -> Legacy:
+    """The upstream session of this request's capability set, client info, credentials and identity."""
     try:
         msg = loads(body)
     except ValueError:
         msg = None
     meta = params_meta(msg) if isinstance(msg, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    seen = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), request.headers.get("Authorization")],
-                      sort_keys=True)
+    identity = route.sessionless_scope(request)
+    seen = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), request.headers.get("Authorization"),
+                       identity.id if identity.lasting else None], sort_keys=True)
     key = hashlib.sha256(seen.encode()).hexdigest()
     if route.eras is None:
         route.eras = {}
     if key not in route.eras:
-        route.eras[key] = Legacy(LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder))
+        scope = identity if identity.lasting else Scope.identity(route.name, "era-session", key)
+        bridge = LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True)
+        route.eras[key] = Legacy(bridge, scope, proxy, route, headers)
     return route.eras[key]
 
 
@@ -166,15 +200,19 @@ class _Answer:
             self.last = message
         if not self.streams:
             return
-        if self.stream is None:
-            if answer and self.held is None:
-                self.held = message
-                return
-            self.stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-            await self.stream.prepare(self.request)
-            if self.held is not None:
-                await self._event(self.held)
-        await self._event(message)
+        try:
+            if self.stream is None:
+                if answer and self.held is None:
+                    self.held = message
+                    return
+                self.stream = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                                          "Cache-Control": "no-cache"})
+                await self.stream.prepare(self.request)
+                if self.held is not None:
+                    await self._event(self.held)
+            await self._event(message)
+        except ConnectionResetError:  # the host went away: what it carried was not delivered
+            self.session.flow.unwritten(receipts_of([message]))
 
     async def _event(self, message: Write) -> None:
         assert self.stream is not None
@@ -210,67 +248,163 @@ def _is_answer(data: bytes) -> bool:
     return isinstance(msg, dict) and "method" not in msg
 
 
-@dataclass
+@dataclass(eq=False)
 class _Exchange:
     """One host request's way through the bridge and back."""
 
-    proxy: OwnCalls
-    route: HttpRoute
-    session: Any
-    legacy: Legacy
+    session: Session
     headers: dict[str, str]
     answer: _Answer
-    #: the ids this exchange gave its requests upstream → the host's own
-    ours: dict[str, Any] = field(default_factory=dict)
+    #: its answer went to the host, or nothing upstream can answer it any more
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+    #: its frames went upstream (an SSE answer may still be read, counted in `Legacy.carrying`)
+    carried: bool = False
+    #: a `subscriptions/listen`: the flow's key for it, its open stream (once acknowledged), and the
+    #: name the route keeps that under (for the flows of its scope: an outbox's reminder)
+    listen: Any = None
+    listener: Listener | None = None
+    listed: str | None = None
 
-    def own_id(self, frame: bytes) -> bytes:
-        """A request with an id unique in the shared upstream session (hosts choose theirs alike)."""
-        try:
-            msg = loads(frame)
-        except ValueError:
-            return frame
-        if not isinstance(msg, dict) or "id" not in msg or "method" not in msg:
-            return frame
-        own = f"rb-h{next(self.legacy.ids)}"
-        self.ours[own] = msg["id"]
-        return dumps({**msg, "id": own})
 
-    def host_id(self, frame: bytes) -> bytes:
-        try:
-            msg = loads(frame)
-        except ValueError:
-            return frame
-        if isinstance(msg, dict) and "method" not in msg and isinstance(msg.get("id"), str) and msg["id"] in self.ours:
-            return dumps({**msg, "id": self.ours[msg["id"]]})
-        return frame
+async def _run(legacy: Legacy, exchange: _Exchange, frames: list[bytes]) -> None:
+    """An exchange's frames through the bridge and upstream (the first request opens the session;
+    the bridge holds the others' until it is open), then what nothing can answer any more is ended."""
+    legacy.carrying += 1
+    try:
+        if frames:
+            await _carry(legacy, legacy.bridge.toward_server(b"\n".join(frames)), exchange)
+    finally:
+        exchange.carried = True
+        await _carried(legacy)
 
-    async def carry(self, writes: list[Write]) -> None:
-        """Perform the bridge's writes in order: POST what goes to the server (each message of its
-        answer back into the bridge as it comes), hand what goes to the flow to the flow, and what
-        the flow gives the host to the host."""
-        bridge, session = self.legacy.bridge, self.session
-        for write in writes:
-            if write.to == HOST:
-                for command in await session.driver.settle(await settled(session, self.host_id(write.data), PEER)):
-                    if isinstance(command, Write) and command.to == HOST:
-                        await self.answer.send(command)
-                    elif isinstance(command, Write):
-                        await self.carry(bridge.toward_server(self.own_id(command.data)))
+
+async def _carried(legacy: Legacy) -> None:
+    """One carry is over (an exchange's frames sent, or an answer stream read to its end)."""
+    legacy.carrying -= 1
+    _listen(legacy)
+    await _settle(legacy)
+
+
+async def _settle(legacy: Legacy) -> None:
+    """Exchanges whose frames are carried are over once they owe nothing; once no exchange carries
+    any more, what is still owed gets an error (no answer can come): nothing hangs. A listen stays."""
+    for exchange in list(legacy.open):
+        if not exchange.carried or exchange.over.is_set() or exchange.listen is not None:
+            continue
+        owed = legacy.ids.owed(exchange)
+        if not owed:
+            exchange.over.set()
+        elif legacy.carrying == 0:
+            why = f"the {LEGACY_ERA} server's answer streams ended without an answer to this request"
+            await _carry(legacy, [w for own in owed for w in legacy.bridge.from_server(
+                dumps(error_response(own, -32603, why)))], exchange)
+            exchange.over.set()
+
+
+async def _carry(legacy: Legacy, writes: list[Write], origin: _Exchange | None) -> None:
+    """Perform the bridge's writes in order: POST what goes to the server (each message of its
+    answer back through the bridge as it comes), and give what goes to the host to the exchange it
+    belongs to (else to ``origin``'s, while it is not over, else the session's keeper)."""
+    for write in writes:
+        if write.to == PEER:
+            posted = legacy.ids.posted(write.data)
+            await _send(legacy, write.data, posted.exchange or origin, posted.request_id)
+            continue
+        back = legacy.ids.back(write.data)
+        target = back.exchange
+        if target is None and origin is not None and not origin.over.is_set():
+            target = origin
+        await _to_host(legacy, target, back.data, back.answer)
+
+
+async def _send(legacy: Legacy, data: bytes, owner: _Exchange | None, request_id: Any) -> None:
+    """One message POSTed upstream, once the server has taken it (so what follows reaches it after):
+    its answer's messages through the bridge, as from that request; an SSE answer is read on its
+    own, so a long call holds up neither what follows it nor another host's requests."""
+    try:
+        response = await _post(legacy, data, owner.headers if owner is not None else legacy.headers)
+    except _UPSTREAM_FAILED as exc:
+        await _failed(legacy, exc, owner, request_id)
+        return
+    if "text/event-stream" not in response.headers.get("content-type", ""):
+        await _read(legacy, response, owner, request_id)
+        return
+    legacy.carrying += 1
+    legacy.proxy.spawn(_read(legacy, response, owner, request_id, spawned=True))
+
+
+async def _read(legacy: Legacy, response: aiohttp.ClientResponse, owner: _Exchange | None, request_id: Any,
+                spawned: bool = False) -> None:
+    proxy = legacy.proxy
+    came_on = request_id if request_id is not None else GET_STREAM
+    try:
+        async with response:
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
+                    if event.data is not None:
+                        await _carry(legacy, legacy.bridge.from_server(event.data, came_on), owner)
+            elif "json" in response.headers.get("content-type", ""):
+                data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
+                if data.strip():
+                    await _carry(legacy, legacy.bridge.from_server(data, came_on), owner)
+    except _UPSTREAM_FAILED as exc:
+        await _failed(legacy, exc, owner, request_id)
+    finally:
+        if spawned:
+            await _carried(legacy)
+
+
+async def _failed(legacy: Legacy, exc: BaseException, owner: _Exchange | None, request_id: Any) -> None:
+    """The upstream failed a request: its error, through the bridge, to whoever asked."""
+    route = legacy.route
+    route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged 2025-11-25 request")
+    if request_id is not None:
+        await _carry(legacy, legacy.bridge.from_server(dumps(upstream_error(route, request_id, exc))), owner)
+
+
+async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer: bool) -> None:
+    """A message the server's way through the flow of the exchange it is for (none: the keeper's,
+    which puts an ambient reminder on a listen stream of its scope, or holds it for the fallback)."""
+    session = target.session if target is not None else _keeper(legacy)
+    route = legacy.route
+    for command in await session.driver.settle(await settled(session, data, PEER)):
+        if not isinstance(command, Write):
+            continue
+        if command.to == PEER:  # the flow's own follow-up
+            await _carry(legacy, legacy.bridge.toward_server(legacy.ids.toward(target, command.data)), target)
+            continue
+        for left in legacy.proxy.to_listen(route, session, [command]):
+            if target is None:
+                route.recorder.warning("era_unrouted", why=f"a {LEGACY_ERA} server's message belongs to no "
+                                       f"{MODERN_ERA} request or listen stream that is still open")
                 continue
-            try:
-                async for frame in _post(self.proxy, self.route, self.legacy, write.data, self.headers):
-                    await self.carry(bridge.from_server(frame))
-            except _UPSTREAM_FAILED as exc:
-                self.route.recorder.log("upstream_error", why=self.route.shown(cause(exc)),
-                                        during="a bridged 2025-11-25 request")
-                msg = loads(write.data)
-                if isinstance(msg, dict) and "id" in msg and "method" in msg:
-                    await self.carry(bridge.from_server(dumps(upstream_error(self.route, msg["id"], exc))))
+            if target.listener is not None:  # as the route's listen streams are written: a slow host holds up nothing
+                legacy.proxy.on_listener(route, session, target.listener,
+                                         left if isinstance(left, Send) else Send(HOST, left.data))
+                continue
+            if target.listen is not None and not legacy.streaming.is_set():
+                await _streaming(legacy)  # acknowledged once what the server sends on its own reaches the proxy
+            await target.answer.send(left)
+            if target.listen is not None and target.listener is None and target.answer.stream is not None:
+                target.listener = Listener(target.answer.stream)
+                target.listed = route.listening.open(session.flow.scope, target.listen, target.answer.stream)
+    if answer and target is not None:
+        target.over.set()
 
 
-async def _post(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, message: bytes,
-                headers: dict[str, str]):
-    """One POST to the 2025-11-25 server in the session's name; yields every message of its answer."""
+def _keeper(legacy: Legacy, record: dict[str, Any] | None = None) -> Session:
+    """The session's keeper, made with what the first host request's flow settled (``record``:
+    the era, the host's dialect), so that it reads the server's messages as its hosts' flows do."""
+    if legacy.keeper is None:
+        legacy.keeper = legacy.route.sessionless(legacy.scope)
+        if record is not None:
+            legacy.keeper.flow.restore(record)
+    return legacy.keeper
+
+
+async def _post(legacy: Legacy, message: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+    """One POST to the 2025-11-25 server in the session's name, up to its answer's headers."""
+    proxy, route = legacy.proxy, legacy.route
     assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if legacy.session_id is not None:
@@ -279,50 +413,53 @@ async def _post(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, message: byte
         sent["MCP-Protocol-Version"] = LEGACY_ERA
     async with asyncio.timeout(proxy.upstream_timeout):
         response = await proxy.client.post(route.target.url(route.rpc_path, ""), data=message, headers=sent)
-    async with response:
-        if legacy.session_id is None and response.headers.get(SESSION_HEADER):
-            legacy.session_id = response.headers[SESSION_HEADER]
-        if "text/event-stream" in response.headers.get("content-type", ""):
-            async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
-                if event.data is not None:
-                    yield event.data
-        elif "json" in response.headers.get("content-type", ""):
-            data = await read_answer(response, Holding(proxy.guard.budget), proxy.limits, release=True)
-            if data.strip():
-                yield data
+    if legacy.session_id is None and response.headers.get(SESSION_HEADER):
+        legacy.session_id = response.headers[SESSION_HEADER]
+    return response
 
 
-def _listen(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, headers: dict[str, str]) -> None:
+def _listen(legacy: Legacy) -> None:
     """Once the session is open: its GET stream, kept open for the session's life."""
     if legacy.stream is None and legacy.session_id is not None and legacy.bridge.state.opened is not None:
-        legacy.stream = asyncio.get_running_loop().create_task(_stream(proxy, route, legacy, headers))
+        legacy.stream = asyncio.get_running_loop().create_task(_stream(legacy))
 
 
-async def _stream(proxy: OwnCalls, route: HttpRoute, legacy: Legacy, headers: dict[str, str]) -> None:
-    """The session's GET stream. What comes on it belongs to no request of a 2026-07-28 host, and a
-    listen stream to carry it is not bridged yet: the bridge drops what such a host may not get
-    unasked; the rest is logged, never silently lost."""
+async def _streaming(legacy: Legacy) -> None:
+    """Until the GET stream is answered (a listen acknowledged before it might miss what follows),
+    at most the upstream timeout."""
+    _listen(legacy)
+    if legacy.stream is not None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(legacy.proxy.upstream_timeout):
+                await legacy.streaming.wait()
+
+
+async def _stream(legacy: Legacy) -> None:
+    """The session's GET stream: what comes on it is no request's (a listen stream's notifications,
+    an ambient reminder, a request of the server's), through the bridge as such."""
+    proxy, route = legacy.proxy, legacy.route
     assert proxy.client is not None
-    sent = {**headers, "Accept": "text/event-stream", "MCP-Protocol-Version": LEGACY_ERA,
+    sent = {**legacy.headers, "Accept": "text/event-stream", "MCP-Protocol-Version": LEGACY_ERA,
             SESSION_HEADER: legacy.session_id or ""}
     try:
         async with proxy.client.get(route.target.url(route.rpc_path, ""), headers=sent) as response:
+            legacy.streaming.set()
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 return
             async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):
-                for write in legacy.bridge.from_server(event.data or b""):
-                    if write.to == HOST:
-                        route.recorder.warning("era_unrouted", why=f"a {LEGACY_ERA} server's message on its GET "
-                                               f"stream has no {MODERN_ERA} listen stream to go on (not bridged yet)")
+                if event.data is not None:
+                    await _carry(legacy, legacy.bridge.from_server(event.data, GET_STREAM), None)
     except _UPSTREAM_FAILED as exc:
         route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged session's GET stream")
+    finally:
+        legacy.streaming.set()
 
 
 async def expire(proxy: OwnCalls, route: HttpRoute, idle_s: float) -> None:
     """The upstream sessions no host has used for ``idle_s`` seconds end (`--session-idle`)."""
     now = asyncio.get_running_loop().time()
     for key, legacy in list((route.eras or {}).items()):
-        if legacy.busy == 0 and not legacy.opening.locked() and now - legacy.used > idle_s:
+        if legacy.busy == legacy.carrying == 0 and now - legacy.used > idle_s:
             del route.eras[key]
             await _end(proxy, route, legacy)
 
@@ -334,9 +471,14 @@ async def close(proxy: OwnCalls, route: HttpRoute) -> None:
 
 
 async def _end(proxy: OwnCalls, route: HttpRoute, legacy: Legacy) -> None:
-    """One upstream session ends: its GET stream, then a DELETE (2025-11-25 sessions end so)."""
+    """One upstream session ends: its hosts' open listen streams, its GET stream, then a DELETE
+    (2025-11-25 sessions end so)."""
+    for exchange in legacy.open:
+        exchange.over.set()
     if legacy.stream is not None:
         legacy.stream.cancel()
+    if legacy.keeper is not None:
+        legacy.keeper.close("its upstream session ended")
     if legacy.session_id is None or proxy.client is None:
         return
     try:

@@ -4,6 +4,7 @@ of the flow's commands for a JSON answer is the answer itself (the one that says
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -28,19 +29,35 @@ async def relay_json_stream(proxy: OwnCalls, route: HttpRoute, request: web.Requ
     limit = proxy.limits.max_response_bytes
     response = web.StreamResponse(status=upstream.status, headers=response_headers(upstream))
     await response.prepare(request)
+    try:
+        async for line, ends in json_lines(upstream, limit):
+            answer, extras = await json_answer(proxy, route, request, session, line)
+            for extra in extras:
+                await response.write(extra.data + b"\n")
+            data = answer.data
+            await response.write(data if data is line or not ends else data + b"\n")
+            written(session, [*extras, answer])
+    except TooLarge as exc:
+        route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
+                           url=redact(str(upstream.url)))
+        for error in unanswered(route, session, body, exc):
+            await response.write(error)
+    await response.write_eof()
+    return response
+
+
+async def json_lines(upstream: aiohttp.ClientResponse, limit: int) -> AsyncIterator[tuple[bytes, bool]]:
+    """What a JSON answer the upstream streams (no Content-Length) holds, with whether it is a line:
+    each line that is a whole JSON value (or blank) as soon as it is complete, with its newline; once
+    a line alone is no JSON (pretty-printed JSON), the rest of the body in one piece at its end. More
+    than ``limit`` bytes held at once raises `TooLarge`."""
     pending = bytearray()  # an unfinished line; once a line alone was no JSON, the rest of the body
     scanned = 0  # how much of `pending` holds no newline
     whole = False
     async for chunk in upstream.content.iter_any():
         pending += chunk
         if len(pending) > limit:
-            route.recorder.log("upstream_error", why=f"a streamed JSON answer over max_response_bytes = {limit}",
-                               url=redact(str(upstream.url)))
-            for error in unanswered(route, session, body, TooLarge(
-                    f"the upstream's answer is over max_response_bytes = {limit}")):
-                await response.write(error)
-            await response.write_eof()
-            return response
+            raise TooLarge(f"the upstream's answer is over max_response_bytes = {limit}")
         while not whole and (end := pending.find(b"\n", scanned)) >= 0:
             line = bytes(pending[:end + 1])
             try:
@@ -51,21 +68,10 @@ async def relay_json_stream(proxy: OwnCalls, route: HttpRoute, request: web.Requ
                     break
             del pending[:end + 1]
             scanned = 0
-            answer, extras = await json_answer(proxy, route, request, session, line)
-            for extra in extras:
-                await response.write(extra.data + b"\n")
-            data = answer.data
-            await response.write(data if data is line else data + b"\n")
-            written(session, [*extras, answer])
+            yield line, True
         scanned = len(pending)
     if pending:
-        answer, extras = await json_answer(proxy, route, request, session, bytes(pending))
-        for extra in extras:
-            await response.write(extra.data + b"\n")
-        await response.write(answer.data)
-        written(session, [*extras, answer])
-    await response.write_eof()
-    return response
+        yield bytes(pending), False
 
 
 async def json_answer(proxy: OwnCalls, route: HttpRoute, request: web.Request, session: Session,

@@ -102,15 +102,20 @@ class OwnCalls:
             if type(message) is not Send or message.stream is None:
                 rest.append(message)
                 continue
-            listener = route.listening.get(session.flow.scope, message.stream)
-            if listener is None or not listener.room(len(message.data)):
-                route.recorder.log("listen_stream_unwritten", why="the listen stream ended" if listener is None
-                                   else "the listen stream's host reads too slowly (its bytes bound)")
-                session.flow.unwritten(message.receipts)
-                continue
-            listener.queued += len(message.data)
-            self.spawn(self._write_listen(session, listener, message))
+            self.on_listener(route, session, route.listening.get(session.flow.scope, message.stream), message)
         return rest
+
+    def on_listener(self, route: HttpRoute, session: Session, listener: Listener | None, message: Send) -> None:
+        """``message`` written on an open listen stream, after what was given it before; dropped
+        unwritten (its owner keeps what it delivers) and logged when the stream is gone or the
+        message would pass the stream's byte bound."""
+        if listener is None or not listener.room(len(message.data)):
+            route.recorder.log("listen_stream_unwritten", why="the listen stream ended" if listener is None
+                               else "the listen stream's host reads too slowly (its bytes bound)")
+            session.flow.unwritten(message.receipts)
+            return
+        listener.queued += len(message.data)
+        self.spawn(self._write_listen(session, listener, message))
 
     async def _write_listen(self, session: Session, listener: Listener, message: Send) -> None:
         try:

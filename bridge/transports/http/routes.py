@@ -115,8 +115,8 @@ class HttpRoute:
 
     def refusal(self, settings: RouteSettings, after: dict[str, RouteSettings]) -> tuple[str, str] | None:
         """What a reload cannot move while the route runs (`bridge.policy.reload.apply_reload`): the
-        route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), or onto
-        a path another running route serves."""
+        route out of `serve` (no upstream), between HTTP and WebSocket (how clients connect), across
+        an era bridge (`host_era`, `server_era`), or onto a path another running route serves."""
         if self.stdio is not None:  # its children run the command they were started with
             if settings.upstream is not None or settings.command != self.settings.command:
                 return "command", ("a route's stdio server changes at a restart (children run the command they "
@@ -128,6 +128,9 @@ class HttpRoute:
         elif settings.upstream.startswith(("ws://", "wss://")) != self.is_websocket:
             return "upstream", ("moving the upstream between HTTP and WebSocket changes how clients connect; "
                                 "that needs a restart")
+        for key in ("host_era", "server_era"):  # what the route's sessions were bridged on (or not)
+            if getattr(settings, key) != getattr(self.settings, key):
+                return key, "a route's era bridge changes at a restart: its sessions were opened across it (or not)"
         prefix = route_prefix(settings.path)
         taken = next((name for name, other in after.items() if name != self.name and route_prefix(other.path) == prefix),
                      None)
@@ -188,8 +191,7 @@ class HttpRoute:
                 return held, True  # 2024-11-05 HTTP+SSE: POSTs name the stream's session in the query
             if request.headers.get("mcp-protocol-version") == MODERN_VERSION:
                 # a request that is its own session: its outbox is its identity's, if the rules name one
-                return self.open_session(self.new_flow(scope=self.sessionless_scope(request),
-                                                       subscriptions=self.subscriptions, **self._seeds())), False
+                return self.sessionless(self.sessionless_scope(request)), False
             if session_id is None:  # an initialize, or a server without sessions: the answer tells
                 return self.open_session(self.new_flow(scope=self.sessionless_scope(request))), False
             # a session the proxy does not hold (a restart, another replica, an id made up): its own
@@ -213,6 +215,11 @@ class HttpRoute:
         rule = self.settings.identity
         value = request.headers.get(rule.partition(":")[2]) if rule is not None else None
         return Scope.identity(self.name, rule, value) if rule is not None and value else Scope.request(self.name)
+
+    def sessionless(self, scope: Scope) -> Session:
+        """The pipeline of a 2026-07-28 request (it has no session) of ``scope``: what outlives the
+        request is the route's book's, under that scope."""
+        return self.open_session(self.new_flow(scope=scope, subscriptions=self.subscriptions, **self._seeds()))
 
     def open_session(self, flow: Flow) -> Session:
         session = Session(flow, self.settings.trust.max_pending_per_session)

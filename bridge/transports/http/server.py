@@ -14,6 +14,7 @@ from bridge.transports.http.agent_card import CARD_PATHS, agent_card
 from bridge.transports.http.bodies import Refused, read_body
 from bridge.transports.http.command import CommandUpstream, handle as handle_command
 from bridge.transports.http.eras import bridged, close as close_eras, expire as expire_eras, takes
+from bridge.transports.http.modern_eras import close as close_modern, handle as handle_modern, takes as takes_modern
 from bridge.transports.http.own_calls import OwnCalls
 from bridge.transports.http.relay import jsonrpc, relay
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
@@ -69,6 +70,8 @@ class HttpProxy(OwnCalls):
         streams with them) and every child is stopped and reaped."""
         await asyncio.gather(*(route.stdio.stop() for route in self.routes if route.stdio is not None),
                              *(close_eras(self, route) for route in self.routes if route.eras))
+        for route in self.routes:  # the sessions bridged for 2025-11-25 hosts, their GET streams with them
+            close_modern(route)
 
     async def _expire_sessions(self) -> None:
         while True:
@@ -77,6 +80,8 @@ class HttpProxy(OwnCalls):
                 route.sessions.expire()
                 if route.eras:  # the upstream sessions bridged for 2026-07-28 hosts
                     self.spawn(expire_eras(self, route, self.limits.session_idle_s))
+                if route.stdio is not None:  # and the stdio children bridged for them
+                    route.stdio.expire(self.limits.session_idle_s)
 
     def sort_routes(self) -> None:
         """The longest prefix first, so `route_for` picks the most specific route (again after a
@@ -123,6 +128,8 @@ class HttpProxy(OwnCalls):
         body = await read_body(route, request, holding, self.limits, self.guard)
         if route.stdio is not None:
             return await handle_command(self, route, request, body)
+        if takes_modern(route, request, body):  # a 2025-11-25 host, a 2026-07-28 server: the era bridge
+            return await handle_modern(self, route, request, body)
         if takes(route, request):  # a 2026-07-28 host, a 2025-11-25 server: the era bridge
             return await bridged(self, route, request, body, holding)
         if request.method == "POST" and "json" in request.headers.get("content-type", ""):

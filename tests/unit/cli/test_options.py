@@ -85,23 +85,27 @@ def test_check_names_the_key(tmp_path):
     assert f"{rules}:4: routes.fs.host_era: must be one of auto, 2025-11-25, 2026-07-28" in done.stdout + done.stderr
 
 
-def test_serve_bridges_an_http_upstream_and_refuses_a_command():
+@pytest.mark.parametrize("host, server", [("2026-07-28", "2025-11-25"), ("2025-11-25", "2026-07-28")])
+def test_serve_bridges_an_http_upstream_and_a_command_both_ways_but_not_a_shared_child(host, server):
     from bridge.cli.serve import build_routes
 
     bridged = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
-                                         "--host-era", "2026-07-28", "--server-era", "2025-11-25"])
+                                         "--host-era", host, "--server-era", server])
     [route] = build_routes(bridged, None)
-    assert route.settings.bridged_server_era == "2025-11-25"
-    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", "2025-11-25", "--", "srv"])
-    with pytest.raises(ValueError, match="not\\s+yet a stdio `command`"):
-        build_routes(command, None)
-    reverse = build_parser().parse_args(["serve", "--protocol", "mcp", "--upstream", "http://127.0.0.1:9/mcp",
-                                         "--host-era", "2025-11-25", "--server-era", "2026-07-28"])
-    with pytest.raises(ValueError, match="2025-11-25 hosts to a 2026-07-28 server yet"):
-        build_routes(reverse, None)
+    assert route.settings.bridged_server_era == server
+    command = build_parser().parse_args(["serve", "--upstream-command", "--server-era", server, "--", "python3"])
+    [route] = build_routes(command, None)
+    assert route.settings.bridged_server_era == server
+    shared = build_parser().parse_args(["serve", "--upstream-command", "--upstream-command-mode", "shared",
+                                        "--server-era", server, "--", "python3"])
+    with pytest.raises(ValueError, match='`command_mode = "shared"` is not bridged'):
+        build_routes(shared, None)
 
 
-def test_stdio_refuses_the_bridge_before_an_upstream_url():
+def test_stdio_refuses_a_2026_07_28_server_over_2024_11_05_sse():
+    """A 2026-07-28 server speaks Streamable HTTP only: the era bridge over --upstream refuses the
+    older transport by name (the other era is bridged: tests/integration/test_stdio_upstream_era_bridge.py)."""
     done = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--upstream", "http://127.0.0.1:9/mcp",
-                           "--server-era", "2025-11-25"], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 2 and "not yet --upstream" in done.stderr
+                           "--server-era", "2026-07-28", "--upstream-transport", "sse"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "not the 2024-11-05 SSE transport" in done.stderr

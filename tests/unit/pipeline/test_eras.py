@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
-from bridge.pipeline.eras import BRIDGES, LegacyServer, ModernServer
+from bridge.pipeline.eras import BRIDGES, SUBSCRIBED_URIS, LegacyServer, ModernServer
 from tests.paths import SCHEMAS
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
@@ -119,12 +119,11 @@ def test_what_2026_07_28_removed_is_answered_without_the_server(bridge, method):
 
 
 def test_what_cannot_be_bridged_is_an_error_naming_it_and_both_eras(bridge):
-    [error] = sent(bridge.toward_server(request(3, "subscriptions/listen", notifications={})), HOST)
-    assert error["error"]["code"] == -32601 and "subscriptions/listen" in error["error"]["message"]
-    assert error["error"]["data"] == {"feature": "subscriptions/listen", "hostEra": MODERN, "serverEra": LEGACY}
     opened(bridge, request(0, "tools/list"))
     [other] = sent(bridge.toward_server(request(4, "tools/list", envelope(caps={}))), HOST)
-    assert "second client capability set" in other["error"]["message"]
+    assert other["error"]["code"] == -32601 and "second client capability set" in other["error"]["message"]
+    assert other["error"]["data"] == {"feature": "a second client capability set or client info", "hostEra": MODERN,
+                                      "serverEra": LEGACY}
     [refused] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage",
                                                "params": {}})), PEER)
     assert refused["id"] == "s1" and "sampling/createMessage" in refused["error"]["message"]
@@ -342,6 +341,10 @@ def test_a_cancelled_listen_ends_its_stream_and_its_subscriptions():
     assert bridge.from_server(notification("notifications/resources/updated", uri="file:///a")) == []
     other = notification("notifications/cancelled", requestId=9)
     assert bridge.toward_server(other) == [Forward(PEER, other)]  # a request's: the server's to hear
+    # over HTTP a listen ends with its response: the same, and nothing for one already over
+    bridge.toward_server(request("L2", "subscriptions/listen", notifications={"resourceSubscriptions": ["file:///b"]}))
+    assert [m["params"] for m in sent(bridge.ended("L2"), PEER)] == [{"uri": "file:///b"}]
+    assert bridge.ended("L2") == [] and bridge.ended("L1") == []
 
 
 def test_an_ambient_reminder_is_stamped_for_the_stream_that_opted_in():
@@ -382,6 +385,35 @@ def test_reverse_notifications_ride_one_listen_upstream():
     assert bridge.from_server(new) == [Forward(HOST, new)]
     ended = frame({"jsonrpc": "2.0", "id": second["id"], "result": {"resultType": "complete", "_meta": {}}})
     assert bridge.from_server(ended) == []
+
+
+@pytest.mark.parametrize("caps", [{"reminders": {"emit": True}}, {"_meta": {"harn": {"reminders": {"emit": True}}}}])
+def test_reverse_a_server_that_declares_reminders_gets_them_on_the_listen(caps):
+    """Its ambient reminders ride a listen whose filter has `reminders: true` (spec §3), so the
+    bridge's one listen asks for them, standard or Harn's declaration alike."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    [listen] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                                               "result": {"capabilities": caps}})), PEER)
+    assert (listen["method"], listen["params"]["notifications"]) == ("subscriptions/listen", {"reminders": True})
+
+
+def test_reverse_subscriptions_are_bounded_in_count():
+    """Every subscribed URI rides each listen upstream: past the bound the host's subscribe gets an
+    error that says why, and the listen stays as it was."""
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    init = frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}})
+    [discover] = sent(bridge.toward_server(init), PEER)
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": discover["id"],
+                              "result": {"capabilities": {"resources": {"subscribe": True}}}}))
+    bridge.state.uris.extend(f"file:///{n}" for n in range(SUBSCRIBED_URIS))
+    over = frame({"jsonrpc": "2.0", "id": 9, "method": "resources/subscribe", "params": {"uri": "file:///more"}})
+    writes = bridge.toward_server(over)
+    assert sent(writes, PEER) == []
+    [refused] = sent(writes, HOST)
+    assert refused["id"] == 9 and "1024 resources" in refused["error"]["message"]
+    assert "file:///more" not in bridge.state.uris
 
 
 # -- server→client requests ↔ input_required results (stdio) --------------------------------------
@@ -472,3 +504,80 @@ def test_the_wait_is_bounded_in_bytes_too(bridge):
     bridge.toward_server(request(0, "tools/call", name="a", arguments={"pad": big}))
     assert bridge.toward_server(request(1, "tools/call", name="a", arguments={"pad": big}))[0].to == HOST
     assert len(bridge.state.held) == 1
+
+
+def test_where_a_message_came_tells_a_request_s_from_an_ambient_one():
+    """Over HTTP the transport says where the server's message came: on a request's answer stream
+    it is that request's (its reminder, its log line, its server request); on the GET stream it is
+    ambient, whatever is under way."""
+    from bridge.pipeline.eras import GET_STREAM
+
+    bridge = listening()
+    caps = {**CAPS, "sampling": {}}
+    bridge.state.session = json.dumps([caps, INFO], sort_keys=True)
+    bridge.toward_server(request(7, "tools/call", envelope(caps=caps), name="a"))
+    bridge.toward_server(request(8, "tools/call", envelope(caps=caps, **{"io.modelcontextprotocol/logLevel": "info"}),
+                                 name="b"))
+    harn = {"harn": {"reminder": {"id": "r", "body": "x"}}}
+    reminder = frame({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "logger": "harn.reminder", "data": "x", "_meta": harn}})
+    assert bridge.from_server(reminder, 7) == [Forward(HOST, reminder)]
+    [ambient] = sent(bridge.from_server(reminder, GET_STREAM), HOST)
+    assert ambient["params"]["_meta"][SUB] is None  # no stream opted in: held for the fallback
+    standard = notification("notifications/reminder", reminder={"id": "s", "body": "y"})
+    [ambient] = sent(bridge.from_server(standard, GET_STREAM), HOST)  # the standard form alike, never a log line
+    assert ambient["params"]["_meta"][SUB] is None and ambient["params"]["reminder"]["id"] == "s"
+    log = notification("notifications/message", level="info", data="l")
+    assert bridge.from_server(log, 8) == [Forward(HOST, log)]
+    assert bridge.from_server(log, 7) == [] and bridge.from_server(log, GET_STREAM) == []
+    [suspended] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 70, **SAMPLE}), 7), HOST)
+    assert suspended["id"] == 7 and suspended["result"]["resultType"] == "input_required"  # not the newest, 8
+
+# -- what an HTTP transport asks of the bridge (`stdio --upstream`) -------------------------------
+
+def test_legacy_headers_are_the_settled_version_once_initialize_answered(bridge):
+    assert bridge.http_headers(b"") == {}  # `initialize` itself: nothing settled yet
+    opened(bridge, request(1, "tools/list"))
+    assert bridge.http_headers(frame({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})) == {
+        "MCP-Protocol-Version": LEGACY}
+    assert bridge.http_headers(b"") == {"MCP-Protocol-Version": LEGACY}  # the GET stream, the DELETE
+
+
+def test_modern_headers_mirror_each_request_and_name_the_era_on_the_rest(reverse):
+    initialized(reverse)
+    [call] = sent(reverse.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                "params": {"name": "echo"}})), PEER)
+    assert reverse.http_headers(frame(call)) == {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+                                                 "Mcp-Name": "echo"}
+    cancel = frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    assert reverse.http_headers(cancel) == {"MCP-Protocol-Version": MODERN}
+
+
+def test_a_failed_request_is_answered_through_the_bridge(bridge):
+    """An upstream that cannot take the bridge's `initialize`: every request that waited for it is
+    answered with the error, as the server's answer would have been."""
+    [init] = sent(bridge.toward_server(request(1, "tools/list")), PEER)
+    assert bridge.toward_server(request(2, "prompts/list")) == []  # waits for the session too
+    error = {"code": -32603, "message": "cannot connect"}
+    answers = sent(bridge.failed(frame(init) + b"\n" + frame({"jsonrpc": "2.0", "method": "x"}), error), HOST)
+    assert [a["id"] for a in answers] == [1, 2]
+    assert all("cannot connect" in a["error"]["message"] and "refused initialize" in a["error"]["message"]
+               for a in answers)
+
+
+def test_a_request_answered_input_required_is_carried_on_until_its_retry_is_answered():
+    bridge = ModernServer(LEGACY, lambda: LEGACY, streams=True)
+    initialized(bridge)
+    bridge.state.envelope["io.modelcontextprotocol/clientCapabilities"] = {"sampling": {}}  # the host can sample
+    call = frame({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "consult"}})
+    [upstream] = sent(bridge.toward_server(call), PEER)
+    assert not bridge.carried(frame(upstream))
+    ask = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1}}
+    [question] = sent(bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {
+        "resultType": "input_required", "inputRequests": {"q": ask}, "requestState": "s"}})), HOST)
+    assert bridge.carried(frame(upstream))  # waiting for the host's answer
+    [retry] = sent(bridge.toward_server(frame({"jsonrpc": "2.0", "id": question["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}})), PEER)
+    assert retry["params"]["requestState"] == "s" and bridge.carried(frame(upstream))  # the retry is under way
+    bridge.from_server(frame({"jsonrpc": "2.0", "id": 5, "result": {"resultType": "complete", "content": []}}))
+    assert not bridge.carried(frame(upstream))

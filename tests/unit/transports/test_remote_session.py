@@ -86,9 +86,10 @@ LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 
 def test_the_opening_is_the_first_message_and_the_notification_right_after_it():
     remote = RemoteSession(Upstream("http://h/mcp"))
-    for frame in (INIT, INITIALIZED, LIST, b'{"jsonrpc":"2.0","method":"notifications/cancelled"}'):
-        remote.posting(frame)
+    completes = [remote.posting(frame) for frame in (INIT, INITIALIZED, LIST,
+                                                    b'{"jsonrpc":"2.0","method":"notifications/cancelled"}')]
     assert remote.opening == [INIT, INITIALIZED]
+    assert completes == [False, True, False, False]  # `initialized` completes the handshake
     alone = RemoteSession(Upstream("http://h/mcp"))  # a host that sends no `initialized` before its requests
     for frame in (INIT, LIST, INITIALIZED):
         alone.posting(frame)

@@ -1,0 +1,113 @@
+"""Hosts that share one upstream 2025-11-25 session through the era bridge (issue 21, point 2),
+sans-I/O: over HTTP each 2026-07-28 request is an exchange of its own, and alike hosts (the same
+capabilities, client info and credentials) share the session the proxy opened, choosing their
+request ids alike.
+
+So each request an exchange sends gets an id unique in the session (``rb-h<n>``), and whatever the
+bridge gives back says which exchange it belongs to: a response by its id (the one it answers
+ends the exchange's wait), a listen stream's notification by its subscription id, each with the
+host's own id again. A host's `notifications/cancelled` names its own id too: it is given the
+session's. Pure: the transport keeps the exchanges, this keeps their ids.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+from bridge.dialects.mcp import SUBSCRIPTION_KEY
+from bridge.dialects.paths import get_path, params_meta
+from bridge.jsonrpc import dumps, loads
+
+PREFIX = "rb-h"
+
+
+class Back(NamedTuple):
+    """A message on its way to a host: the exchange it belongs to (None: no exchange's own), the
+    frame with the host's ids, and whether it is the answer to that exchange's request."""
+
+    exchange: Any
+    data: bytes
+    answer: bool
+
+
+class Posted(NamedTuple):
+    """A message on its way to the server: the exchange whose request it is, and the request's id
+    (None: not a request)."""
+
+    exchange: Any
+    request_id: Any
+
+
+class Exchanges:
+    """The session's ids in flight: own id → (exchange, the id as the host wrote it)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.owners: dict[str, tuple[Any, Any]] = {}
+
+    def toward(self, exchange: Any, frame: bytes) -> bytes:
+        """``frame`` (the exchange's flow wrote it toward the server) with the session's ids."""
+        msg = _parsed(frame)
+        if msg is None:
+            return frame
+        if "id" in msg and isinstance(msg.get("method"), str):
+            own = f"{PREFIX}{next(self._ids)}"
+            self.owners[own] = (exchange, msg["id"])
+            return dumps({**msg, "id": own})
+        cancelled = get_path(msg, "params", "requestId")
+        if msg.get("method") == "notifications/cancelled" and cancelled is not None:
+            own = self.own_id(cancelled)
+            if own is not None:
+                return dumps({**msg, "params": {**msg["params"], "requestId": own}})
+        return frame
+
+    def own_id(self, host_id: Any, exchange: Any = None) -> str | None:
+        """The session's id for a host's ``host_id`` (of ``exchange``, when given): the newest."""
+        found = [own for own, (ex, hid) in self.owners.items()
+                 if type(hid) is type(host_id) and hid == host_id and (exchange is None or ex is exchange)]
+        return found[-1] if found else None
+
+    def posted(self, frame: bytes) -> Posted:
+        """What ``frame``, on its way to the server, is: a request's id, and the exchange it is of."""
+        msg = _parsed(frame)
+        if msg is None or "method" not in msg or "id" not in msg:
+            return Posted(None, None)
+        owner = self.owners.get(msg["id"]) if isinstance(msg["id"], str) else None
+        return Posted(owner[0] if owner is not None else None, msg["id"])
+
+    def owed(self, exchange: Any) -> list[str]:
+        """The ids of ``exchange``'s requests not answered yet (a listen's, until it ends)."""
+        return [own for own, (ex, _) in self.owners.items() if ex is exchange]
+
+    def back(self, frame: bytes) -> Back:
+        """``frame`` (the bridge gave it the host's way): whose it is, with the host's ids."""
+        msg = _parsed(frame)
+        if msg is None:
+            return Back(None, frame, False)
+        msg_id = msg.get("id")
+        if "method" not in msg and isinstance(msg_id, str) and msg_id in self.owners:
+            exchange, host_id = self.owners.pop(msg_id)
+            return Back(exchange, dumps({**msg, "id": host_id}), True)
+        meta = params_meta(msg)
+        sub = meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
+        if isinstance(sub, str) and sub in self.owners:
+            exchange, host_id = self.owners[sub]
+            params = msg["params"]
+            return Back(exchange, dumps({**msg, "params": {**params, "_meta": {**meta, SUBSCRIPTION_KEY: host_id}}}),
+                        False)
+        return Back(None, frame, False)
+
+    def end(self, exchange: Any) -> list[str]:
+        """``exchange`` is over: its ids are forgotten; those it still had (a listen's), returned."""
+        gone = self.owed(exchange)
+        for own in gone:
+            del self.owners[own]
+        return gone
+
+
+def _parsed(frame: bytes) -> dict[str, Any] | None:
+    try:
+        msg = loads(frame)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
