@@ -45,9 +45,11 @@ CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list", "resource
 CACHE_FIELDS = {"ttlMs": 0, "cacheScope": "private"}
 #: What the server may send on its own that a 2026-07-28 host reads outside a listen stream.
 PASSED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/cancelled"})
-#: -32601 (method not found) for what has no counterpart in the other era; -32600 for a request
-#: the route's era forbids.
-UNBRIDGED, WRONG_ERA = -32601, -32600
+#: -32601 (method not found) for what has no counterpart in the other era.
+UNBRIDGED = -32601
+#: The 2025-11-25 requests 2026-07-28 removed: a host of that era gets from the bridge what a
+#: 2026-07-28 server answers (method not found), never the 2025-11-25 server's session-wide answer.
+REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 #: What may wait for the upstream handshake (`initialize`, or `server/discover`), at most: a host
 #: that floods while it is under way gets errors for its requests, not the proxy's memory.
 HELD_MESSAGES, HELD_BYTES = 256, 4 << 20
@@ -214,15 +216,15 @@ class LegacyServer(EraLayer):
         state = self.state
         method = msg.get("method")
         request = isinstance(method, str) and "id" in msg
-        if state.opened is None and method == "initialize":
-            if self.host_era == "auto" and self.era() == LEGACY_ERA:
-                self.through = True  # a 2025-11-25 host: nothing to bridge, for good
-                return [Forward(PEER, line)]
+        if state.opened is None and method == "initialize" and self.host_era == "auto" and self.era() == LEGACY_ERA:
+            self.through = True  # a 2025-11-25 host: nothing to bridge, for good
+            return [Forward(PEER, line)]
+        if request and method in REMOVED:  # answered here, never asked of the server
+            hint = (": send server/discover, or leave host_era \"auto\" for 2025-11-25 hosts"
+                    if method == "initialize" else "")
             return [self._to_flow(error_response(
-                msg.get("id"), WRONG_ERA, f"initialize is the {LEGACY_ERA} handshake; this route's hosts speak "
-                f"{MODERN_ERA} (host_era): send server/discover, or leave host_era \"auto\""))]
-        if request and method == "ping":  # gone in 2026-07-28; answered here, never asked of the server
-            return [self._to_flow({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete"}})]
+                msg["id"], UNBRIDGED, f"Method not found: {method} is a {LEGACY_ERA} method, removed in {MODERN_ERA}"
+                f"{hint}", {"method": method, "hostEra": MODERN_ERA, "serverEra": LEGACY_ERA}))]
         if request:
             refused = self._session_for(msg)
             if refused is not None:

@@ -21,6 +21,7 @@ from tests.peers.processes import eventually, free_port, get_json, peer, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 SUB_KEY = "io.modelcontextprotocol/subscriptionId"
+PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +224,41 @@ async def test_raw_hosts_get_json_or_each_message_as_an_event(bridge):
     assert events[1]["id"] == 8 and events[1]["result"]["content"][0]["text"] == "touched s.py"
 
 
+async def test_what_a_2026_07_28_server_refuses_the_bridge_refuses_alike(bridge, upstream):
+    """The bridge speaks 2026-07-28 for the server, so it refuses as such a server does (the
+    conformance suite's `server-stateless`): an incomplete envelope 400/-32602, a header that is not
+    the envelope's version 400/-32020, a version it does not speak 400/-32022, what 2026-07-28 removed
+    and what the server does not know 404/-32601 (an answer alone goes as JSON, SSE or not); none of
+    it reaches the server but the unknown method."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    sse = {"Accept": "application/json, text/event-stream"}
+
+    async def post(http, method: str, params: dict, version: str = MODERN) -> tuple[int, dict]:
+        async with http.post(url(bridge), json={"jsonrpc": "2.0", "id": 5, "method": method, "params": params},
+                             headers={**sse, "MCP-Protocol-Version": version}) as r:
+            assert r.headers["Content-Type"].startswith("application/json")
+            return r.status, await r.json()
+
+    before = len(await seen(upstream))
+    async with aiohttp.ClientSession() as http:
+        no_caps = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}
+        got = {"no _meta": await post(http, "server/discover", {}),
+               "no capabilities": await post(http, "server/discover", no_caps),
+               "mismatch": await post(http, "server/discover", {"_meta": {**meta, PROTOCOL: "v9"}}),
+               "unsupported": await post(http, "server/discover", {"_meta": {**meta, PROTOCOL: "v9"}}, "v9")}
+        for method in ("initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"):
+            got[method] = await post(http, method, {"_meta": meta})
+    codes = {why: (status, answer["id"], answer["error"]["code"]) for why, (status, answer) in got.items()}
+    assert codes == {"no _meta": (400, 5, -32602), "no capabilities": (400, 5, -32602),
+                     "mismatch": (400, 5, -32020), "unsupported": (400, 5, -32022), "initialize": (404, 5, -32601),
+                     "ping": (404, 5, -32601), "logging/setLevel": (404, 5, -32601),
+                     "resources/subscribe": (404, 5, -32601), "unknown/method": (404, 5, -32601)}
+    assert got["unsupported"][1]["error"]["data"] == {"supported": [MODERN], "requested": "v9"}
+    reached = [json.loads(r["body"]).get("method") for r in (await seen(upstream))[before:] if r["body"]]
+    assert set(reached) <= {"initialize", "notifications/initialized", "unknown/method"}
+    assert reached.count("initialize") <= 1  # the bridge's own, should this host's session be new
+
+
 async def test_the_console_shows_a_mixed_fleet_and_names_the_hosts_that_need_the_bridge(upstream, tmp_path):
     """`server_era` alone, a fleet half migrated: two 2026-07-28 hosts bridged, a 2025-11-25 host
     through as it is. `/api/status` counts each host on its era, the server on 2025-11-25, the
@@ -310,9 +346,11 @@ class RawHost:
                 "Accept": "application/json, text/event-stream"}
 
     async def call(self, name: str, **arguments) -> list[dict]:
-        """Every message of a `tools/call`'s answer stream."""
+        """Every message of a `tools/call`'s answer stream (an answer alone comes as JSON)."""
         body = self.body("tools/call", next(self.ids), name=name, arguments=arguments)
         async with self.http.post(self.at, json=body, headers=self.headers("tools/call", name)) as r:
+            if r.headers["Content-Type"].startswith("application/json"):
+                return [await r.json()]
             return [m async for m in messages(r)]
 
     @contextlib.asynccontextmanager

@@ -172,7 +172,7 @@ async def test_a_2025_11_25_host_is_refused_by_a_route_pinned_to_2026_07_28_host
     exc = raised.value
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    assert isinstance(exc, MCPError) and exc.error.code == -32600 and "host_era" in exc.error.message
+    assert isinstance(exc, MCPError) and exc.error.code == -32601 and "host_era" in exc.error.message
 
 
 # -- 2025-11-25 host → 2026-07-28 stdio server -----------------------------------------------------

@@ -32,7 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
-from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY
+from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY, PROTOCOL_KEY
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, loads
 from bridge.pipeline.commands import HOST, PEER, Send, Write, receipts_of
@@ -53,6 +53,11 @@ from bridge.transports.sse import EventTooLarge, events, message_event
 _DROPPED = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name", SESSION_HEADER, "last-event-id", "accept",
                       "content-type"})
 _UPSTREAM_FAILED = (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge)
+#: The revisions with a session (`initialize`): a host that names one is no 2026-07-28 host.
+_SESSION_ERAS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", LEGACY_ERA})
+#: The HTTP status 2026-07-28 gives an answer that is one of these errors alone (method not found;
+#: header mismatch, missing client capability, unsupported version); any other answer is 200.
+_STATUS = {-32601: 404, -32020: 400, -32021: 400, -32022: 400}
 
 
 @dataclass(eq=False)
@@ -83,15 +88,22 @@ class Legacy:
 
 
 def takes(route: HttpRoute, request: web.Request) -> bool:
-    """A JSON-RPC POST of a 2026-07-28 host on a route whose server speaks only 2025-11-25."""
+    """A JSON-RPC POST of a 2026-07-28 host on a route whose server speaks only 2025-11-25: one that
+    names 2026-07-28, or, on a route whose hosts are 2026-07-28 (`host_era`), any revision without a
+    session (the bridge, speaking 2026-07-28 for the server, refuses it as such a server would)."""
+    version = request.headers.get("mcp-protocol-version")
     return (route.protocol == "mcp" and route.settings.bridged_server_era == LEGACY_ERA and request.method == "POST"
-            and request.headers.get("mcp-protocol-version") == MODERN_ERA)
+            and (version == MODERN_ERA or (route.settings.host_era == MODERN_ERA and version is not None
+                                           and version not in _SESSION_ERAS)))
 
 
 async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes,
                   holding: Holding) -> web.StreamResponse:
     """The host's request through its flow, then the bridge, upstream; what comes back the same way,
     until its answer (a listen: until the host leaves)."""
+    refused = _refused(request, body)
+    if refused is not None:
+        return refused
     route.rpc_path = route.below(request.path)
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
     legacy = _legacy(proxy, route, request, body, headers)
@@ -126,6 +138,32 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     return await exchange.answer.done()
 
 
+def _refused(request: web.Request, body: bytes) -> web.Response | None:
+    """The 400 a 2026-07-28 server gives a request whose envelope is incomplete (-32602), whose
+    `MCP-Protocol-Version` header is not its `_meta` version (-32020), or whose version it does not
+    speak (-32022, naming the one it does); None for a request it takes."""
+    try:
+        msg = loads(body)
+    except ValueError:
+        return None
+    if not (isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg):
+        return None
+    meta = params_meta(msg)
+    header = request.headers.get("mcp-protocol-version")
+    if not isinstance(meta, dict) or PROTOCOL_KEY not in meta or CLIENT_CAPS_KEY not in meta:
+        error = error_response(msg["id"], -32602, f"Invalid params: a {MODERN_ERA} request's _meta carries "
+                               f"{PROTOCOL_KEY} and {CLIENT_CAPS_KEY}")
+    elif meta[PROTOCOL_KEY] != header:
+        error = error_response(msg["id"], -32020, "Header mismatch: MCP-Protocol-Version is not the request's "
+                               f"_meta {PROTOCOL_KEY}")
+    elif header != MODERN_ERA:
+        error = error_response(msg["id"], -32022, "Unsupported protocol version",
+                               {"supported": [MODERN_ERA], "requested": header})
+    else:
+        return None
+    return web.Response(status=400, body=dumps(error), content_type="application/json", charset="utf-8")
+
+
 def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes, headers: dict[str, str]) -> Legacy:
     """The upstream session of this request's capability set, client info, credentials and identity."""
     try:
@@ -149,29 +187,40 @@ def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes
 
 class _Answer:
     """What the host gets: each message as an SSE event as soon as the flow gives it, when the host
-    takes SSE; else the answer alone, as JSON, once the exchange is over."""
+    takes SSE; else the answer alone, as JSON, once the exchange is over. An answer with nothing
+    before it goes as JSON either way, so that its HTTP status can say what its error is (`_STATUS`)."""
 
     def __init__(self, request: web.Request, session: Any):
         self.request = request
         self.session = session
         self.stream: web.StreamResponse | None = None
         self.last: Write | None = None
+        self.held: Write | None = None  # an answer that may yet go alone
         self.streams = "text/event-stream" in request.headers.get("Accept", "")
 
     async def send(self, message: Write) -> None:
-        if self.last is None or _is_answer(message.data):  # a JSON body carries the answer, not what follows it
+        answer = _is_answer(message.data)
+        if self.last is None or answer:  # a JSON body carries the answer, not what follows it
             self.last = message
         if not self.streams:
             return
         try:
             if self.stream is None:
+                if answer and self.held is None:
+                    self.held = message
+                    return
                 self.stream = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                           "Cache-Control": "no-cache"})
                 await self.stream.prepare(self.request)
-            await self.stream.write(message_event(message.data))
+                if self.held is not None:
+                    await self._event(self.held)
+            await self._event(message)
         except ConnectionResetError:  # the host went away: what it carried was not delivered
             self.session.flow.unwritten(receipts_of([message]))
-            return
+
+    async def _event(self, message: Write) -> None:
+        assert self.stream is not None
+        await self.stream.write(message_event(message.data))
         written(self.session, [message])
 
     async def done(self) -> web.StreamResponse:
@@ -181,7 +230,18 @@ class _Answer:
         if self.last is None:
             return web.Response(status=202)
         written(self.session, [self.last])
-        return web.Response(body=self.last.data, content_type="application/json", charset="utf-8")
+        return web.Response(status=_status(self.last.data), body=self.last.data, content_type="application/json",
+                            charset="utf-8")
+
+
+def _status(data: bytes) -> int:
+    try:
+        msg = loads(data)
+    except ValueError:
+        return 200
+    error = msg.get("error") if isinstance(msg, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return _STATUS.get(code, 200) if isinstance(code, int) else 200
 
 
 def _is_answer(data: bytes) -> bool:

@@ -107,10 +107,15 @@ def test_results_get_result_type_and_cache_fields(bridge):
     assert bridge.from_server(error) == [Forward(HOST, error)]
 
 
-def test_ping_is_answered_without_the_server(bridge):
-    writes = bridge.toward_server(request(4, "ping"))
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"])
+def test_what_2026_07_28_removed_is_answered_without_the_server(bridge, method):
+    """As a 2026-07-28 server answers it (the conformance suite's `server-stateless`): method not found."""
+    opened(bridge, request(0, "tools/list"))
+    writes = bridge.toward_server(request(4, method))
     assert sent(writes, PEER) == []
-    assert sent(writes, HOST) == [{"jsonrpc": "2.0", "id": 4, "result": {"resultType": "complete"}}]
+    [error] = sent(writes, HOST)
+    assert error["id"] == 4 and error["error"]["code"] == -32601 and method in error["error"]["message"]
+    assert error["error"]["data"] == {"method": method, "hostEra": MODERN, "serverEra": LEGACY}
 
 
 def test_what_cannot_be_bridged_is_an_error_naming_it_and_both_eras(bridge):
@@ -156,9 +161,12 @@ def test_a_refused_initialize_answers_what_waited(bridge):
 
 
 def test_initialize_from_a_host_the_route_calls_2026_07_28(bridge):
-    [error] = sent(bridge.toward_server(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})),
-                   HOST)
-    assert error["error"]["code"] == -32600 and "host_era" in error["error"]["message"]
+    init = frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    [error] = sent(bridge.toward_server(init), HOST)
+    assert error["error"]["code"] == -32601 and "host_era" in error["error"]["message"]
+    opened(bridge, request(0, "tools/list"))
+    [again] = sent(bridge.toward_server(init), HOST)  # nor once the session is open: never the server's
+    assert again["error"]["code"] == -32601
 
 
 def test_an_auto_route_lets_a_2025_11_25_host_through_untouched():
