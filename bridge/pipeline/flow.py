@@ -548,6 +548,11 @@ class Flow(Policing, Recording, Answering):
         `Send.stream` (never the host's id: hosts that share a scope choose ids alike)."""
         return None
 
+    def listen_cancel(self) -> bytes | None:
+        """What tells the server the host's listen ended when its stream closed (MCP 2026-07-28:
+        `notifications/cancelled` for the listen request); None without one."""
+        return None
+
     def written(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> list[Command]:
         """The `Send`s that carried ``receipts`` are on the host's connection: their owners go on
         (the outbox marks its rows delivered)."""

@@ -15,7 +15,7 @@ from bridge.dialects.mcp import (
 from bridge.dialects.paths import get_path, params_meta
 from bridge.envelope import render
 from bridge.fields import ReminderError
-from bridge.jsonrpc import id_key, loads
+from bridge.jsonrpc import dumps, id_key, loads
 from bridge.lazy import lazily
 from bridge.lifecycle import ToolResultRides
 from bridge.pending import PendingQueue
@@ -330,6 +330,12 @@ class McpFlow(Flow):
         if not self.sessionless or not self.state.listens:
             return None
         return next(iter(self.state.listens.values()))[2]
+
+    def listen_cancel(self) -> bytes | None:
+        if not self.sessionless or not self.state.listens:
+            return None
+        request_id = next(iter(self.state.listens.values()))[0]
+        return dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}})
 
     def _ambient(self, msg: dict[str, Any] | None) -> bool:
         """A 2026-07-28 reminder that belongs to no request of the host: one from a listen stream

@@ -211,9 +211,9 @@ class SharedLink(Link):
 
     def leave(self, session: ChildSession) -> None:
         """A 2026-07-28 host ends a listen by closing its stream: the child is told as stdio tells it."""
-        listen = session.flow.subscription()
-        if listen is not None:
-            self.write(dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": listen[1]}}))
+        cancel = session.flow.listen_cancel()
+        if cancel is not None:
+            self.write(cancel)
         self.shared.ids.leave(self.tag)
         self.shared.sessions.pop(self.tag, None)
         self.shared.used = asyncio.get_running_loop().time()
