@@ -556,3 +556,44 @@ def test_a_packed_reminder_costs_a_fraction_of_the_model():
         + sys.getsizeof(reminder.extra) + sys.getsizeof(reminder.originals) + sys.getsizeof(reminder.tags)
     packed = Packed.of(reminder)
     assert sys.getsizeof(packed) + sys.getsizeof(packed[0]) + sys.getsizeof(packed[3]) < model / 4
+
+
+# -- values pydantic would take as they are (`build`'s fast path) ---------------------------------------
+
+from bridge.model import FIELDS, build  # noqa: E402
+
+#: A field's value at random, right or wrong: types pydantic coerces or refuses, bounds, blanks, duplicates.
+_ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2, max_value=3), st.floats(),
+                       st.sampled_from(["", " ", " x", "x ", "session", "none", "system", "audit_only", "contract",
+                                        "in_pipeline", "\u2003"]), st.text(max_size=5),
+                       st.lists(st.sampled_from(["a", "b", " a", "", "a"]), max_size=3),
+                       st.dictionaries(st.sampled_from(["k", "j"]), _JSON, max_size=2))
+
+
+@settings(max_examples=600, deadline=None)
+@given(fields=_PLAIN_FIELDS, meta=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+       extra=st.dictionaries(st.text(max_size=8), _JSON, max_size=3), unset=st.sets(st.sampled_from(
+           ["id", "tags", "dedupe_key", "source", "ttl_turns", "propagate", "mode", "originals", "meta", "extra",
+            "preserve_on_compact", "authority", "fired_at_turn"])),
+       wrong=st.dictionaries(st.sampled_from([attr for attr, _, _ in FIELDS] + ["meta", "extra", "originals", "x"]),
+                             _ANY_VALUE, max_size=2))
+def test_build_makes_the_reminder_pydantic_makes_or_its_error(fields, meta, extra, unset, wrong):
+    """Whatever the values, `build` gives what `Reminder.model_validate` gives: the same fields in
+    the same order, the same fields set, lists and objects of its own; or the same error."""
+    values = {k: v for k, v in {**fields, "meta": meta, "extra": extra, **wrong}.items() if k not in unset}
+    try:
+        expected = Reminder.model_validate(values)
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ReminderError):
+            build(values, {})
+        return
+    got = build(values, {})
+    same_id = {} if "id" in values else {"id": got.id}  # a fresh uuid7 each
+    assert list(got.__dict__) == list(expected.__dict__)
+    assert got.__dict__ == {**expected.__dict__, **same_id}
+    assert got.model_fields_set == expected.model_fields_set
+    for name in ("tags", "meta", "extra", "originals"):
+        if isinstance(values.get(name), (list, dict)):
+            assert getattr(got, name) is not values[name]
