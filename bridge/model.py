@@ -83,7 +83,6 @@ if hasattr(os, "register_at_fork"):
 
 
 _NO_VALUE: Any = object()
-_set = object.__setattr__
 
 
 class ReminderError(ValueError):
@@ -188,13 +187,7 @@ _RULES = {
 
 
 def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
-    """Validate attribute-keyed values into a Reminder; errors name the field as the sender spelled it.
-
-    Values pydantic would take as they are (`_taken_as_they_are`: most reminders) make the Reminder
-    pydantic would make without asking it, a fifth of its cost on the hot path; anything else, and
-    every error, is pydantic's."""
-    if _taken_as_they_are(values):
-        return _assembled(_with_defaults(values), set(values))
+    """Validate attribute-keyed values into a Reminder; errors name the field as the sender spelled it."""
     try:
         return Reminder.model_validate(values)
     except ValidationError as exc:
@@ -205,89 +198,6 @@ def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
             name += f"[{err['loc'][1]}]"
         value = _NO_VALUE if err["type"] == "missing" else err.get("input")
         raise ReminderError(name, _explain(attr, err), value) from None
-
-
-_OPTIONAL_STRINGS_SET = frozenset({"dedupe_key", "source", "provider_id", "originating_agent_id"})
-_ENUM_VALUES = {"propagate": frozenset(PROPAGATE_VALUES), "role_hint": frozenset(ROLE_HINT_VALUES),
-                "mode": frozenset(MODE_VALUES), "authority": frozenset(AUTHORITY_VALUES)}
-_OBJECTS = frozenset({"meta", "extra", "originals"})
-
-
-def _taken_as_they_are(values: dict[str, Any]) -> bool:
-    """Whether `Reminder.model_validate(values)` would keep every value as it is: exact types (no
-    subclass, no coercion), enums and bounds met, a body with text, tags already trimmed, non-empty
-    and distinct, objects with string keys.  False means "ask pydantic", never "invalid"."""
-    if "body" not in values:
-        return False
-    for attr, value in values.items():
-        kind = type(value)
-        if attr == "id":
-            if kind is not str:
-                return False
-        elif attr == "body":
-            if kind is not str or not value or value.isspace():  # `_body_not_blank`
-                return False
-        elif attr == "tags":
-            if kind is not list or not _clean_tags_already(value):
-                return False
-        elif attr in _OPTIONAL_STRINGS_SET:
-            if kind is not str and value is not None:
-                return False
-        elif attr in _ENUM_VALUES:
-            if kind is not str or value not in _ENUM_VALUES[attr]:
-                if not (value is None and attr == "authority"):
-                    return False
-        elif attr == "ttl_turns" or attr == "fired_at_turn":
-            if value is not None and (kind is not int or value < (1 if attr == "ttl_turns" else 0)):
-                return False
-        elif attr == "preserve_on_compact":
-            if kind is not bool:
-                return False
-        elif attr in _OBJECTS:
-            if kind is not dict or not all(type(key) is str for key in value):
-                if not (value is None and attr == "meta"):
-                    return False
-        else:
-            return False  # not a field: pydantic says so
-    return True
-
-
-def _clean_tags_already(tags: list[Any]) -> bool:
-    """What `Reminder._clean_tags` would give back equal: strings, trimmed, non-empty, distinct."""
-    for tag in tags:
-        if type(tag) is not str or not tag or tag.strip() != tag:
-            return False
-    return len(tags) < 2 or len(set(tags)) == len(tags)
-
-
-#: Every field's default that is the same object each time (immutable); the others are made per reminder.
-_SHARED_DEFAULTS = {name: info.default for name, info in Reminder.model_fields.items()}
-
-
-def _with_defaults(values: dict[str, Any]) -> dict[str, Any]:
-    """Every field in declaration order (pydantic's `__dict__`), the defaults where ``values`` has none;
-    lists and objects copied, as pydantic's validation makes new ones."""
-    data = {**_SHARED_DEFAULTS, **values}
-    if "id" not in values:
-        data["id"] = uuid7()
-    data["tags"] = list(values["tags"]) if "tags" in values else []
-    meta = data["meta"]
-    if meta is not None:
-        data["meta"] = dict(meta)
-    data["extra"] = dict(values["extra"]) if "extra" in values else {}
-    data["originals"] = dict(values["originals"]) if "originals" in values else {}
-    return data
-
-
-def _assembled(data: dict[str, Any], fields_set: set[str]) -> Reminder:
-    """A Reminder of already valid field values (every field, in declaration order), made as
-    `model_construct` makes one, without its pass over defaults."""
-    out = Reminder.__new__(Reminder)
-    _set(out, "__dict__", data)
-    _set(out, "__pydantic_fields_set__", fields_set)
-    _set(out, "__pydantic_extra__", None)
-    _set(out, "__pydantic_private__", None)
-    return out
 
 
 def _explain(attr: str, err: dict[str, Any]) -> str:
@@ -427,6 +337,9 @@ _BITS = {name: 1 << i for i, name in enumerate(_PACKED)}
 _VALUES = operator.itemgetter(*_PACKED)
 _LISTS = tuple(i for i, info in enumerate(Reminder.model_fields.values()) if info.annotation == list[StrictStr])
 _DICTS = tuple(_PACKED.index(name) for name in ("extra", "originals"))
+_set = object.__setattr__
+
+
 class Packed(tuple):  # type: ignore[type-arg]
     """A reminder as it waits to be delivered (an ACP session holds 64 of them, and a proxy
     10,000 sessions): the field values in one tuple, the set fields as bits, lists as tuples and
@@ -457,7 +370,12 @@ class Packed(tuple):  # type: ignore[type-arg]
         for i in _DICTS:
             if values[i] is None:
                 values[i] = {}
-        return _assembled(dict(zip(_PACKED, values)), {name for name, bit in _BITS.items() if bits & bit})
+        out = Reminder.__new__(Reminder)
+        _set(out, "__dict__", dict(zip(_PACKED, values)))
+        _set(out, "__pydantic_fields_set__", {name for name, bit in _BITS.items() if bits & bit})
+        _set(out, "__pydantic_extra__", None)
+        _set(out, "__pydantic_private__", None)
+        return out
 
     @property
     def id(self) -> str:
