@@ -1,10 +1,12 @@
-"""The proxy's metrics in prometheus_client's own types (spec §9, docs/observability.md#metrics).
+"""The proxy's metrics, exposed in prometheus_client's types (spec §9, docs/observability.md#metrics).
 
-Each route's `Recorder` owns a `RouteMetrics`: Counters and a Histogram in a `CollectorRegistry`
-of the route's own, so a route that goes away takes its series with it and one route can be shown
-alone.  The admin port serves the union, `merged`: every live route's registry and every collector
-registered for the process (`bridge.telemetry.register_collector`: `serve`'s connection guard,
-shared state, outbox stores), one family per name.
+Each route's `Recorder` owns a `RouteMetrics`: counters and a histogram kept as plain numbers
+(`Counts`, `Latencies`: the per-reminder path takes no lock) and read at each scrape as the
+library's custom-collector families, in a `CollectorRegistry` of the route's own, so a route
+that goes away takes its series with it and one route can be shown alone.  The admin port serves
+the union, `merged`: every live route's registry and every collector registered for the process
+(`bridge.telemetry.register_collector`: `serve`'s connection guard, shared state, outbox
+stores), one family per name.
 
 Imported by a Recorder that counts and by the admin port only: a stdio proxy without an admin port
 has nothing that could read a metric, counts nothing and never loads prometheus_client
@@ -13,32 +15,77 @@ has nothing that could read a metric, counts nothing and never loads prometheus_
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left
 from collections import Counter as Tally
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 #: Upper bounds (seconds) of the rewrite-latency histogram.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
-class Children(dict):
-    """The labelled children of one metric by their label values, each looked up once:
-    `children[labels].inc()` is a dict lookup, where `labels()` validates and takes a lock on every
-    call, which the per-reminder path should not pay.  Label values are the proxy's own words
+class Counts:
+    """One counter family's series, ``values``: label values → a plain number counted in place.
+    `values[labels] += 1` is two dict operations (C), where a `prometheus_client.Counter` child
+    takes a lock on every increment and `labels()` validates and locks on every lookup, which the
+    per-reminder path should not pay.  `collect` hands the numbers to the library's
+    `CounterMetricFamily` at each scrape, so the exposition is the library's.  Counted on the
+    event loop's thread, as every `Recorder` call is.  Label values are the proxy's own words
     (protocols, actions, stages, scope kinds, rules keys), never a client's, so the table stays
     small."""
 
-    def __init__(self, metric: Any):
-        super().__init__()
-        self.metric = metric
+    __slots__ = ("name", "documentation", "labelnames", "values")
 
-    def __missing__(self, labels: tuple[str, ...]) -> Any:
-        child = self[labels] = self.metric.labels(*labels)
-        return child
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...]):
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.values: defaultdict[tuple[str, ...], int] = defaultdict(int)
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self.values.items():
+            family.add_metric(labels, float(value))  # the value a library Counter shows
+        yield family
+
+
+class Latencies:
+    """The rewrite-latency histogram's series by their label values, each a list of plain numbers:
+    the count of each bucket (``LATENCY_BUCKETS``, then +Inf) and the sum last.  An observation is
+    a bisection (C) and two increments, where `prometheus_client.Histogram.observe` walks the
+    bounds in Python and takes two locks.  `collect` hands the cumulative counts to the library's
+    `HistogramMetricFamily` at each scrape: the samples the library's `Histogram` writes."""
+
+    __slots__ = ("name", "documentation", "labelnames", "series")
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...]):
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.series: dict[tuple[str, ...], list[Any]] = {}
+
+    def observe(self, labels: tuple[str, ...], seconds: float) -> None:
+        series = self.series.get(labels)
+        if series is None:
+            series = self.series[labels] = [0] * (len(LATENCY_BUCKETS) + 1) + [0.0]
+        series[bisect_left(LATENCY_BUCKETS, seconds)] += 1  # the first bound >= seconds: its `le`
+        series[-1] += seconds
+
+    def collect(self) -> Iterable[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, series in self.series.items():
+            acc, buckets = 0.0, []
+            for bound, n in zip(_BOUNDS, series):
+                acc += n
+                buckets.append((bound, acc))
+            family.add_metric(labels, buckets, series[-1])
+        yield family
+
+
+#: The histogram's `le` labels, as the library spells them.
+_BOUNDS = (*map(floatToGoString, LATENCY_BUCKETS), "+Inf")
 
 
 class RouteMetrics:
@@ -47,8 +94,10 @@ class RouteMetrics:
     def __init__(self, recorder: Any):
         self.registry = registry = CollectorRegistry(auto_describe=False)
 
-        def counter(name: str, help_text: str, *labels: str) -> Children:
-            return Children(Counter(name, help_text, labels, registry=registry))
+        def counter(name: str, help_text: str, *labels: str) -> Counts:
+            counts = Counts(name, help_text, labels)
+            registry.register(counts)
+            return counts
 
         self.reminders = counter(
             "reminder_bridge_reminders",
@@ -60,10 +109,10 @@ class RouteMetrics:
             "protocol", "route", "scope", "shadow")
         self.trust_refusals = counter("reminder_bridge_trust_refusals",
                                       "Reminders refused by a trust limit, by the limit.", "protocol", "route", "limit")
-        self.rewrite_duration = Children(Histogram(
+        self.rewrite_duration = Latencies(
             "reminder_bridge_rewrite_duration_seconds",
-            "Time to decode, police and re-encode a message the proxy rewrote.", ("protocol", "route"),
-            buckets=LATENCY_BUCKETS, registry=registry))
+            "Time to decode, police and re-encode a message the proxy rewrote.", ("protocol", "route"))
+        registry.register(self.rewrite_duration)
         registry.register(Pending(weakref.WeakMethod(recorder.pending)))
         self.reloads = counter(
             "reminder_bridge_rules_reloads",
@@ -86,12 +135,11 @@ class RouteMetrics:
             "Host requests the era bridge carried (or answered, or refused) between a host of one MCP revision "
             "and a server of the other.", "route", "host_era", "server_era")
 
-    def totals(self, children: Children) -> Tally[tuple[str, ...]]:
-        """What ``children``'s counter has counted, by its label values in label order, in the order
-        the label sets first appeared (the console and the demo read these)."""
-        return Tally({tuple(sample.labels.values()): int(sample.value)
-                      for family in children.metric.collect() for sample in family.samples
-                      if sample.name.endswith("_total")})
+    @staticmethod
+    def totals(counts: Counts) -> Tally[tuple[str, ...]]:
+        """What ``counts`` has counted, by its label values in label order, in the order the label
+        sets first appeared (the console and the demo read these)."""
+        return Tally(counts.values)
 
 
 class Pending:

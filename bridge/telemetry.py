@@ -271,7 +271,7 @@ class Recorder:
         """`reminder`'s first half: count the decision; True when nothing else wants it (no listener,
         no span, below the log level: the usual), so a caller gathers nothing for `follow`."""
         if self.metrics is not None:
-            self.metrics.reminders[protocol, self.route, action, stage].inc()
+            self.metrics.reminders.values[protocol, self.route, action, stage] += 1
         level = 30 if why is not None and action not in QUIET else 20
         return level < self._level and not self.listeners and self.tracing.tracer is None
 
@@ -335,12 +335,12 @@ class Recorder:
     def budget_rejected(self, protocol: str, scope: str, shadow: bool) -> None:
         kind = scope.split(":", 1)[0]
         if self.metrics is not None:
-            self.metrics.budget_rejections[protocol, self.route, kind, "true" if shadow else "false"].inc()
+            self.metrics.budget_rejections.values[protocol, self.route, kind, "true" if shadow else "false"] += 1
         self._refused(protocol, "budget", kind, shadow)
 
     def trust_refused(self, protocol: str, limit: str) -> None:
         if self.metrics is not None:
-            self.metrics.trust_refusals[protocol, self.route, limit].inc()
+            self.metrics.trust_refusals.values[protocol, self.route, limit] += 1
         self._refused(protocol, "trust", limit, False)
 
     def _refused(self, protocol: str, by: str, limit: str, shadow: bool) -> None:
@@ -355,28 +355,28 @@ class Recorder:
         """The era bridge took a host request of ``host_era`` toward a server of ``server_era``
         (`bridge.pipeline.eras`): carried, answered in the server's place, or refused by name."""
         if self.metrics is not None:
-            self.metrics.era_bridged[self.route, host_era, server_era].inc()
+            self.metrics.era_bridged.values[self.route, host_era, server_era] += 1
 
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
         if self.metrics is not None:
-            self.metrics.rewrite_duration[protocol, self.route].observe(seconds)
+            self.metrics.rewrite_duration.observe((protocol, self.route), seconds)
 
     def reloaded(self, result: str, field: str) -> None:
         """A rules reload: ``result`` ok | refused; ``field`` the setting that decided it (`upstream`/
         `path` moved live, or what refused the file: `problems`, `routes`, `protocol`, `upstream`,
         `path`; "" for an ordinary reload)."""
         if self.metrics is not None:
-            self.metrics.reloads[self.route, result, field].inc()
+            self.metrics.reloads.values[self.route, result, field] += 1
 
     def session_ended(self, reason: str) -> None:
         """serve: an MCP session's state dropped: evicted | expired | closed."""
         if self.metrics is not None:
-            self.metrics.sessions_ended[self.route, reason].inc()
+            self.metrics.sessions_ended.values[self.route, reason] += 1
 
     def request_refused(self, reason: str) -> None:
         """serve: a request the proxy refused itself: origin | max_body_bytes | max_inflight_bytes."""
         if self.metrics is not None:
-            self.metrics.http_refused[self.route, reason].inc()
+            self.metrics.http_refused.values[self.route, reason] += 1
 
     # -- what has been counted (the console, the demo's summary, tests): read from the metrics ------
     def _totals(self, family: str) -> Counter[tuple[str, ...]]:
@@ -420,7 +420,7 @@ class Recorder:
         them: listeners check their types) and ``scope`` (the flow's `Scope`) only reach listeners:
         the console tells hosts apart by them."""
         if era is not None and self.metrics is not None:
-            self.metrics.era_handshakes[protocol, self.route, side, era].inc()
+            self.metrics.era_handshakes.values[protocol, self.route, side, era] += 1
         if self.listeners:
             record = {"route": self.route, "protocol": protocol, "side": side, "dialect": dialect, "client": client,
                       "version": version, "capabilities": capabilities, "scope": scope, "era": era}

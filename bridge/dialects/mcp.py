@@ -78,12 +78,19 @@ class McpStandard:
     dialect = "standard"
 
     @staticmethod
-    def is_reminder(msg: dict[str, Any]) -> bool:
-        return msg.get("method") == REMINDER_METHOD
+    def slot(msg: dict[str, Any]) -> tuple[Any, str] | None:
+        """The reminder object ``msg`` carries and where (for errors), None when it is no reminder."""
+        return (_get(msg, "params", "reminder"), "params.reminder.") if msg.get("method") == REMINDER_METHOD else None
 
-    @staticmethod
-    def decode(msg: dict[str, Any]) -> Reminder:
-        return SPEC_SHAPE.decode(_get(msg, "params", "reminder"), where="params.reminder.")
+    @classmethod
+    def is_reminder(cls, msg: dict[str, Any]) -> bool:
+        return cls.slot(msg) is not None
+
+    @classmethod
+    def decode(cls, msg: dict[str, Any], slot: tuple[Any, str] | None = None) -> Reminder:
+        """``slot``: what `slot(msg)` gave, when the caller asked already (a flow tells the codec by it)."""
+        payload, where = slot or (_get(msg, "params", "reminder"), "params.reminder.")
+        return SPEC_SHAPE.decode(payload, where=where)
 
     @staticmethod
     def encode(reminder: Reminder, params_meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -148,7 +155,8 @@ class McpLegacy:
     dialect = "legacy"
 
     @staticmethod
-    def _payload(msg: dict[str, Any]) -> tuple[Any, str] | None:
+    def slot(msg: dict[str, Any]) -> tuple[Any, str] | None:
+        """The reminder object ``msg`` carries and where (for errors), None when it is no reminder."""
         if msg.get("method") != LOG_METHOD:
             return None
         meta = params_meta(msg)
@@ -164,11 +172,12 @@ class McpLegacy:
 
     @classmethod
     def is_reminder(cls, msg: dict[str, Any]) -> bool:
-        return cls._payload(msg) is not None
+        return cls.slot(msg) is not None
 
     @classmethod
-    def decode(cls, msg: dict[str, Any]) -> Reminder:
-        payload, where = cls._payload(msg) or (None, "params._meta.harn.reminder.")
+    def decode(cls, msg: dict[str, Any], slot: tuple[Any, str] | None = None) -> Reminder:
+        """``slot``: what `slot(msg)` gave, when the caller asked already (a flow tells the codec by it)."""
+        payload, where = slot or cls.slot(msg) or (None, "params._meta.harn.reminder.")
         return HARN_SHAPE.decode(payload, where=where)
 
     @staticmethod

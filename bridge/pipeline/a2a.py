@@ -153,8 +153,7 @@ class A2AFlow(Flow):
         task_id = message.get("taskId") if isinstance(message, dict) else None
         sending = _Sending(msg, out, carried, task_id, method, peer)
         if task_id:
-            return self.perform(self.queued.take(self.task_scope(task_id)), self.queued.state,
-                                Step(self._send_taken, (sending,)))
+            return self.perform(self.queued.take(self.task_scope(task_id)), self.queued.state, self._send_taken, sending)
         return self._send_taken([], sending)
 
     def _send_taken(self, taken: Any, sending: _Sending) -> Handled:
@@ -217,7 +216,7 @@ class A2AFlow(Flow):
         """A reminder for the agent released by `coalesce`: it rides on the next message to its task
         (an inject first for a standard agent, metadata or a text part for the others)."""
         return self.perform(self.queued.push(self.task_scope(task_id), reminder), self.queued.state,
-                            Step(self._queued_for_task, (reminder, task_id, method)))
+                            self._queued_for_task, reminder, task_id, method)
 
     def _queued_for_task(self, result: Any, reminder: Reminder, task_id: str, method: str) -> list[Command]:
         if isinstance(result, StateUnavailable):
@@ -290,7 +289,7 @@ class A2AFlow(Flow):
                         session=task_id, why=f"the task is in terminal state {state}")
             return [self.reply(HOST, request, _terminal_task_error(request.get("id"), task_id, state))]
         return self.perform(self.queued.push(self.task_scope(task_id), reminder), self.queued.state,
-                            Step(self._task_queued, (request, task_id, reminder)))
+                            self._task_queued, request, task_id, reminder)
 
     def _task_queued(self, result: Any, request: dict[str, Any], task_id: str, reminder: Reminder) -> list[Command]:
         if isinstance(result, StateUnavailable):

@@ -187,17 +187,17 @@ class Flow(Policing, Recording, Answering):
         return self._decode(frame, origin, dest, headers)
 
     # -- waiting on shared state ---------------------------------------------------------------
-    def perform(self, op: Any, state: Any, then: Step) -> list[Command]:
-        """Ask for shared-state work (``op`` on ``state``); ``then.run(result, *then.args)`` goes on
-        once the transport hands the result to `performed`.  Asked while another waits: asked
-        once that one is done, after what follows it.
+    def perform(self, op: Any, state: Any, run: Callable[..., list[Command] | Handled], *args: Any) -> list[Command]:
+        """Ask for shared-state work (``op`` on ``state``); ``run(result, *args)`` goes on once the
+        transport hands the result to `performed`.  Asked while another waits: asked once that one
+        is done, after what follows it.
 
         In-process state (``state.sync``), once the driver said it performs that at once
         (`performs_sync`), is performed here, in the same call: the same steps in the same order,
-        without the round trip (no `Perform`, no saved context, no `Step` after it)."""
+        without the round trip (no `Perform`, no saved context, no `Step` made for what follows)."""
         if self._ticket is None and self.performs_sync and state.sync:
-            return then.run(state.perform_now(op), *then.args)
-        return self._ask(op, state, then)
+            return run(state.perform_now(op), *args)  # type: ignore[return-value]
+        return self._ask(op, state, Step(run, args))
 
     def _ask(self, op: Any, state: Any, then: Step) -> list[Command]:
         if self._ticket is not None:
@@ -481,8 +481,7 @@ class Flow(Policing, Recording, Answering):
             item = items[i]
             op = self.policy.charge_op(item.reminder, server=self.route, session=item.context[1], now=now)
             if op is not None:
-                return self.perform(op, self.policy.budget_state,
-                                    Step(self._release_paid, (now, items, i, admitted, waits)))
+                return self.perform(op, self.policy.budget_state, self._release_paid, now, items, i, admitted, waits)
             admitted.add(id(item))
             i += 1
         released = self.held.release(lambda item: id(item) in admitted)

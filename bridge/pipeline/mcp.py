@@ -256,8 +256,9 @@ class McpFlow(Flow):
             response = self._handshake_result(msg)
         elif waited is None:
             for codec in (McpStandard, McpLegacy):
-                if codec.is_reminder(msg):
-                    return self._reminder(msg, codec)
+                slot = codec.slot(msg)
+                if slot is not None:
+                    return self._reminder(msg, codec, slot)
             if msg.get("method") == ACK_METHOD:
                 return self._acknowledged(msg)
         if watched is not None:  # add-ons patch the response after the flow's own rewrite
@@ -376,7 +377,8 @@ class McpFlow(Flow):
         name = info.get("name") if isinstance(info, dict) else None
         return name if adapter.codec.label(name) is not None else self.route
 
-    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy]) -> Handled:
+    def _reminder(self, msg: dict[str, Any], codec: type[McpStandard] | type[McpLegacy],
+                  slot: tuple[Any, str]) -> Handled:
         method = msg.get("method")
         source = codec.dialect
         if self.state.peer_declared is False and self.settings.require_declaration:
@@ -384,7 +386,7 @@ class McpFlow(Flow):
                         "(require_declaration is on)")
             return []
         try:
-            decoded = codec.decode(msg)
+            decoded = codec.decode(msg, slot)
         except ReminderError as exc:
             self.record("invalid", method, source=source, why=exc.loggable)
             return []

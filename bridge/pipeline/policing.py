@@ -7,7 +7,7 @@ kept apart so each file holds one job.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from bridge.jsonrpc import error_response, is_request
 from bridge.lazy import lazily
@@ -24,6 +24,10 @@ else:  # pydantic: loaded by the first reminder a route decodes (issue 23)
     model = lazily("bridge.model")
 
 Handled = list[Command] | None  # None: forward the frame untouched
+#: One reminder on its way through `Flow.police`, what the steps after the charge need: (msg,
+#: method, origin, then, deliver, session, source, target, request).  A plain tuple, not a
+#: NamedTuple: one is made per reminder, and a NamedTuple's constructor costs seven times as much.
+Case = tuple[dict[str, Any], str, str, Step, "Step | None", Any, "str | None", "str | None", bool]
 
 
 class Policing:
@@ -64,41 +68,41 @@ class Policing:
         request = is_request(msg) if request is None else request
         counted = pending if type(pending) is int else None
         verdict = self.policy.screen(reminder, origin == PEER, counted)
-        case = _Policing(msg, method, origin, then, deliver, session, source, target, request)
+        case = (msg, method, origin, then, deliver, session, source, target, request)  # a tuple: made per reminder
         if pending is not None and counted is None and verdict.ok and self.policy.enabled:
             op, state = pending
-            return self.perform(op, state, Step(self._counted, (case, verdict)))
+            return self.perform(op, state, self._counted, case, verdict)
         return self._charge(case, verdict)
 
-    def _counted(self, count: Any, case: _Policing, verdict: Verdict) -> Handled:
+    def _counted(self, count: Any, case: Case, verdict: Verdict) -> Handled:
         if isinstance(count, StateUnavailable):
             verdict.unavailable = count
             return self._judged(case, verdict)
         self.policy.pending(verdict, count)
         return self._charge(case, verdict)
 
-    def _charge(self, case: _Policing, verdict: Verdict) -> Handled:
+    def _charge(self, case: Case, verdict: Verdict) -> Handled:
         if verdict.ok:
-            op = self.policy.charge_op(verdict.reminder, server=self.route, session=case.session, now=self.clock())
+            op = self.policy.charge_op(verdict.reminder, server=self.route, session=case[5], now=self.clock())
             if op is not None:
-                return self.perform(op, self.policy.budget_state, Step(self._charged, (case, verdict)))
+                return self.perform(op, self.policy.budget_state, self._charged, case, verdict)
         return self._judged(case, verdict)
 
-    def _charged(self, result: Any, case: _Policing, verdict: Verdict) -> Handled:
+    def _charged(self, result: Any, case: Case, verdict: Verdict) -> Handled:
         return self._judged(case, self.policy.judge(verdict, result, observes(self.stage)))
 
-    def _judged(self, case: _Policing, verdict: Verdict) -> Handled:
+    def _judged(self, case: Case, verdict: Verdict) -> Handled:
         reminder = verdict.reminder
         attributes: dict[str, Any] = {f"reminder.trust.{k}": v for k, v in verdict.changes.items()} \
             if verdict.changes else {}
         if verdict.changes:
-            self.recorder.info("reminder_cleaned", protocol=self.protocol, method=case.method, id=reminder.id,
+            self.recorder.info("reminder_cleaned", protocol=self.protocol, method=case[1], id=reminder.id,
                                **{k.lower(): v for k, v in verdict.changes.items()})
         if verdict.shadowed is not None:
             self.recorder.budget_rejected(self.protocol, verdict.shadowed.scope, shadow=True)
             attributes["reminder.budget.shadow_limited"] = True
             attributes["reminder.budget.scope"] = verdict.shadowed.scope
-        then = case.then
+        then = case[3]
         if verdict.ok:
             self._attributes = attributes or None
             return then.run((verdict.reminder, []), *then.args)
@@ -113,7 +117,7 @@ class Policing:
         return [self.reply(HOST, msg, error_response(msg.get("id"), BUDGET_CODE, STATE_MESSAGE, exc.data()),
                            STATE_RETRY_MS)]
 
-    def _refused(self, case: _Policing, verdict: Verdict) -> list[Command]:
+    def _refused(self, case: Case, verdict: Verdict) -> list[Command]:
         msg, method, origin, _, deliver, session, source, target, request = case
         reminder = verdict.reminder
         if verdict.refusal is not None:
@@ -173,17 +177,3 @@ def held_key(reminder: Reminder) -> str:
     """What `coalesce` holds a reminder under: its dedupe key (the newest replaces older ones),
     else its own id (nothing is merged that the sender did not mark as replaceable)."""
     return f"k:{reminder.dedupe_key}" if reminder.dedupe_key is not None else f"i:{reminder.id}"
-
-
-class _Policing(NamedTuple):
-    """One reminder on its way through `Flow.police`: what the steps after the charge need."""
-
-    msg: dict[str, Any]
-    method: str
-    origin: str
-    then: Step
-    deliver: Step | None
-    session: Any
-    source: str | None
-    target: str | None
-    request: bool

@@ -161,7 +161,7 @@ class Policy:
         screened = screen(reminder, self.trust, from_peer=from_peer)
         if isinstance(screened, TrustRefusal):
             return Verdict(reminder, refusal=screened)
-        verdict = Verdict(screened.reminder, screened.changes, over=self.budget.over if self.budget else "drop")
+        verdict = Verdict(*screened, over=self.budget.over if self.budget else "drop")
         if pending is not None:
             self.pending(verdict, pending)
         return verdict

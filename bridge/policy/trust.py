@@ -39,15 +39,10 @@ class TrustRefusal:
         return {"limit": self.limit, "value": self.value}
 
 
-@dataclass(slots=True)
-class Screened:
-    reminder: Reminder
-    #: what was changed, for the span and the log: {"stripped": n, "roleHint": "system→developer"}
-    changes: dict[str, Any]
-
-
-def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | TrustRefusal:
-    """Clean ``reminder`` and check its size; the `roleHint` ceiling applies to the peer's reminders."""
+def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> tuple[Reminder, dict[str, Any]] | TrustRefusal:
+    """Clean ``reminder`` and check its size; the `roleHint` ceiling applies to the peer's reminders.
+    Passed: the reminder (cleaned: a copy) and what was changed, for the span and the log
+    (``{"stripped": n, "roleHint": "system→developer"}``), as a plain pair (one per reminder)."""
     changes: dict[str, Any] = {}
     update: dict[str, Any] = {}
     body, tags = reminder.body, reminder.tags
@@ -105,7 +100,7 @@ def screen(reminder: Reminder, trust: Trust, *, from_peer: bool) -> Screened | T
         name, largest = _largest_field(reminder)
         return TrustRefusal("max_reminder_bytes", limit, f"reminder refused: it is {size} bytes as a whole, over "
                             f"max_reminder_bytes = {limit} (the largest field is `{name}`, {largest} bytes)")
-    return Screened(reminder, changes)
+    return reminder, changes
 
 
 def _over(name: str, value: str, key: str, limit: int) -> TrustRefusal | None:

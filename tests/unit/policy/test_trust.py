@@ -17,7 +17,7 @@ SECRET = "s3cret-body"
 def passed(result: Any) -> tuple[Reminder, dict[str, Any]]:
     """The reminder the limits let through and what was changed (core20: `screen` returns the pair)."""
     assert not isinstance(result, TrustRefusal), result
-    return result.reminder, result.changes
+    return result
 
 
 def refused(result: Any) -> TrustRefusal:
