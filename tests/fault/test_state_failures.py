@@ -257,7 +257,7 @@ async def test_a_full_or_read_only_redis_takes_the_configured_path(kind, when, m
         [line] = await eventually(logged, timeout=10)
         assert line["cause"] == kind and line["on_unavailable"] == mode and line["level"] == "error"
         status, text = await readyz(admin_port(bridge))
-        assert status == 200 and text.startswith(f"ready (degraded: shared state unavailable") and kind in text
+        assert status == 200 and text.startswith("ready (degraded: shared state unavailable") and kind in text
         assert await failures(bridge, kind) >= 1
 
         fault(redis_server, kind, on=False)

@@ -8,7 +8,6 @@ docs/console.png when REMINDER_BRIDGE_SCREENSHOT=1 (to refresh the picture on pu
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
