@@ -375,7 +375,11 @@ class Stream:
 
 
 async def messages(response: aiohttp.ClientResponse):
-    """The JSON-RPC messages of an SSE answer, as they come."""
+    """The JSON-RPC messages of an answer as they come: an SSE stream's, or a JSON answer's one
+    (what the proxy sends when nothing came before the answer)."""
+    if response.content_type == "application/json":
+        yield await response.json()
+        return
     data = b""
     while line := await response.content.readline():
         if line.startswith(b"data:"):
