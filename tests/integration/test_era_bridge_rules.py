@@ -1,0 +1,190 @@
+"""A route's reminder rules across the era bridge (issue 21, point 3), real processes: budgets,
+trust limits, stages, the fallback and the outbox do on a bridged route what they do on a route of
+one era, in both directions, over `stdio -- COMMAND` and over `serve` at an http upstream.
+
+The host is an `mcp` 2.3.0 SDK client forced to its era; the server speaks only the other
+(tests.peers.legacy_only_server / modern_only_server over stdio, legacy_only_http /
+modern_only_http over HTTP, all of one `build()`). Where a test compares with a route of one era,
+the same host talks to the server of its own era (`Case.direct`), the same rules, no bridge."""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.integration.test_console import wait_listening
+from tests.peers.mcp_host import Reminders
+from tests.peers.processes import free_port, peer, proxy
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 hosts
+
+#: the server of each era, by transport
+STDIO_SERVERS = {LEGACY: "tests.peers.legacy_only_server", MODERN: "tests.peers.modern_only_server"}
+HTTP_SERVERS = {LEGACY: "tests.peers.legacy_only_http", MODERN: "tests.peers.modern_only_http"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One transport and one direction: the host's era, and the server's across the bridge."""
+
+    transport: str  # "stdio" or "serve"
+    host: str
+
+    @property
+    def server(self) -> str:
+        return LEGACY if self.host == MODERN else MODERN
+
+    @property
+    def mode(self) -> str:
+        """How the SDK host is forced to its era."""
+        return MODERN if self.host == MODERN else "legacy"
+
+    def __str__(self) -> str:
+        return f"{self.transport}, {self.host} host, {self.server} server"
+
+
+CASES = [Case(transport, host) for transport in ("stdio", "serve") for host in (MODERN, LEGACY)]
+bridged_cases = pytest.mark.parametrize("case", CASES, ids=str)
+
+
+@pytest.fixture(scope="module")
+def http_servers():
+    """The two HTTP servers, started once each, at the first test that needs them."""
+    started: dict[str, object] = {}
+
+    def of(era: str):
+        if era not in started:
+            started[era] = peer(HTTP_SERVERS[era])
+        return started[era]
+
+    yield of
+    for server in started.values():
+        server.stop()
+
+
+@dataclass
+class Route:
+    """A running proxy's way in: a host (``client``) and its admin port (``metrics``)."""
+
+    case: Case
+    target: object  # StdioServerParameters, or the proxy's URL
+    admin: int
+
+    def client(self, **options) -> Client:
+        return Client(self.target, mode=self.case.mode, **options)
+
+    async def metrics(self) -> str:
+        """`/metrics` (stdio: while a host is connected, the proxy lives with its host)."""
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, wait_listening, self.admin)
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.admin}/metrics") as r:
+            return await r.text()
+
+
+@pytest.fixture
+def route(tmp_path, http_servers):
+    """``route(case, rules, bridged=True)``: the proxy of ``case`` with the route table ``rules``
+    (TOML of the route's own tables, `[route.budget]` for `[routes.r.budget]`), bridging to the
+    server of the other era; ``bridged=False``: the same in front of the server of the host's era."""
+    stack = contextlib.ExitStack()
+
+    @contextlib.contextmanager
+    def start(case: Case, rules: str = "", bridged: bool = True):
+        era = case.server if bridged else case.host
+        admin = free_port()
+        keys = [f'host_era = "{case.host}"', f'server_era = "{case.server}"'] if bridged else []
+        if case.transport == "stdio":
+            seen = tmp_path / f"seen-{era}.jsonl"
+            keys.append(f"command = {json.dumps([sys.executable, '-m', STDIO_SERVERS[era], str(seen)])}")
+        else:
+            keys += ['path = "/mcp"', f'upstream = "http://127.0.0.1:{http_servers(era).port}/mcp"']
+        path = tmp_path / f"rules-{era}.toml"
+        path.write_text("\n".join(["[defaults]", "require_declaration = false", "[routes.r]", 'protocol = "mcp"',
+                                   *keys, rules.replace("[route.", "[routes.r."), ""]))
+        options = ["--rules", str(path), "--admin", f"127.0.0.1:{admin}"]
+        if case.transport == "stdio":
+            yield Route(case, StdioServerParameters(command=sys.executable, args=["-m", "bridge", "stdio", *options]),
+                        admin)
+            return
+        running = proxy(*options)
+        try:
+            yield Route(case, f"http://127.0.0.1:{running.port}/mcp", admin)
+        finally:
+            running.stop()
+
+    yield start
+    stack.close()
+
+
+def counted(metrics: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels``."""
+    total = 0.0
+    for line in metrics.splitlines():
+        found = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
+        if found and all(f'{k}="{v}"' in found.group(1) for k, v in labels.items()):
+            total += float(found.group(2))
+    return total
+
+
+def texts(result) -> list[str]:
+    return [c.text for c in result.content]
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+@bridged_cases
+async def test_a_budget_drops_what_is_over_it_and_counts_it(case, route):
+    """`burst = 1`, no refill to speak of, `over = "drop"`: of three reminders the first reaches the
+    host, once, the two others are dropped and counted `rate_limited`; the calls are untouched."""
+    budget = '[route.budget]\nrate = 0.001\nburst = 1\nover = "drop"\n'
+    with route(case, budget) as bridged:
+        ext = Reminders()
+        async with bridged.client(extensions=[ext]) as client:
+            answers = [texts(await client.call_tool("remind", {"path": p})) for p in ("a.py", "b.py", "c.py")]
+            await client.call_tool("echo", {"text": "sync"})
+            metrics = await bridged.metrics()
+    assert answers == [["touched a.py"], ["touched b.py"], ["touched c.py"]]
+    assert [r["id"] for r in ext.received] == ["r-a.py"]
+    assert counted(metrics, "reminder_bridge_reminders_total", action="rate_limited", route="r") == 2
+    assert counted(metrics, "reminder_bridge_budget_rejections_total", scope="server", shadow="false") == 2
+    assert counted(metrics, "reminder_bridge_era_bridged_requests_total", route="r") >= 4
+
+
+# -- trust --------------------------------------------------------------------------------------
+
+@bridged_cases
+async def test_a_trust_limit_refuses_the_reminder_and_counts_the_limit(case, route):
+    """The server's bodies are 50 bytes and more: `max_body_bytes = 16` refuses every one, counted
+    by the limit; the call's own answer still reaches the host."""
+    with route(case, "[route.trust]\nmax_body_bytes = 16\n") as bridged:
+        ext = Reminders()
+        async with bridged.client(extensions=[ext]) as client:
+            answer = texts(await client.call_tool("remind", {"path": "a.py"}))
+            await client.call_tool("echo", {"text": "sync"})
+            metrics = await bridged.metrics()
+    assert answer == ["touched a.py"] and ext.received == []
+    assert counted(metrics, "reminder_bridge_reminders_total", action="refused", route="r") == 1
+    assert counted(metrics, "reminder_bridge_trust_refusals_total", limit="max_body_bytes") == 1
+
+
+# -- the fallback -------------------------------------------------------------------------------
+
+@bridged_cases
+async def test_a_host_without_reminder_support_gets_the_reminder_in_a_tool_result_once(case, route):
+    with route(case) as bridged:
+        async with bridged.client() as client:
+            results = [texts(await client.call_tool("remind", {"path": "f.py"})),
+                       texts(await client.call_tool("echo", {"text": "next"}))]
+    shown = [t for result in results for t in result if "f.py changed externally" in t]
+    assert len(shown) == 1 and shown[0].startswith('<system-reminder id="r-f.py"')
+    assert results[0][0] == "touched f.py" and results[1][0] == "next"
