@@ -8,11 +8,11 @@ modern_only_http over HTTP, all of one `build()`). Where a test compares with a 
 the same host talks to the server of its own era (`Case.direct`), the same rules, no bridge."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +84,6 @@ class Route:
 
     async def metrics(self) -> str:
         """`/metrics` (stdio: while a host is connected, the proxy lives with its host)."""
-        import asyncio
-
         await asyncio.get_running_loop().run_in_executor(None, wait_listening, self.admin)
         async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.admin}/metrics") as r:
             return await r.text()
@@ -96,8 +94,6 @@ def route(tmp_path, http_servers):
     """``route(case, rules, bridged=True)``: the proxy of ``case`` with the route table ``rules``
     (TOML of the route's own tables, `[route.budget]` for `[routes.r.budget]`), bridging to the
     server of the other era; ``bridged=False``: the same in front of the server of the host's era."""
-    stack = contextlib.ExitStack()
-
     @contextlib.contextmanager
     def start(case: Case, rules: str = "", bridged: bool = True):
         era = case.server if bridged else case.host
@@ -122,8 +118,7 @@ def route(tmp_path, http_servers):
         finally:
             running.stop()
 
-    yield start
-    stack.close()
+    return start
 
 
 def counted(metrics: str, name: str, **labels: str) -> float:
@@ -188,3 +183,53 @@ async def test_a_host_without_reminder_support_gets_the_reminder_in_a_tool_resul
     shown = [t for result in results for t in result if "f.py changed externally" in t]
     assert len(shown) == 1 and shown[0].startswith('<system-reminder id="r-f.py"')
     assert results[0][0] == "touched f.py" and results[1][0] == "next"
+
+
+class Heard:
+    """Every notification the SDK host hears (its `message_handler`), as method and params."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, dict]] = []
+
+    async def __call__(self, message) -> None:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None):
+            params = root.params.model_dump(by_alias=True, mode="json", exclude_none=True) if root.params else {}
+            self.messages.append((root.method, params))
+
+
+async def heard_on(route: Route) -> tuple[list[dict], list[tuple[str, dict]], list[str], str]:
+    """What the host is told of one `remind`: the standard reminders, every other notification, and
+    the texts of that call's and the next call's results."""
+    ext, heard = Reminders(), Heard()
+    async with route.client(extensions=[ext], message_handler=heard) as client:
+        results = texts(await client.call_tool("remind", {"path": "s.py"}))
+        results += texts(await client.call_tool("echo", {"text": "sync"}))
+        metrics = await route.metrics()
+    return ext.received, heard.messages, results, metrics
+
+
+@pytest.mark.parametrize("stage", ["observe", "dual", "translate", "enforce"])
+@bridged_cases
+async def test_each_stage_shows_the_host_what_a_route_of_one_era_shows_it(case, route, stage):
+    """`observe`: the server's Harn log line, untouched, and no standard reminder; the other stages:
+    the standard reminder, once, and no log line (MCP has no message that carries both forms, so
+    `dual` sends the one; `enforce` is `translate` for MCP). The host hears exactly what it hears
+    from a server of its own era, and the decision is counted under the stage."""
+    with route(case, f'stage = "{stage}"\n', bridged=False) as direct:
+        alone = await heard_on(direct)
+    with route(case, f'stage = "{stage}"\n') as bridged:
+        across = await heard_on(bridged)
+    assert across[:3] == alone[:3]
+    reminders, others, results, metrics = across
+    assert results == ["touched s.py", "sync"]
+    legacy = {"id": "r-s.py", "body": "s.py changed externally; re-read it before editing.",
+              "tags": ["workspace", "file_changed"], "dedupeKey": "file_changed:s.py", "ttlTurns": 2}
+    if stage == "observe":
+        assert reminders == []
+        [(method, params)] = others
+        assert method == "notifications/message" and params == {
+            "level": "info", "logger": "harn.reminder", "data": legacy["body"], "_meta": {"harn": {"reminder": legacy}}}
+    else:
+        assert reminders == [legacy] and others == []
+    assert counted(metrics, "reminder_bridge_reminders_total", route="r", stage=stage) >= 1
