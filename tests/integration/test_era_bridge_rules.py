@@ -26,7 +26,7 @@ from tests.integration.test_console import wait_listening
 from tests.integration.test_outbox import event
 from tests.peers import outbox_server
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import free_port, get_json, peer, proxy
+from tests.peers.processes import eventually, free_port, peer, proxy
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 hosts
@@ -164,6 +164,40 @@ async def test_a_budget_drops_what_is_over_it_and_counts_it(case, route):
     assert counted(metrics, "reminder_bridge_reminders_total", action="rate_limited", route="r") == 2
     assert counted(metrics, "reminder_bridge_budget_rejections_total", scope="server", shadow="false") == 2
     assert counted(metrics, "reminder_bridge_era_bridged_requests_total", route="r") >= 4
+
+
+@bridged_cases
+async def test_coalesce_holds_what_is_over_budget_and_delivers_it_as_a_route_of_one_era_does(case, route):
+    """`over = "coalesce"`: the second reminder waits for the token (a tenth of a second) and is
+    delivered then; a 2026-07-28 request over `serve` ends with its answer, and what its flow held
+    is dropped with it, counted. Across the bridge exactly what a route of one era does."""
+    budget = '[route.budget]\nrate = 600\nburst = 1\nover = "coalesce"\n'
+    actions = ("rewritten", "coalesced", "dropped")
+
+    async def run(bridged: bool) -> tuple[list[str], dict[str, float]]:
+        with route(case, budget, bridged=bridged) as proxied:
+            ext = Reminders()
+            async with proxied.client(extensions=[ext]) as client:
+                for path in ("a.py", "b.py"):
+                    await client.call_tool("remind", {"path": path})
+
+                async def decided() -> str | None:  # the held one delivered, or dropped with its request
+                    metrics = await proxied.metrics()
+                    done = sum(counted(metrics, "reminder_bridge_reminders_total", action=a) for a in actions[::2])
+                    return metrics if done == 2 else None
+
+                metrics = await eventually(decided, timeout=20)
+                await client.call_tool("echo", {"text": "sync"})
+        return [r["id"] for r in ext.received], {a: counted(metrics, "reminder_bridge_reminders_total", action=a)
+                                                 for a in actions}
+
+    alone = await run(bridged=False)
+    across = await run(bridged=True)
+    assert across == alone
+    if (case.transport, case.host) == ("serve", MODERN):
+        assert across == (["r-a.py"], {"rewritten": 1, "coalesced": 1, "dropped": 1})
+    else:
+        assert across == (["r-a.py", "r-b.py"], {"rewritten": 2, "coalesced": 1, "dropped": 0})
 
 
 # -- trust --------------------------------------------------------------------------------------
