@@ -168,10 +168,11 @@ async def test_a_budget_drops_what_is_over_it_and_counts_it(case, route):
 
 @bridged_cases
 async def test_coalesce_holds_what_is_over_budget_and_delivers_it_as_a_route_of_one_era_does(case, route):
-    """`over = "coalesce"`: the second reminder waits for the token (a tenth of a second) and is
-    delivered then; a 2026-07-28 request over `serve` ends with its answer, and what its flow held
-    is dropped with it, counted. Across the bridge exactly what a route of one era does."""
-    budget = '[route.budget]\nrate = 600\nburst = 1\nover = "coalesce"\n'
+    """`over = "coalesce"`: the second reminder waits for the token (two seconds: longer than its
+    call takes) and is delivered then; a 2026-07-28 request over `serve` ends with its answer, and
+    what its flow held is dropped with it, counted. Across the bridge exactly what a route of one
+    era does."""
+    budget = '[route.budget]\nrate = 30\nburst = 1\nover = "coalesce"\n'
     actions = ("rewritten", "coalesced", "dropped")
 
     async def run(bridged: bool) -> tuple[list[str], dict[str, float]]:
