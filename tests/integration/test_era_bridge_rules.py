@@ -5,7 +5,8 @@ one era, in both directions, over `stdio -- COMMAND` and over `serve` at an http
 The host is an `mcp` 2.3.0 SDK client forced to its era; the server speaks only the other
 (tests.peers.legacy_only_server / modern_only_server over stdio, legacy_only_http /
 modern_only_http over HTTP, all of one `build()`). Where a test compares with a route of one era,
-the same host talks to the server of its own era (`Case.direct`), the same rules, no bridge."""
+the same host talks to the server of its own era (`route(..., bridged=False)`), the same rules, no
+bridge. The counts are read from the proxy's `/metrics`."""
 from __future__ import annotations
 
 import asyncio
