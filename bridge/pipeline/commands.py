@@ -82,9 +82,11 @@ class Call(Write):
     """The proxy's own request to ``to``. Its id was made by the flow that sent it, and the answer
     goes back to that flow (fed as any other frame from that side; the flow routes it to its own
     handler). Transports that answer in a separate exchange (HTTP) feed the answer frames back the
-    same way."""
+    same way. ``method``, ``name``: what it asks, for transports that mirror it (as `Send`'s)."""
 
     id: str
+    method: str | None = None
+    name: str | None = None
 
 
 class Wakeup(NamedTuple):

@@ -21,13 +21,15 @@ from typing import Any, NamedTuple
 from bridge.dialects.mcp import SUBSCRIPTION_KEY
 from bridge.dialects.paths import get_path, params_meta
 from bridge.jsonrpc import dumps, loads
+from bridge.pipeline.flow import OWN_ID_PREFIX
 
 PREFIX = "rb-h"
 
 
 class Back(NamedTuple):
     """A message on its way to a host: the exchange it belongs to (None: no exchange's own), the
-    frame with the host's ids, and whether it is the answer to that exchange's request."""
+    frame with the host's ids, and whether it is the answer to that exchange's request (not to one
+    its flow made on its own: an outbox poll)."""
 
     exchange: Any
     data: bytes
@@ -84,8 +86,9 @@ class Exchanges:
         return owner[0] if owner is not None else None
 
     def owed(self, exchange: Any) -> list[str]:
-        """The ids of ``exchange``'s requests not answered yet (a listen's, until it ends)."""
-        return [own for own, (ex, _) in self.owners.items() if ex is exchange]
+        """The ids of ``exchange``'s host requests not answered yet (a listen's, until it ends); not
+        those its flow made on its own (an outbox poll), whose answers it awaits past its end."""
+        return [own for own, (ex, hid) in self.owners.items() if ex is exchange and not _flows_own(hid)]
 
     def back(self, frame: bytes) -> Back:
         """``frame`` (the bridge gave it the host's way): whose it is, with the host's ids."""
@@ -95,7 +98,7 @@ class Exchanges:
         msg_id = msg.get("id")
         if "method" not in msg and isinstance(msg_id, str) and msg_id in self.owners:
             exchange, host_id = self.owners.pop(msg_id)
-            return Back(exchange, dumps({**msg, "id": host_id}), True)
+            return Back(exchange, dumps({**msg, "id": host_id}), not _flows_own(host_id))
         meta = params_meta(msg)
         sub = meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
         if isinstance(sub, str) and sub in self.owners:
@@ -106,11 +109,17 @@ class Exchanges:
         return Back(None, frame, False)
 
     def end(self, exchange: Any) -> list[str]:
-        """``exchange`` is over: its ids are forgotten; those it still had (a listen's), returned."""
+        """``exchange`` is over: its host requests' ids are forgotten; those it still had (a
+        listen's), returned. Its flow's own stay until answered: the answer goes to the flow."""
         gone = self.owed(exchange)
         for own in gone:
             del self.owners[own]
         return gone
+
+
+def _flows_own(host_id: Any) -> bool:
+    """Whether a request is one the exchange's flow made itself (its id is the flow's own)."""
+    return isinstance(host_id, str) and host_id.startswith(OWN_ID_PREFIX)
 
 
 def _parsed(frame: bytes) -> dict[str, Any] | None:

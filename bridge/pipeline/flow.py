@@ -645,10 +645,8 @@ class Flow(Policing, Recording, Answering):
     def send(self, to: str, msg: dict[str, Any], *, answers: bool = False, receipts: tuple[Receipt, ...] = (),
              stream: Any = None) -> Send:
         method = msg.get("method")
-        params = msg.get("params")
-        name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
         return Send(to, dumps(msg), id_key(msg.get("id")) if answers else None, method,
-                    name if isinstance(name, str) else None, receipts, stream)
+                    _name_of(method, msg.get("params")), receipts, stream)
 
     def reply(self, to: str, request: dict[str, Any], msg: dict[str, Any], retry_after_ms: int | None = None) -> Reply:
         if to == HOST:  # the proxy answered the host's request itself: nothing waits for the peer's
@@ -663,7 +661,7 @@ class Flow(Policing, Recording, Answering):
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": own, "method": method}
         if params is not None:
             request["params"] = params
-        return Call(to, dumps(request), own)
+        return Call(to, dumps(request), own, method, _name_of(method, params))
 
     @staticmethod
     def own_id() -> str:
@@ -699,3 +697,9 @@ class _Untouched(NamedTuple):
 
 
 _UNTOUCHED = {HOST: _Untouched(HOST), PEER: _Untouched(PEER)}
+
+
+def _name_of(method: Any, params: Any) -> str | None:
+    """The tool, prompt or resource a request names (what MCP 2026-07-28 mirrors in `Mcp-Name`)."""
+    name = params.get("name", params.get("uri")) if isinstance(params, dict) and method else None
+    return name if isinstance(name, str) else None

@@ -109,6 +109,7 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     legacy = _legacy(proxy, route, request, body, headers)
     session = route.sessionless(legacy.scope)
     exchange = _Exchange(session, headers, _Answer(request, session))
+    session.driver = proxy.driver_for(route, session, upstream=lambda command: _own(legacy, exchange, command))
     legacy.busy += 1
     legacy.open.add(exchange)
     try:
@@ -162,6 +163,14 @@ def _refused(request: web.Request, body: bytes) -> web.Response | None:
     else:
         return None
     return web.Response(status=400, body=dumps(error), content_type="application/json", charset="utf-8")
+
+
+def _own(legacy: Legacy, exchange: _Exchange, command: Write) -> None:
+    """What an exchange's flow sends upstream on its own, at its timers (an outbox poll), through the
+    bridge as its request's frames go: never straight to the 2025-11-25 server, in the host's era."""
+    frame = legacy.ids.toward(exchange, command.data)
+    if frame is not None:
+        legacy.proxy.spawn(_carry(legacy, legacy.bridge.toward_server(frame), exchange))
 
 
 def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes, headers: dict[str, str]) -> Legacy:

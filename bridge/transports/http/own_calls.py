@@ -4,7 +4,7 @@ too are the client, limits and tasks every job of the proxy shares: `HttpProxy` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -41,6 +41,20 @@ async def settled(session: Session, data: bytes, origin: str, headers: Any = Non
     return await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
 
 
+def own_headers(headers: dict[str, str], call: Call) -> dict[str, str]:
+    """The headers of the host request the session's own requests reuse, made true to ``call``:
+    a 2026-07-28 request mirrors its own method and name (`Mcp-Method`, `Mcp-Name`), never those of
+    the host request they were copied from, which a server refuses as a mismatch."""
+    names = {k.lower(): k for k in headers}
+    if "mcp-method" not in names or call.method is None:
+        return headers
+    out = {k: v for k, v in headers.items() if k.lower() != "mcp-name"}
+    out[names["mcp-method"]] = call.method
+    if call.name is not None:
+        out[names.get("mcp-name", "Mcp-Name")] = call.name
+    return out
+
+
 class OwnCalls:
     """The proxy's upstream client and background tasks, and the requests it makes with them."""
 
@@ -52,16 +66,22 @@ class OwnCalls:
         self.client: aiohttp.ClientSession | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def driver_for(self, route: HttpRoute, session: Session) -> FlowDriver:
+    def driver_for(self, route: HttpRoute, session: Session,
+                   upstream: Callable[[Write], None] | None = None) -> FlowDriver:
         """A session's timers and deferred work: what its flow sends on its own (a coalesced reminder
-        released, an outbox poll) goes to the session's host stream, or upstream."""
+        released, an outbox poll) goes to the session's host stream, or upstream (``upstream``: what
+        carries its messages and calls there instead, the era bridge)."""
 
         def write(command: Write) -> None:
             if command.to == HOST:
                 self._to_host(session, [command], route)
+            elif upstream is not None:
+                upstream(command)
             else:
                 self.spawn(self._post(route, session, command.data))
 
+        if upstream is not None:
+            return FlowDriver(session.flow, write, upstream)
         return FlowDriver(session.flow, write, lambda call: self.spawn(self._call_and_push(route, session, call)))
 
     def spawn(self, coro: Any) -> None:
@@ -145,7 +165,7 @@ class OwnCalls:
         for call in calls:
             answers: list[bytes] = []
             try:
-                async for frame in self._exchange(route, call.data, headers):
+                async for frame in self._exchange(route, call.data, own_headers(headers, call)):
                     answers.append(frame)
             except (aiohttp.ClientError, asyncio.TimeoutError, TooLarge, EventTooLarge) as exc:
                 route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="the proxy's own request")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from bridge.pipeline.era_exchanges import Exchanges
+from bridge.pipeline.flow import OWN_ID_PREFIX
 
 SUB = "io.modelcontextprotocol/subscriptionId"
 
@@ -51,3 +52,16 @@ def test_what_is_no_exchange_s_passes_as_it_is():
         assert ids.back(data) == (None, data, False)
     note = frame(method="notifications/initialized")
     assert ids.toward(object(), note) is note and ids.posted(note) == (None, None)
+
+
+def test_a_flow_s_own_call_is_answered_to_its_flow_past_the_exchange_s_end():
+    """An outbox poll the exchange's flow made (its own id): not owed by the exchange, not cancelled
+    when it ends, and its answer is the flow's, not the end of the host's request."""
+    ids, exchange = Exchanges(), object()
+    host = json.loads(ids.toward(exchange, frame(id=7, method="tools/call")))["id"]
+    poll = json.loads(ids.toward(exchange, frame(id=f"{OWN_ID_PREFIX}1", method="resources/read")))["id"]
+    assert ids.owed(exchange) == [host]
+    assert ids.end(exchange) == [host]
+    back = ids.back(frame(id=poll, result={}))
+    assert (back.exchange, json.loads(back.data)["id"], back.answer) == (exchange, f"{OWN_ID_PREFIX}1", False)
+    assert ids.owners == {}
