@@ -45,11 +45,14 @@ class Posted(NamedTuple):
 
 
 class Exchanges:
-    """The session's ids in flight: own id → (exchange, the id as the host wrote it)."""
+    """The session's ids in flight: own id → (exchange, the id as the host wrote it), and each
+    exchange's own ids in the order sent (so what one exchange asks costs what it has in flight,
+    not what the whole session has)."""
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self.owners: dict[str, tuple[Any, Any]] = {}
+        self._by_exchange: dict[int, dict[str, None]] = {}
 
     def toward(self, exchange: Any, frame: bytes) -> bytes | None:
         """``frame`` (the exchange's flow wrote it toward the server) with the session's ids; None for
@@ -60,6 +63,7 @@ class Exchanges:
         if "id" in msg and isinstance(msg.get("method"), str):
             own = f"{PREFIX}{next(self._ids)}"
             self.owners[own] = (exchange, msg["id"])
+            self._by_exchange.setdefault(id(exchange), {})[own] = None
             return dumps({**msg, "id": own})
         cancelled = get_path(msg, "params", "requestId")
         if msg.get("method") == "notifications/cancelled" and cancelled is not None:
@@ -69,9 +73,11 @@ class Exchanges:
 
     def own_id(self, host_id: Any, exchange: Any) -> str | None:
         """The session's id for ``exchange``'s request ``host_id`` (the newest), None: none of its own."""
-        found = [own for own, (ex, hid) in self.owners.items()
-                 if type(hid) is type(host_id) and hid == host_id and ex is exchange]
-        return found[-1] if found else None
+        for own in reversed(self._by_exchange.get(id(exchange), {})):
+            hid = self.owners[own][1]
+            if type(hid) is type(host_id) and hid == host_id:
+                return own
+        return None
 
     def posted(self, frame: bytes) -> Posted:
         """What ``frame``, on its way to the server, is: a request's id, and the exchange it is of."""
@@ -88,7 +94,7 @@ class Exchanges:
     def owed(self, exchange: Any) -> list[str]:
         """The ids of ``exchange``'s host requests not answered yet (a listen's, until it ends); not
         those its flow made on its own (an outbox poll), whose answers it awaits past its end."""
-        return [own for own, (ex, hid) in self.owners.items() if ex is exchange and not _flows_own(hid)]
+        return [own for own in self._by_exchange.get(id(exchange), ()) if not _flows_own(self.owners[own][1])]
 
     def back(self, frame: bytes) -> Back:
         """``frame`` (the bridge gave it the host's way): whose it is, with the host's ids."""
@@ -97,7 +103,7 @@ class Exchanges:
             return Back(None, frame, False)
         msg_id = msg.get("id")
         if "method" not in msg and isinstance(msg_id, str) and msg_id in self.owners:
-            exchange, host_id = self.owners.pop(msg_id)
+            exchange, host_id = self._forget(msg_id)
             return Back(exchange, dumps({**msg, "id": host_id}), not _flows_own(host_id))
         meta = params_meta(msg)
         sub = meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
@@ -113,8 +119,16 @@ class Exchanges:
         listen's), returned. Its flow's own stay until answered: the answer goes to the flow."""
         gone = self.owed(exchange)
         for own in gone:
-            del self.owners[own]
+            self._forget(own)
         return gone
+
+    def _forget(self, own: str) -> tuple[Any, Any]:
+        exchange, host_id = self.owners.pop(own)
+        mine = self._by_exchange[id(exchange)]
+        del mine[own]
+        if not mine:  # (an exchange's id may be reused once it is gone: nothing stays under it)
+            del self._by_exchange[id(exchange)]
+        return exchange, host_id
 
 
 def _flows_own(host_id: Any) -> bool:
