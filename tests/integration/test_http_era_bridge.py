@@ -641,3 +641,30 @@ async def test_a_host_that_leaves_a_call_cancels_its_own_upstream_request_only(b
                 assert cancel["params"]["requestId"] == calls[-2]  # the first host's call, never the second's
                 assert [c for c in await cancelled()] == [cancel]
     assert_legacy_wire((await seen(upstream))[before:])
+
+
+async def test_ever_new_client_info_opens_at_most_max_sessions_upstream(upstream, tmp_path):
+    """Each new capability set or client info opens one more upstream 2025-11-25 session, and hosts
+    choose what they send: the route holds at most `max_sessions`, the one idle longest ending (its
+    DELETE upstream) to make room, rather than one more session per request a host varies."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[defaults]\nrequire_declaration = false\n'
+                     f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n')
+    running = proxy("--rules", str(rules), "--host-era", MODERN, "--server-era", LEGACY, "--max-sessions", "2")
+    try:
+        before = len(await seen(upstream))
+        async with aiohttp.ClientSession() as http:
+            for n in range(5):
+                [answer] = await RawHost(http, url(running), f"varied-{n}").call("echo", text="hi")
+                assert answer["result"]["content"][0]["text"] == "hi"
+
+        async def evicted():  # five sessions opened, two kept: three ended
+            found = [r for r in (await seen(upstream))[before:] if r["method"] == "DELETE"]
+            return found if len(found) >= 3 else None
+
+        assert len(await eventually(evicted)) == 3
+        requests = (await seen(upstream))[before:]
+        opened = [r for r in requests if r["method"] == "POST" and json.loads(r["body"]).get("method") == "initialize"]
+        assert len(opened) == 5
+    finally:
+        running.stop()

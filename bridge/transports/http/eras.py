@@ -32,19 +32,19 @@ import aiohttp
 from aiohttp import web
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
-from bridge.dialects.mcp import CLIENT_CAPS_KEY, CLIENT_INFO_KEY, PROTOCOL_KEY
+from bridge.dialects.mcp import CLIENT_CAPS_KEY, PROTOCOL_KEY
 from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, loads
 from bridge.pipeline.commands import HOST, PEER, Send, Write, receipts_of
 from bridge.pipeline.era_exchanges import Exchanges
-from bridge.pipeline.eras import GET_STREAM, LegacyServer
+from bridge.pipeline.eras import GET_STREAM, LegacyServer, session_key
 from bridge.state.scope import Scope
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.listening import Listener
 from bridge.transports.http.own_calls import OwnCalls, settled, written
 from bridge.transports.http.routes import SESSION_HEADER, HttpRoute
-from bridge.transports.http.upstream_errors import cause, upstream_error
+from bridge.transports.http.upstream_errors import UPSTREAM_ERROR, cause, upstream_error
 from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
 
@@ -101,12 +101,22 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
                   holding: Holding) -> web.StreamResponse:
     """The host's request through its flow, then the bridge, upstream; what comes back the same way,
     until its answer (a listen: until the host leaves)."""
-    refused = _refused(request, body)
+    try:
+        msg = loads(body)
+    except ValueError:
+        msg = None  # the flow answers it as any route does
+    refused = _refused(request, msg)
     if refused is not None:
         return refused
     route.rpc_path = route.below(request.path)
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
-    legacy = _legacy(proxy, route, request, body, headers)
+    legacy = _legacy(proxy, route, request, msg, headers)
+    if legacy is None:
+        why = (f"reminder-bridge route {route.name!r}: {route.limits.max_sessions} upstream {LEGACY_ERA} sessions "
+               "are open (max_sessions) and none is idle; try again later")
+        error = error_response(msg.get("id") if isinstance(msg, dict) else None, UPSTREAM_ERROR, why)
+        return web.Response(status=503, headers={"Retry-After": "1"}, body=dumps(error),
+                            content_type="application/json", charset="utf-8")
     session = route.sessionless(legacy.scope)
     exchange = _Exchange(session, headers, _Answer(request, session))
     session.driver = proxy.driver_for(route, session, upstream=lambda command: _own(legacy, exchange, command))
@@ -139,14 +149,10 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
     return await exchange.answer.done()
 
 
-def _refused(request: web.Request, body: bytes) -> web.Response | None:
+def _refused(request: web.Request, msg: Any) -> web.Response | None:
     """The 400 a 2026-07-28 server gives a request whose envelope is incomplete (-32602), whose
     `MCP-Protocol-Version` header is not its `_meta` version (-32020), or whose version it does not
     speak (-32022, naming the one it does); None for a request it takes."""
-    try:
-        msg = loads(body)
-    except ValueError:
-        return None
     if not (isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg):
         return None
     meta = params_meta(msg)
@@ -173,21 +179,20 @@ def _own(legacy: Legacy, exchange: _Exchange, command: Write) -> None:
         legacy.proxy.spawn(_carry(legacy, legacy.bridge.toward_server(frame), exchange))
 
 
-def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: bytes, headers: dict[str, str]) -> Legacy:
-    """The upstream session of this request's capability set, client info, credentials and identity."""
-    try:
-        msg = loads(body)
-    except ValueError:
-        msg = None
-    meta = params_meta(msg) if isinstance(msg, dict) else None
-    meta = meta if isinstance(meta, dict) else {}
+def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, msg: Any,
+            headers: dict[str, str]) -> Legacy | None:
+    """The upstream session of this request's capability set, client info, credentials and identity;
+    None when `max_sessions` are open and none is idle (hosts choose what they send: each new set
+    would otherwise open one more upstream session, without bound)."""
     identity = route.sessionless_scope(request)
-    seen = json.dumps([meta.get(CLIENT_CAPS_KEY), meta.get(CLIENT_INFO_KEY), request.headers.get("Authorization"),
-                       identity.id if identity.lasting else None], sort_keys=True)
+    seen = json.dumps([session_key(msg), request.headers.get("Authorization"),
+                       identity.id if identity.lasting else None])
     key = hashlib.sha256(seen.encode()).hexdigest()
     if route.eras is None:
         route.eras = {}
     if key not in route.eras:
+        if len(route.eras) >= route.limits.max_sessions and not _evicted(proxy, route):
+            return None
         scope = identity if identity.lasting else Scope.identity(route.name, "era-session", key)
         bridge = LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True)
         route.eras[key] = Legacy(bridge, scope, proxy, route, headers)
@@ -469,6 +474,18 @@ async def _stream(legacy: Legacy) -> None:
         route.recorder.log("upstream_error", why=route.shown(cause(exc)), during="a bridged session's GET stream")
     finally:
         legacy.streaming.set()
+
+
+def _evicted(proxy: OwnCalls, route: HttpRoute) -> bool:
+    """Room for one more upstream session: the one idle longest ends (as a full `SessionTable`
+    evicts); False when every one is in use."""
+    idle = [(legacy.used, key) for key, legacy in route.eras.items() if legacy.busy == legacy.carrying == 0]
+    if not idle:
+        return False
+    legacy = route.eras.pop(min(idle)[1])
+    route.recorder.session_ended("evicted")
+    proxy.spawn(_end(proxy, route, legacy))
+    return True
 
 
 async def expire(proxy: OwnCalls, route: HttpRoute, idle_s: float) -> None:
