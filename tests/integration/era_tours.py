@@ -124,13 +124,15 @@ def assert_enveloped(got: list[dict]) -> None:
 
 
 def assert_modern_http(requests: list[dict]) -> None:
-    """What HTTP adds for a 2026-07-28 server: POSTs only, no session, each with the version, method
-    and name in its headers as in its body."""
+    """What HTTP adds for a 2026-07-28 server: POSTs only, no session, each with the version in its
+    headers, and each request its method and name as in its body."""
     assert requests
     for r in requests:
         assert r["method"] == "POST", r
         assert r["headers"]["mcp-protocol-version"] == MODERN and "mcp-session-id" not in r["headers"]
         msg = json.loads(r["body"])
+        if "id" not in msg:
+            continue
         assert r["headers"]["mcp-method"] == msg["method"]
         name = (msg.get("params") or {}).get({"tools/call": "name", "prompts/get": "name",
                                                "resources/read": "uri"}.get(msg["method"], ""))

@@ -65,6 +65,10 @@ def assert_modern_wire(requests: list[dict]) -> None:
     module's server is shared, so discover need not come first in a test's slice)."""
     assert_modern_http(requests)
     assert_enveloped(bodies(requests))
+    for r in requests:  # notifications too: their method, and no name
+        msg = json.loads(r["body"])
+        assert r["headers"]["mcp-method"] == msg["method"]
+        assert "id" in msg or "mcp-name" not in r["headers"]
 
 
 async def test_the_server_alone_refuses_a_2025_11_25_host(upstream):
