@@ -17,9 +17,8 @@ from mcp import Client
 from mcp_types import Implementation
 
 from tests.integration.era_tours import (
-    LEGACY, MODERN, assert_legacy_http, eras_after, held_reminder, assert_log_level_set_first,
-    assert_reminder, assert_sampled_once, bodies, streamed_reminder, list_roots, listened, modern_tour,
-    running_peer, sampler, seen)
+    LEGACY, MODERN, assert_legacy_http, assert_log_level_set_first, assert_reminder, assert_sampled_once, bodies,
+    eras_after, held_reminder, list_roots, listened, modern_tour, running_peer, sampler, seen, streamed_reminder)
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, free_port, peer, proxy
 

@@ -22,9 +22,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
 from tests.integration.era_tours import (
-    LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_enveloped, assert_modern_http, assert_modern_messages,
-    assert_one_listen_follows_the_subscriptions, bodies, eras_after, legacy_tour, list_roots, refusal, running_peer, sampler,
-    seen)
+    LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_enveloped, assert_modern_http,
+    assert_modern_messages, assert_one_listen_follows_the_subscriptions, bodies, eras_after, legacy_tour, list_roots,
+    refusal, running_peer, sampler, seen)
 from tests.paths import SCHEMAS
 from tests.peers.mcp_host import Changes, Reminders
 from tests.peers.modern_only_http import MODERN_TOOLS
