@@ -23,6 +23,8 @@ import pytest
 from tests.components import REDIS, install_command, skipped_for_missing
 from tests.paths import SCHEMAS, VECTORS
 
+pytest.register_assert_rewrite("tests.integration.era_tours")  # its asserts explain themselves too
+
 
 @pytest.fixture(scope="session")
 def schemas_dir() -> Path:

@@ -16,19 +16,16 @@ import pytest
 from mcp import Client
 from mcp_types import Implementation
 
+from tests.integration.era_tours import (
+    LEGACY, MODERN, SUB_KEY, assert_legacy_http, assert_log_level_set_first, assert_reminder, assert_sampled_once,
+    bodies, eras_after, held_reminder, list_roots, listened, modern_tour, running_peer, sampler, seen,
+    streamed_reminder)
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import eventually, free_port, get_json, peer, proxy
+from tests.peers.processes import eventually, free_port, peer, proxy
 
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
-SUB_KEY = "io.modelcontextprotocol/subscriptionId"
 PROTOCOL = "io.modelcontextprotocol/protocolVersion"
 
-
-@pytest.fixture(scope="module")
-def upstream():
-    server = peer("tests.peers.legacy_only_http")
-    yield server
-    server.stop()
+upstream = running_peer("tests.peers.legacy_only_http")
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +42,10 @@ def url(bridge) -> str:
     return f"http://127.0.0.1:{bridge.port}/mcp"
 
 
-async def seen(upstream) -> list[dict]:
-    return await get_json(upstream.port, "/seen")
-
-
 def assert_legacy_wire(requests: list[dict]) -> None:
     """Nothing of 2026-07-28 reached the server, and its session was opened before anything else."""
-    posts = [r for r in requests if r["method"] == "POST"]
-    first = [json.loads(r["body"]).get("method") for r in posts[:2]]
-    assert first == ["initialize", "notifications/initialized"]
-    for r in requests:
-        assert r["headers"].get("mcp-protocol-version") in (None, LEGACY), r
-        assert "mcp-method" not in r["headers"] and "mcp-name" not in r["headers"]
-        assert "io.modelcontextprotocol/" not in r["body"]
-    assert all(r["headers"].get("mcp-session-id") for r in requests[1:])
+    assert [m.get("method") for m in bodies(requests)[:2]] == ["initialize", "notifications/initialized"]
+    assert_legacy_http(requests)
 
 
 async def test_the_server_alone_refuses_a_2026_07_28_host(upstream):
@@ -70,25 +57,11 @@ async def test_discover_tools_resources_prompts_and_a_reminder(bridge, upstream)
     ext = Reminders()
     before = len(await seen(upstream))
     async with Client(url(bridge), mode="auto", extensions=[ext]) as client:
-        assert client.protocol_version == MODERN
-        assert client.server_info is not None and client.server_info.name == "legacy-only"
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
+        await modern_tour(client, "auto")
         reminded = await client.call_tool("remind", {"path": "a.py"})
-        resources = await client.list_resources()
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-    assert {t.name for t in tools.tools} == {
-        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
-    assert [c.text for c in echoed.content] == ["hi"]
     assert [c.text for c in reminded.content] == ["touched a.py"]
-    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
     [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-a.py", ["workspace", "file_changed"], "file_changed:a.py", 2)
-    assert reminder["body"] == "a.py changed externally; re-read it before editing."
+    assert_reminder(reminder, "a.py")
     requests = (await seen(upstream))[before:]
     assert_legacy_wire(requests)
     assert sum('"initialize"' in r["body"] for r in requests) == 1
@@ -112,8 +85,7 @@ async def test_a_pinned_host_and_its_log_opt_in(bridge, upstream):
     assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
     requests = (await seen(upstream))[before:]
     assert_legacy_wire(requests)
-    methods = [json.loads(r["body"]).get("method") for r in requests if r["method"] == "POST"]
-    assert methods.index("logging/setLevel") < methods.index("tools/call")
+    assert_log_level_set_first(bodies(requests))
 
 
 async def test_progress_reaches_the_host_on_its_request_s_stream(bridge, upstream):
@@ -269,14 +241,7 @@ async def test_the_console_shows_a_mixed_fleet_and_names_the_hosts_that_need_the
                      f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n'
                      f'server_era = "{LEGACY}"\n')
     running = proxy("--rules", str(rules), "--admin", f"127.0.0.1:{admin}")
-    try:
-        for name, mode in (("alpha", MODERN), ("beta", "auto"), ("old-ide", "legacy")):
-            async with Client(url(running), mode=mode, client_info=Implementation(name=name, version="1")) as client:
-                await client.call_tool("echo", {"text": name})
-        [route] = (await get_json(admin, "/api/status"))["routes"]
-    finally:
-        running.stop()
-    eras = route["eras"]
+    eras = await eras_after(running, url(running), admin, (("alpha", MODERN), ("beta", "auto"), ("old-ide", "legacy")))
     assert (eras["host_era"], eras["server_era"]) == ("auto", LEGACY)
     assert {era: mix["hosts"] for era, mix in eras["hosts"].items()} == {LEGACY: 1, MODERN: 2}
     assert {era: mix["hosts"] for era, mix in eras["servers"].items()} == {LEGACY: 1, MODERN: 0}
@@ -299,25 +264,15 @@ async def test_listen_streams_list_changed_and_resource_updates(bridge, upstream
     """The SDK host's `listen()` is acknowledged with what the server honours; what the server
     sends on its GET stream after a `touch` reaches the stream, stamped; once the host ends the
     stream, the resource is unsubscribed upstream."""
-    events = []
     before = len(await seen(upstream))
     async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="listener", version="1")) as client:
         await client.call_tool("echo", {"text": "open"})  # the session and its GET stream
-        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
-            assert sub.honored.tools_list_changed is True
-            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
-            await client.call_tool("touch", {"path": "a.py"})
-            with anyio.fail_after(20):
-                async for event in sub:
-                    events.append(type(event).__name__)
-                    if len(events) == 2:
-                        break
+        await listened(client)
 
         async def unsubscribed():
             return posted((await seen(upstream))[before:], "resources/unsubscribe")
 
         [gone] = await eventually(unsubscribed, timeout=20)
-    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
     requests = (await seen(upstream))[before:]
     assert [m["params"] for m in posted(requests, "resources/subscribe")] == [{"uri": "file:///notes.txt"}]
     assert gone["params"] == {"uri": "file:///notes.txt"}
@@ -406,25 +361,7 @@ async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_i
     the session's GET stream is open.)"""
     async with raw_host(bridge, upstream, f"raw-stream-{first_call}", first_call) as host:
         async with host.listen("L", notifications={"reminders": True, "toolsListChanged": True}) as stream:
-            [ack] = await stream.until(lambda m: True)
-            assert ack["method"] == "notifications/subscriptions/acknowledged"
-            assert ack["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
-            assert ack["params"]["_meta"] == {SUB_KEY: "L"}
-            answered = await host.call("touch", path="src/x.rs")
-            # what the server sent on its GET stream: the list change the stream asked for, and the reminder
-            after = await stream.until(lambda m: m.get("method") == "notifications/reminder")
-    assert answered[-1]["result"]["content"][0]["text"] == "touched src/x.rs"
-    assert not any(m.get("method") == "notifications/reminder" for m in answered)
-    [changed] = [m for m in after if m.get("method") == "notifications/tools/list_changed"]
-    assert changed["params"]["_meta"] == {SUB_KEY: "L"}
-    reminder = after[-1]
-    assert reminder["params"]["_meta"][SUB_KEY] == "L"
-    kept = reminder["params"]["reminder"]
-    assert (kept["id"], kept["dedupeKey"], kept["ttlTurns"], kept["tags"]) == (
-        "r-src/x.rs", "file_changed:src/x.rs", 2, ["workspace", "file_changed"])
-    assert kept["body"] == "src/x.rs changed externally; re-read it before editing."
-    # nothing the stream did not ask for: no other list change, no resource update, no log line
-    assert {m.get("method") for m in after} == {"notifications/tools/list_changed", "notifications/reminder"}
+            await streamed_reminder(host, stream)  # what the server sent on its GET stream
 
 
 async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_result(bridge, upstream):
@@ -432,15 +369,7 @@ async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_
     GET stream tells the host the reminder has come; the next tool result carries it."""
     async with raw_host(bridge, upstream, "raw-held") as host:
         async with host.listen("L", {"io.modelcontextprotocol/logLevel": "info"}, notifications={}) as stream:
-            [ack] = await stream.until(lambda m: True)
-            assert ack["params"] == {"notifications": {}, "_meta": {SUB_KEY: "L"}}
-            await host.call("touch", path="src/y.rs")
-            [log] = await stream.until(lambda m: m.get("method") == "notifications/message")
-            assert log["params"]["data"] == "ambient" and log["params"]["_meta"] == {SUB_KEY: "L"}
-            sync = await host.call("echo", text="next")
-    assert not any(m.get("method") == "notifications/reminder" for m in sync)
-    texts = [c["text"] for c in sync[-1]["result"]["content"]]
-    assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]
+            await held_reminder(host, stream)
 
 
 # -- server→client requests: the 2025-11-25 server's request ↔ an input_required result ------------
@@ -451,22 +380,14 @@ async def test_a_sampling_request_crosses_as_input_required_and_back(bridge, ups
     `tools/call` `input_required`; the SDK host samples and retries; its answer goes to the server,
     whose result (on the first call's stream) answers the retry."""
     asked = []
-
-    async def sample(context, params):
-        asked.append(params.messages[0].content.text)
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
-                                         model="test-model")
-
     before = len(await seen(upstream))
-    async with Client(url(bridge), mode=MODERN, sampling_callback=sample,
+    async with Client(url(bridge), mode=MODERN, sampling_callback=sampler("forty-two", asked),
                       client_info=Implementation(name="sampler", version="1")) as client:
         result = await client.call_tool("ask", {"question": "the answer?"})
     assert asked == ["the answer?"]
     assert [c.text for c in result.content] == ["sampled: forty-two"]
     requests = (await seen(upstream))[before:]
-    assert len(posted(requests, "tools/call")) == 1  # the retry never reached the server
-    [answer] = [json.loads(r["body"]) for r in requests if r["method"] == "POST" and '"model"' in r["body"]]
-    assert answer["result"]["content"]["text"] == "forty-two" and "resultType" not in answer["result"]
+    assert_sampled_once(bodies(requests))
     assert_legacy_wire(requests)
 
 
@@ -501,9 +422,6 @@ async def test_an_elicitation_crosses_as_input_required_and_back(bridge, upstrea
 
 async def test_roots_list_crosses_as_input_required(bridge, upstream):
     """The server's `roots/list`, asked through the SDK's resolver, reaches the host's callback."""
-    async def list_roots(context):
-        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
-
     before = len(await seen(upstream))
     async with Client(url(bridge), mode=MODERN, list_roots_callback=list_roots,
                       client_info=Implementation(name="rooted", version="1")) as client:

@@ -21,26 +21,20 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
-from tests.integration.test_http_era_bridge import seen
+from tests.integration.era_tours import (
+    LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_enveloped, assert_modern_http,
+    assert_modern_messages, assert_one_listen_follows_the_subscriptions, bodies, eras_after, legacy_tour, list_roots,
+    refusal, running_peer, sampler, seen)
 from tests.paths import SCHEMAS
 from tests.peers.mcp_host import Changes, Reminders
-from tests.peers.processes import eventually, free_port, get_json, peer, proxy
+from tests.peers.modern_only_http import MODERN_TOOLS
+from tests.peers.processes import eventually, free_port, peer, proxy
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
 
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
-REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
-ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
-            "io.modelcontextprotocol/clientInfo")
 LEGACY_MESSAGE = validator_for(json.loads((SCHEMAS / "mcp-2025-11-25.schema.json").read_text()), "JSONRPCMessage")
-TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where", "steps", "approve"}
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # 2025-11-25 on purpose
 
-
-@pytest.fixture(scope="module")
-def upstream():
-    server = peer("tests.peers.modern_only_http")
-    yield server
-    server.stop()
+upstream = running_peer("tests.peers.modern_only_http")
 
 
 def rules_for(upstream, tmp: Path, more: str = "") -> Path:
@@ -67,31 +61,19 @@ def url(running) -> str:
 
 
 def assert_modern_wire(requests: list[dict]) -> None:
-    """The server saw a 2026-07-28 client only: POSTs, each with the version, method and name in
-    its headers as in its body, every request with the host's envelope; no handshake, no session."""
-    assert requests
-    for r in requests:
-        assert r["method"] == "POST", r
-        assert r["headers"]["mcp-protocol-version"] == MODERN and "mcp-session-id" not in r["headers"]
+    """The server saw a 2026-07-28 client only: every request enveloped, as HTTP carries it (the
+    module's server is shared, so discover need not come first in a test's slice)."""
+    assert_modern_http(requests)
+    assert_enveloped(bodies(requests))
+    for r in requests:  # notifications too: their method, and no name
         msg = json.loads(r["body"])
-        assert msg.get("method") not in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
         assert r["headers"]["mcp-method"] == msg["method"]
-        name = (msg.get("params") or {}).get({"tools/call": "name", "prompts/get": "name",
-                                               "resources/read": "uri"}.get(msg["method"], ""))
-        assert r["headers"].get("mcp-name") == name
-        if "id" in msg:
-            meta = msg["params"]["_meta"]
-            assert all(key in meta for key in ENVELOPE) and meta[ENVELOPE[0]] == MODERN
+        assert "id" in msg or "mcp-name" not in r["headers"]
 
 
 async def test_the_server_alone_refuses_a_2025_11_25_host(upstream):
-    with pytest.raises(BaseException) as caught:  # the SDK raises it inside a task group
-        async with Client(f"http://127.0.0.1:{upstream.port}/mcp", mode="legacy") as client:
-            await client.list_tools()
-    error = caught.value
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    assert isinstance(error, MCPError) and "2026-07-28 only" in str(error)
+    error = await refusal(f"http://127.0.0.1:{upstream.port}/mcp", mode="legacy")
+    assert "2026-07-28 only" in str(error)
 
 
 async def test_initialize_tools_resources_prompts_and_a_reminder(bridge, upstream):
@@ -99,36 +81,13 @@ async def test_initialize_tools_resources_prompts_and_a_reminder(bridge, upstrea
     before = len(await seen(upstream))
     async with Client(url(bridge), mode="legacy", extensions=[ext],
                       client_info=Implementation(name="old-ide", version="3")) as client:
-        assert client.protocol_version == LEGACY
-        assert client.server_info is not None and client.server_info.name == "legacy-only"
-        assert client.instructions.startswith("A server that never")
-        await client.send_ping()
-        await client.set_logging_level("info")
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
-        reminded = await client.call_tool("remind", {"path": "a.py"})
-        resources = await client.list_resources()
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-        prompt = await client.get_prompt("greet", {"name": "Ada"})
-    assert {t.name for t in tools.tools} == TOOLS
-    assert [c.text for c in echoed.content] == ["hi"]
-    assert [c.text for c in reminded.content] == ["touched a.py"]
-    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
-    assert "Hello, Ada!" in prompt.messages[0].content.text
-    [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-a.py", ["workspace", "file_changed"], "file_changed:a.py", 2)
-    assert reminder["body"] == "a.py changed externally; re-read it before editing."
+        await legacy_tour(client, ext, MODERN_TOOLS)
     requests = (await seen(upstream))[before:]
     assert_modern_wire(requests)
-    bodies = [json.loads(r["body"]) for r in requests]
-    assert bodies[0]["method"] == "server/discover"
-    assert bodies[0]["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] == {"name": "old-ide", "version": "3"}
-    calls = [b for b in bodies if b["method"] == "tools/call"]
-    assert all(b["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for b in calls)
+    sent = bodies(requests)
+    assert_modern_messages(sent)  # this host's own discover first
+    assert sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] == {"name": "old-ide", "version": "3"}
+    assert_calls_asked_for_logs(sent)
 
 
 async def test_progress_and_log_lines(bridge, upstream):
@@ -162,24 +121,13 @@ async def test_list_changed_and_resource_updates_reach_the_get_stream(bridge, up
     assert changes.updates == ["file:///notes.txt"]
     requests = (await seen(upstream))[before:]
     assert_modern_wire(requests)
-    listens = [json.loads(r["body"]) for r in requests if r["headers"]["mcp-method"] == "subscriptions/listen"]
-    assert [sorted(m["params"]["notifications"]) for m in listens] == [
-        ["promptsListChanged", "resourcesListChanged", "toolsListChanged"],
-        ["promptsListChanged", "resourceSubscriptions", "resourcesListChanged", "toolsListChanged"]]
-    assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["file:///notes.txt"]
-    assert not any(r["headers"]["mcp-method"].startswith("resources/subscribe") for r in requests)
+    assert_one_listen_follows_the_subscriptions(bodies(requests))
 
 
 async def test_an_input_required_result_becomes_a_sampling_request_and_roots(bridge, upstream):
-    async def sample(context, params):
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
-                                         model="test-model")
-
-    async def list_roots(context):
-        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
-
     before = len(await seen(upstream))
-    async with Client(url(bridge), mode="legacy", sampling_callback=sample, list_roots_callback=list_roots) as client:
+    async with Client(url(bridge), mode="legacy", sampling_callback=sampler("seven"),
+                      list_roots_callback=list_roots) as client:
         consulted = await client.call_tool("consult", {"question": "how many?"})
         where = await client.call_tool("where", {})
     assert [c.text for c in consulted.content] == ["sampled: seven"]
@@ -268,7 +216,7 @@ async def test_a_raw_host_gets_a_session_and_2025_11_25_messages(bridge, upstrea
         _, pinged = await host.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
         _, called = await host.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                      "params": {"name": "remind", "arguments": {"path": "r.py"}}})
-    assert {t["name"] for t in listed[-1]["result"]["tools"]} == TOOLS
+    assert {t["name"] for t in listed[-1]["result"]["tools"]} == MODERN_TOOLS
     assert pinged == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
     assert called[-1]["id"] == 3 and called[-1]["result"]["content"][0]["text"] == "touched r.py"
     assert_modern_wire((await seen(upstream))[before:])
@@ -414,14 +362,7 @@ async def test_the_console_shows_the_bridged_hosts(upstream, tmp_path):
     admin = free_port()
     running = proxy("--rules", str(rules_for(upstream, tmp_path, f'server_era = "{MODERN}"\n')),
                     "--admin", f"127.0.0.1:{admin}")
-    try:
-        for name, mode in (("old-ide", "legacy"), ("new-ide", MODERN)):
-            async with Client(url(running), mode=mode, client_info=Implementation(name=name, version="1")) as client:
-                await client.call_tool("echo", {"text": name})
-        [route] = (await get_json(admin, "/api/status"))["routes"]
-    finally:
-        running.stop()
-    eras = route["eras"]
+    eras = await eras_after(running, url(running), admin, (("old-ide", "legacy"), ("new-ide", MODERN)))
     hosts = {era: mix["hosts"] for era, mix in eras["hosts"].items()}
     servers = {era: mix["hosts"] for era, mix in eras["servers"].items()}
     assert (eras["host_era"], eras["server_era"], hosts, servers) == (

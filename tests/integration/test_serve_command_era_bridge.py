@@ -9,18 +9,17 @@ import json
 import sys
 from pathlib import Path
 
-import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
+from tests.integration.era_tours import (
+    LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_legacy_record, assert_modern_record,
+    assert_retried_with_the_sample, assert_sampled_once, legacy_tour, listened, modern_reminder, modern_tour,
+    received, refusal, sampler)
+from tests.peers.legacy_only_server import TOOLS
 from tests.peers.mcp_host import Reminders
 from tests.peers.processes import eventually, proxy
-
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
-TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
 
 
 def route(tmp_path: Path, module: str, seen: Path, *keys: str) -> Path:
@@ -53,7 +52,7 @@ def modern_child(tmp_path):
     """2025-11-25 hosts → a 2026-07-28-only stdio server (the era flags)."""
     seen = tmp_path / "seen.jsonl"
     rules = route(tmp_path, "tests.peers.modern_only_server", seen)
-    running = proxy("--rules", str(rules), "--host-era", LEGACY, "--server-era", MODERN)
+    running = proxy("--rules", str(rules), *REVERSE)
     yield running, seen
     running.stop()
 
@@ -62,67 +61,22 @@ def url(running) -> str:
     return f"http://127.0.0.1:{running.port}/mcp"
 
 
-def received(seen: Path) -> list[dict]:
-    return [json.loads(line) for line in seen.read_text().splitlines()]
-
-
-def assert_legacy_wire(seen: Path) -> None:
-    """The child saw a 2025-11-25 client: the handshake first, once; no 2026-07-28 key anywhere."""
-    got = received(seen)
-    assert [m.get("method") for m in got[:2]] == ["initialize", "notifications/initialized"]
-    assert got[0]["params"]["protocolVersion"] == LEGACY
-    assert sum(m.get("method") == "initialize" for m in got) == 1
-    assert "io.modelcontextprotocol/" not in json.dumps(got)
-    assert not any(m.get("method") in ("server/discover", "ping") for m in got)
-
-
-def assert_modern_wire(seen: Path) -> None:
-    """The child saw a 2026-07-28 client: discover first, no handshake, every request enveloped."""
-    got = received(seen)
-    assert got[0]["method"] == "server/discover"
-    assert not any(m.get("method") in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
-                   for m in got)
-    for m in got:
-        if "method" in m and "id" in m:
-            meta = m["params"]["_meta"]
-            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN
-            assert meta["io.modelcontextprotocol/clientInfo"]["name"]
-
-
 # -- 2026-07-28 host → 2025-11-25 stdio server -----------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["auto", MODERN])
 async def test_a_2026_07_28_host_discovers_lists_and_calls_a_2025_11_25_child(legacy_child, mode):
     running, seen = legacy_child
     async with Client(url(running), mode=mode) as client:
-        assert client.protocol_version == MODERN
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
-        read = await client.read_resource("file:///notes.txt")
-        prompt = await client.get_prompt("greet", {"name": "Ada"})
-        if mode == "auto":  # the probe was answered from the child's initialize
-            assert client.server_info is not None and client.server_info.name == "legacy-only"
-            discovered = client.session.discover_result
-            assert MODERN in discovered.supported_versions and discovered.cache_scope == "private"
-    assert {t.name for t in tools.tools} == TOOLS
-    assert [c.text for c in echoed.content] == ["hi"]
-    assert read.contents[0].text == "remember the milk"
-    assert "Hello, Ada!" in prompt.messages[0].content.text
-    assert_legacy_wire(seen)
+        await modern_tour(client, mode)
+    assert_legacy_record(seen)
 
 
 async def test_a_legacy_reminder_reaches_the_2026_07_28_host_once(legacy_child):
     running, seen = legacy_child
     ext = Reminders()
     async with Client(url(running), mode=MODERN, extensions=[ext]) as client:
-        result = await client.call_tool("remind", {"path": "src/lib.rs"})
-        await client.call_tool("echo", {"text": "sync"})
-    assert [c.text for c in result.content] == ["touched src/lib.rs"]
-    [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-src/lib.rs", ["workspace", "file_changed"], "file_changed:src/lib.rs", 2)
-    assert reminder["body"] == "src/lib.rs changed externally; re-read it before editing."
-    assert_legacy_wire(seen)
+        await modern_reminder(client, ext)
+    assert_legacy_record(seen)
 
 
 async def test_two_2026_07_28_hosts_share_the_one_2025_11_25_session(legacy_child):
@@ -132,7 +86,7 @@ async def test_two_2026_07_28_hosts_share_the_one_2025_11_25_session(legacy_chil
         async with Client(url(running), mode=MODERN) as client:
             result = await client.call_tool("echo", {"text": text})
         assert [c.text for c in result.content] == [text]
-    assert_legacy_wire(seen)
+    assert_legacy_record(seen)
 
 
 async def test_each_client_capability_set_gets_a_2025_11_25_session_of_its_own(legacy_child):
@@ -166,13 +120,8 @@ async def test_a_session_no_host_used_for_session_idle_ends(tmp_path):
 
 async def test_a_2025_11_25_host_is_refused_by_a_route_pinned_to_2026_07_28_hosts(legacy_child):
     running, seen = legacy_child
-    with pytest.raises(BaseException) as raised:  # noqa: B017 - the SDK raises inside a task group
-        async with Client(url(running), mode="legacy") as client:
-            await client.list_tools()
-    exc = raised.value
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    assert isinstance(exc, MCPError) and exc.error.code == -32601 and "host_era" in exc.error.message
+    exc = await refusal(url(running), mode="legacy")
+    assert exc.error.code == -32601 and "host_era" in exc.error.message
 
 
 # -- 2025-11-25 host → 2026-07-28 stdio server -----------------------------------------------------
@@ -182,27 +131,9 @@ async def test_a_2025_11_25_host_initializes_lists_and_calls_a_2026_07_28_child(
     running, seen = modern_child
     ext = Reminders()
     async with Client(url(running), mode="legacy", extensions=[ext]) as client:
-        assert client.protocol_version == LEGACY
-        assert client.server_info.name == "legacy-only"
-        await client.session.send_ping()
-        await client.set_logging_level("info")
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
-        reminded = await client.call_tool("remind", {"path": "b.py"})
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-        await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == TOOLS
-    assert [c.text for c in echoed.content] == ["hi"]
-    assert [c.text for c in reminded.content] == ["touched b.py"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
-    [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-b.py", ["workspace", "file_changed"], "file_changed:b.py", 2)
-    assert_modern_wire(seen)
-    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
-    assert all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+        await legacy_tour(client, ext, TOOLS)
+    assert_modern_record(seen)
+    assert_calls_asked_for_logs(received(seen))
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
@@ -210,18 +141,11 @@ async def test_a_2026_07_28_childs_input_required_becomes_a_sampling_request(mod
     """The server answers `input_required`; the 2025-11-25 host is asked on its POST's stream,
     and its answer makes the retry."""
     running, seen = modern_child
-
-    async def sample(context, params):
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
-                                         model="test-model")
-
-    async with Client(url(running), mode="legacy", sampling_callback=sample) as client:
+    async with Client(url(running), mode="legacy", sampling_callback=sampler("seven")) as client:
         result = await client.call_tool("consult", {"question": "how many?"})
     assert [c.text for c in result.content] == ["sampled: seven"]
-    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
-    assert len(calls) == 2
-    assert [r["content"]["text"] for r in calls[1]["params"]["inputResponses"].values()] == ["seven"]
-    assert_modern_wire(seen)
+    assert_retried_with_the_sample(received(seen))
+    assert_modern_record(seen)
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
@@ -230,34 +154,18 @@ async def test_a_2025_11_25_childs_sampling_request_crosses_as_input_required(le
     `input_required`, its retry (a request of its own) carries the answer to the child."""
     running, seen = legacy_child
     asked = []
-
-    async def sample(context, params):
-        asked.append(params.messages[0].content.text)
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
-                                         model="test-model")
-
-    async with Client(url(running), mode=MODERN, sampling_callback=sample) as client:
+    async with Client(url(running), mode=MODERN, sampling_callback=sampler("forty-two", asked)) as client:
         result = await client.call_tool("ask", {"question": "the answer?"})
     assert asked == ["the answer?"]
     assert [c.text for c in result.content] == ["sampled: forty-two"]
-    assert sum(m.get("method") == "tools/call" for m in received(seen)) == 1
-    assert_legacy_wire(seen)
+    assert_sampled_once(received(seen))
+    assert_legacy_record(seen)
 
 
 async def test_listen_streams_the_2025_11_25_childs_notifications(legacy_child):
     running, seen = legacy_child
-    events = []
     async with Client(url(running), mode=MODERN) as client:
-        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
-            assert sub.honored.tools_list_changed is True
-            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
-            await client.call_tool("touch", {"path": "a.py"})
-            with anyio.fail_after(20):
-                async for event in sub:
-                    events.append(type(event).__name__)
-                    if len(events) == 2:
-                        break
-    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
+        await listened(client)
     got = received(seen)
     assert [m["params"] for m in got if m.get("method") == "resources/subscribe"] == [{"uri": "file:///notes.txt"}]
 
@@ -266,7 +174,7 @@ async def test_listen_streams_the_2025_11_25_childs_notifications(legacy_child):
         return [m["params"] for m in received(seen) if m.get("method") == "resources/unsubscribe"]
 
     assert await eventually(unsubscribed) == [{"uri": "file:///notes.txt"}]
-    assert_legacy_wire(seen)
+    assert_legacy_record(seen)
 
 
 async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path):

@@ -17,19 +17,21 @@ from pathlib import Path
 
 import aiohttp
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from tests.integration.test_console import wait_listening
+from tests.integration import era_tours
+from tests.integration.era_tours import (
+    BRIDGE, LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_legacy_record, assert_log_level_set_first,
+    assert_modern_record, assert_one_listen_follows_the_subscriptions, assert_retried_with_the_sample,
+    assert_sampled_once, held_reminder, legacy_tour, list_roots, listened, modern_reminder, modern_tour, received,
+    refusal, sampler, status_of, streamed_reminder)
+from tests.peers.legacy_only_server import TOOLS
 from tests.peers.mcp_host import Changes, Reminders
-from tests.peers.processes import free_port, get_json
+from tests.peers.processes import free_port
 
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
-BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
-SUB_KEY = "io.modelcontextprotocol/subscriptionId"
+rules = era_tours.rules  # the fixture
 
 
 def server(seen: Path) -> list[str]:
@@ -42,42 +44,6 @@ def proxied(seen: Path, *options: str, rules: Path | None = None) -> StdioServer
                                  args=["-m", "bridge", "stdio", *extra, *options, "--", *server(seen)])
 
 
-def received(seen: Path) -> list[dict]:
-    return [json.loads(line) for line in seen.read_text().splitlines()]
-
-
-@pytest.fixture
-def rules(tmp_path) -> Path:
-    """The SDK gives a server's capabilities no slot for Harn's declaration: its reminders are taken
-    without one."""
-    path = tmp_path / "rules.toml"
-    path.write_text('[defaults]\nrequire_declaration = false\n')
-    return path
-
-
-async def refusal(params: StdioServerParameters, mode: str = MODERN) -> MCPError:
-    """The error a host's first request meets (the SDK raises it inside a task group)."""
-    try:
-        async with Client(params, mode=mode) as client:
-            await client.list_tools()
-    except BaseException as exc:  # noqa: BLE001 - unwrapped below
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        assert isinstance(exc, MCPError), exc
-        return exc
-    raise AssertionError("the host's request was answered")
-
-
-def assert_legacy_wire(seen: Path) -> None:
-    """The server saw a 2025-11-25 client: the handshake first, no 2026-07-28 key anywhere."""
-    got = received(seen)
-    assert [m.get("method") for m in got[:2]] == ["initialize", "notifications/initialized"]
-    assert got[0]["params"]["protocolVersion"] == LEGACY
-    assert sum(m.get("method") == "initialize" for m in got) == 1  # the session is kept, not reopened
-    assert "io.modelcontextprotocol/" not in json.dumps(got)
-    assert not any(m.get("method") in ("server/discover", "ping") for m in got)
-
-
 async def test_the_server_alone_refuses_a_2026_07_28_host(tmp_path):
     """Without the proxy, the pair cannot talk: the server is 2025-11-25 only."""
     seen = tmp_path / "seen.jsonl"
@@ -88,34 +54,16 @@ async def test_the_server_alone_refuses_a_2026_07_28_host(tmp_path):
 async def test_discover_probe_is_answered_from_initialize(tmp_path, rules):
     seen = tmp_path / "seen.jsonl"
     async with Client(proxied(seen, *BRIDGE, rules=rules), mode="auto") as client:
-        assert client.protocol_version == MODERN  # the probe succeeded: no fall back to initialize
-        assert client.server_info is not None and client.server_info.name == "legacy-only"
-        discovered = client.session.discover_result
-        assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
-        assert discovered.cache_scope == "private" and discovered.instructions.startswith("A server that never")
-        tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {
-            "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
-        result = await client.call_tool("echo", {"text": "hi"})
-        assert [c.text for c in result.content] == ["hi"]
-    assert_legacy_wire(seen)
+        await modern_tour(client, "auto")
+    assert_legacy_record(seen)
 
 
 async def test_tools_resources_prompts_with_a_pinned_host(tmp_path, rules):
     """`mode=2026-07-28` sends no discover: the first request opens the session."""
     seen = tmp_path / "seen.jsonl"
     async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
-        result = await client.call_tool("echo", {"text": "first"})
-        resources = await client.list_resources()
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-        prompt = await client.get_prompt("greet", {"name": "Ada"})
-    assert [c.text for c in result.content] == ["first"]
-    assert [str(r.uri) for r in resources.resources] == ["file:///notes.txt"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
-    assert "Hello, Ada!" in prompt.messages[0].content.text
-    assert_legacy_wire(seen)
+        await modern_tour(client, MODERN)
+    assert_legacy_record(seen)
     initialize = received(seen)[0]["params"]
     assert initialize["clientInfo"]["name"] and "capabilities" in initialize
 
@@ -125,15 +73,8 @@ async def test_a_legacy_reminder_reaches_the_standard_host_once(tmp_path, rules,
     seen = tmp_path / "seen.jsonl"
     ext = Reminders()
     async with Client(proxied(seen, *BRIDGE, rules=rules), mode=mode, extensions=[ext]) as client:
-        result = await client.call_tool("remind", {"path": "src/lib.rs"})
-        await client.call_tool("echo", {"text": "sync"})  # what came before its answer has been dispatched
-    assert [c.text for c in result.content] == ["touched src/lib.rs"]
-    [reminder] = ext.received
-    assert reminder["id"] == "r-src/lib.rs"
-    assert reminder["body"] == "src/lib.rs changed externally; re-read it before editing."
-    assert reminder["tags"] == ["workspace", "file_changed"]
-    assert reminder["dedupeKey"] == "file_changed:src/lib.rs" and reminder["ttlTurns"] == 2
-    assert_legacy_wire(seen)
+        await modern_reminder(client, ext)
+    assert_legacy_record(seen)
 
 
 async def test_log_lines_only_for_a_request_that_opted_in(tmp_path, rules):
@@ -153,9 +94,8 @@ async def test_log_lines_only_for_a_request_that_opted_in(tmp_path, rules):
                       log_level="info") as client:
         await client.call_tool("log", {"text": "asked"})
     assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
-    methods = [m.get("method") for m in received(seen2)]
-    assert methods.index("logging/setLevel") < methods.index("tools/call")
-    assert_legacy_wire(seen2)
+    assert_log_level_set_first(received(seen2))
+    assert_legacy_record(seen2)
 
 
 async def test_without_the_flags_the_pair_fails_as_it_does_direct(tmp_path):
@@ -169,28 +109,11 @@ async def test_without_the_flags_the_pair_fails_as_it_does_direct(tmp_path):
 
 # -- 2025-11-25 host → 2026-07-28 server (tests.peers.modern_only_server) -------------------------
 
-REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
-
-
 def modern_server(seen: Path, *options: str, rules: Path | None = None) -> StdioServerParameters:
     extra = ["--rules", str(rules)] if rules is not None else []
     return StdioServerParameters(command=sys.executable, args=[
         "-m", "bridge", "stdio", *extra, *options, "--", sys.executable, "-m", "tests.peers.modern_only_server",
         str(seen)])
-
-
-def assert_modern_wire(seen: Path) -> None:
-    """The server saw a 2026-07-28 client: discover first, no handshake, every request enveloped."""
-    got = received(seen)
-    assert got[0]["method"] == "server/discover"
-    assert not any(m.get("method") in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
-                   for m in got)
-    for m in got:
-        if "method" in m and "id" in m:
-            meta = m["params"]["_meta"]
-            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN
-            assert meta["io.modelcontextprotocol/clientInfo"]["name"]
-            assert "io.modelcontextprotocol/clientCapabilities" in meta
 
 
 async def test_reverse_the_server_alone_refuses_a_2025_11_25_host(tmp_path):
@@ -204,26 +127,9 @@ async def test_reverse_initialize_is_answered_from_discover(tmp_path, rules):
     seen = tmp_path / "seen.jsonl"
     ext = Reminders()
     async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", extensions=[ext]) as client:
-        assert client.protocol_version == LEGACY
-        assert client.server_info.name == "legacy-only"
-        await client.session.send_ping()
-        await client.set_logging_level("info")
-        tools = await client.list_tools()
-        reminded = await client.call_tool("remind", {"path": "b.py"})
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-        await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == {
-        "echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
-    assert [c.text for c in reminded.content] == ["touched b.py"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
-    [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-b.py", ["workspace", "file_changed"], "file_changed:b.py", 2)
-    assert_modern_wire(seen)
-    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
-    assert all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+        await legacy_tour(client, ext, TOOLS)
+    assert_modern_record(seen)
+    assert_calls_asked_for_logs(received(seen))
 
 
 async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules):
@@ -239,13 +145,6 @@ async def test_server_era_alone_lets_a_host_of_that_era_through(tmp_path, rules)
 
 
 # -- the era mix on the admin port (issue 21, point 3) -------------------------------------------
-
-async def status_of(admin: int) -> dict:
-    """The one route of the stdio proxy in `/api/status`, once its admin port answers."""
-    await asyncio.get_running_loop().run_in_executor(None, wait_listening, admin)
-    [route] = (await get_json(admin, "/api/status"))["routes"]
-    return route
-
 
 @pytest.mark.parametrize("direction", ["modern host", "legacy host"])
 async def test_the_console_shows_the_era_mix_and_names_the_hosts_that_need_the_bridge(tmp_path, rules, direction):
@@ -292,24 +191,14 @@ async def test_listen_streams_list_changed_and_resource_updates(tmp_path, rules)
     """The SDK host's `listen()` is acknowledged with what the server honours; the server's
     notifications after a `touch` (ambient: after its answer) reach the stream, stamped."""
     seen = tmp_path / "seen.jsonl"
-    events = []
     async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN) as client:
-        async with client.listen(tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]) as sub:
-            assert sub.honored.tools_list_changed is True
-            assert sub.honored.resource_subscriptions == ["file:///notes.txt"]
-            await client.call_tool("touch", {"path": "a.py"})
-            with anyio.fail_after(20):
-                async for event in sub:
-                    events.append(type(event).__name__)
-                    if len(events) == 2:
-                        break
+        await listened(client)
         await client.call_tool("echo", {"text": "after"})  # the cancel reached the proxy before this
-    assert sorted(events) == ["ResourceUpdated", "ToolsListChanged"]
     got = received(seen)
     assert [m["params"] for m in got if m.get("method") == "resources/subscribe"] == [{"uri": "file:///notes.txt"}]
     assert [m["params"] for m in got if m.get("method") == "resources/unsubscribe"] == [{"uri": "file:///notes.txt"}]
     assert not any(m.get("method") == "subscriptions/listen" for m in got)
-    assert_legacy_wire(seen)
+    assert_legacy_record(seen)
 
 
 class RawHost:
@@ -359,33 +248,14 @@ async def raw_host(tmp_path: Path, rules: Path):
     finally:
         process.stdin.close()
         await process.wait()
-    assert_legacy_wire(seen)
+    assert_legacy_record(seen)
 
 
 async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(tmp_path, rules):
+    """(What the touch sends after its answer comes on the proxy's stdout, as the stream's.)"""
     async with raw_host(tmp_path, rules) as host:
-        await streamed_reminder(host)
-
-
-async def streamed_reminder(raw_host: RawHost) -> None:
-    await raw_host.send("subscriptions/listen", "L", notifications={"reminders": True, "toolsListChanged": True})
-    [ack] = await raw_host.until(lambda m: True)
-    assert ack["method"] == "notifications/subscriptions/acknowledged"
-    assert ack["params"]["notifications"] == {"toolsListChanged": True, "reminders": True}
-    assert ack["params"]["_meta"] == {SUB_KEY: "L"}
-    answered = await raw_host.call("touch", path="src/x.rs")
-    # what the touch sent after its answer: the list change the stream asked for, and the reminder
-    after = await raw_host.until(lambda m: m.get("method") == "notifications/reminder")
-    assert answered[-1]["result"]["content"][0]["text"] == "touched src/x.rs"
-    [changed] = [m for m in after if m.get("method") == "notifications/tools/list_changed"]
-    assert changed["params"]["_meta"] == {SUB_KEY: "L"}
-    reminder = after[-1]
-    assert reminder["params"]["_meta"][SUB_KEY] == "L"
-    assert reminder["params"]["reminder"]["id"] == "r-src/x.rs"
-    assert reminder["params"]["reminder"]["dedupeKey"] == "file_changed:src/x.rs"
-    assert reminder["params"]["reminder"]["ttlTurns"] == 2
-    # nothing the stream did not ask for: no other list change, no resource update, no log line
-    assert {m.get("method") for m in after} == {"notifications/tools/list_changed", "notifications/reminder"}
+        await host.send("subscriptions/listen", "L", notifications={"reminders": True, "toolsListChanged": True})
+        await streamed_reminder(host, host)
 
 
 async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_result(tmp_path, rules):
@@ -393,15 +263,7 @@ async def test_an_ambient_legacy_reminder_without_a_stream_is_held_for_the_tool_
     the host the reminder has come (and was held, since a request under way would have taken it)."""
     async with raw_host(tmp_path, rules) as host:
         await host.send("subscriptions/listen", "L", {"io.modelcontextprotocol/logLevel": "info"}, notifications={})
-        [ack] = await host.until(lambda m: True)
-        assert ack["params"] == {"notifications": {}, "_meta": {SUB_KEY: "L"}}
-        await host.call("touch", path="src/y.rs")
-        [log] = await host.until(lambda m: m.get("method") == "notifications/message")
-        assert log["params"]["data"] == "ambient" and log["params"]["_meta"] == {SUB_KEY: "L"}
-        sync = await host.call("echo", text="next")
-    assert not any(m.get("method") == "notifications/reminder" for m in sync)
-    texts = [c["text"] for c in sync[-1]["result"]["content"]]
-    assert texts[0] == "next" and "src/y.rs changed externally" in texts[-1]
+        await held_reminder(host, host)
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # resources/subscribe, on purpose
@@ -414,15 +276,11 @@ async def test_reverse_subscribe_and_list_changed_ride_one_listen_upstream(tmp_p
         await changes.touched(client)
     assert changes.updates == ["file:///notes.txt"]
     got = received(seen)
-    listens = [m for m in got if m.get("method") == "subscriptions/listen"]
-    assert [sorted(m["params"]["notifications"]) for m in listens] == [
-        ["promptsListChanged", "resourcesListChanged", "toolsListChanged"],
-        ["promptsListChanged", "resourceSubscriptions", "resourcesListChanged", "toolsListChanged"]]
-    assert listens[1]["params"]["notifications"]["resourceSubscriptions"] == ["file:///notes.txt"]
+    assert_one_listen_follows_the_subscriptions(got)
+    [first] = [m for m in got if m.get("method") == "subscriptions/listen"][:1]
     cancelled = [m for m in got if m.get("method") == "notifications/cancelled"]
-    assert [m["params"]["requestId"] for m in cancelled] == [listens[0]["id"]]
-    assert not any(m.get("method") in ("resources/subscribe", "resources/unsubscribe") for m in got)
-    assert_modern_wire(seen)
+    assert [m["params"]["requestId"] for m in cancelled] == [first["id"]]
+    assert_modern_record(seen)
 
 
 # -- server→client requests: the 2025-11-25 server's sampling request ↔ an input_required result ---
@@ -433,21 +291,13 @@ async def test_a_sampling_request_crosses_as_input_required_and_back(tmp_path, r
     SDK host samples and retries; its answer goes to the server, whose result answers the retry."""
     seen = tmp_path / "seen.jsonl"
     asked = []
-
-    async def sample(context, params):
-        asked.append(params.messages[0].content.text)
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
-                                         model="test-model")
-
-    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN, sampling_callback=sample) as client:
+    async with Client(proxied(seen, *BRIDGE, rules=rules), mode=MODERN,
+                      sampling_callback=sampler("forty-two", asked)) as client:
         result = await client.call_tool("ask", {"question": "the answer?"})
     assert asked == ["the answer?"]
     assert [c.text for c in result.content] == ["sampled: forty-two"]
-    got = received(seen)
-    assert sum(m.get("method") == "tools/call" for m in got) == 1  # the retry never reached the server
-    [answer] = [m for m in got if "result" in m and "model" in m["result"]]
-    assert answer["result"]["content"]["text"] == "forty-two" and "resultType" not in answer["result"]
-    assert_legacy_wire(seen)
+    assert_sampled_once(received(seen))
+    assert_legacy_record(seen)
 
 
 async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_naming_it(tmp_path, rules):
@@ -457,26 +307,20 @@ async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_na
     [text] = [c.text for c in result.content]
     assert text.startswith("refused:") and "sampling/createMessage" in text and "capability sampling" in text
     assert MODERN in text and LEGACY in text
-    assert_legacy_wire(seen)
+    assert_legacy_record(seen)
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
 async def test_reverse_an_input_required_result_becomes_a_sampling_request(tmp_path, rules):
     seen = tmp_path / "seen.jsonl"
-
-    async def sample(context, params):
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
-                                         model="test-model")
-
-    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy", sampling_callback=sample) as client:
+    async with Client(modern_server(seen, *REVERSE, rules=rules), mode="legacy",
+                      sampling_callback=sampler("seven")) as client:
         result = await client.call_tool("consult", {"question": "how many?"})
     assert [c.text for c in result.content] == ["sampled: seven"]
-    calls = [m for m in received(seen) if m.get("method") == "tools/call"]
-    assert len(calls) == 2  # the first, answered input_required; the retry with the host's answer
-    retry = calls[1]["params"]
-    assert retry["inputResponses"] and [r["content"]["text"] for r in retry["inputResponses"].values()] == ["seven"]
+    assert_retried_with_the_sample(received(seen))
+    retry = [m for m in received(seen) if m.get("method") == "tools/call"][1]["params"]
     assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}
-    assert_modern_wire(seen)
+    assert_modern_record(seen)
 
 
 @pytest.mark.parametrize("direction", ["legacy server", "modern server"])
@@ -484,16 +328,12 @@ async def test_roots_list_crosses_both_ways(tmp_path, rules, direction):
     """`roots/list`: a 2025-11-25 server's request becomes input_required for a 2026-07-28 host, and
     a 2026-07-28 server's input_required a request to a 2025-11-25 host."""
     seen = tmp_path / "seen.jsonl"
-
-    async def list_roots(context):
-        return types.ListRootsResult(roots=[types.Root(uri="file:///work", name="work")])
-
     params, mode = ((proxied(seen, *BRIDGE, rules=rules), MODERN) if direction == "legacy server"
                     else (modern_server(seen, *REVERSE, rules=rules), "legacy"))
     async with Client(params, mode=mode, list_roots_callback=list_roots) as client:
         result = await client.call_tool("where", {})
     assert [c.text for c in result.content] == ["file:///work"]
-    (assert_legacy_wire if direction == "legacy server" else assert_modern_wire)(seen)
+    (assert_legacy_record if direction == "legacy server" else assert_modern_record)(seen)
 
 
 # -- what waits for the upstream handshake is bounded (bridge.pipeline.eras HELD_MESSAGES, HELD_BYTES) --

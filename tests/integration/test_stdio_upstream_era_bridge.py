@@ -5,48 +5,27 @@ tests.peers.modern_only_http). The same era bridge as `stdio -- CMD` decides eve
 remote adapter only POSTs. The server's `/seen` says what reached it."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from tests.integration.test_stdio_era_bridge import status_of
+from tests.integration import era_tours
+from tests.integration.era_tours import (
+    BRIDGE, LEGACY, MODERN, REVERSE, assert_calls_asked_for_logs, assert_legacy_http, assert_legacy_messages,
+    assert_log_level_set_first, assert_modern_http, assert_modern_messages, assert_retried_with_the_sample,
+    assert_sampled_once, bodies, legacy_tour, modern_reminder, modern_tour, refusal, running_peer, sampler, seen,
+    status_of)
 from tests.peers.mcp_host import Reminders
-from tests.peers.processes import free_port, get_json, peer
+from tests.peers.modern_only_http import MODERN_TOOLS
+from tests.peers.processes import free_port
 
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
-BRIDGE = ["--host-era", MODERN, "--server-era", LEGACY]
-REVERSE = ["--host-era", LEGACY, "--server-era", MODERN]
-TOOLS = {"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"}
-MODERN_TOOLS = TOOLS | {"steps", "approve"}  # tests.peers.modern_only_http's own two
-
-
-@pytest.fixture(scope="module")
-def legacy_http():
-    server = peer("tests.peers.legacy_only_http")
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def modern_http():
-    server = peer("tests.peers.modern_only_http")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def rules(tmp_path) -> Path:
-    """The SDK gives a server's capabilities no slot for Harn's declaration."""
-    path = tmp_path / "rules.toml"
-    path.write_text('[defaults]\nrequire_declaration = false\n')
-    return path
+legacy_http = running_peer("tests.peers.legacy_only_http")
+modern_http = running_peer("tests.peers.modern_only_http")
+rules = era_tours.rules  # the fixture
 
 
 def through(server, rules: Path, *options: str) -> StdioServerParameters:
@@ -56,93 +35,41 @@ def through(server, rules: Path, *options: str) -> StdioServerParameters:
 
 
 async def seen_since(server, before: int) -> list[dict]:
-    return (await get_json(server.port, "/seen"))[before:]
+    return (await seen(server))[before:]
 
 
 async def count(server) -> int:
-    return len(await get_json(server.port, "/seen"))
-
-
-def bodies(requests: list[dict]) -> list[dict]:
-    return [json.loads(r["body"]) for r in requests if r["method"] == "POST" and r["body"]]
+    return len(await seen(server))
 
 
 def assert_legacy_wire(requests: list[dict]) -> None:
-    """The 2025-11-25 server saw a 2025-11-25 client: its handshake first, in order, once; no
-    2026-07-28 header or `_meta` key; its session on every request after `initialize`."""
-    sent = bodies(requests)
-    assert [m.get("method") for m in sent[:2]] == ["initialize", "notifications/initialized"]
-    assert sent[0]["params"]["protocolVersion"] == LEGACY
-    assert sum(m.get("method") == "initialize" for m in sent) == 1
-    assert not any(m.get("method") in ("server/discover", "ping") for m in sent)
-    for r in requests:
-        assert r["headers"].get("mcp-protocol-version") in (None, LEGACY), r
-        assert "mcp-method" not in r["headers"] and "mcp-name" not in r["headers"]
-        assert "io.modelcontextprotocol/" not in r["body"]
-    assert all(r["headers"].get("mcp-session-id") for r in requests[1:])
+    assert_legacy_messages(bodies(requests))
+    assert_legacy_http(requests)
 
 
 def assert_modern_wire(requests: list[dict]) -> None:
-    """The 2026-07-28 server saw a 2026-07-28 client: discover first, no handshake, GET or DELETE,
-    every request enveloped and its method mirrored in headers."""
-    assert all(r["method"] == "POST" for r in requests)
-    sent = bodies(requests)
-    assert sent[0]["method"] == "server/discover"
-    assert not any(m.get("method") in ("initialize", "notifications/initialized", "ping", "logging/setLevel")
-                   for m in sent)
-    for r, m in zip([r for r in requests if r["body"]], sent):
-        assert r["headers"]["mcp-protocol-version"] == MODERN
-        if "method" in m and "id" in m:
-            assert r["headers"]["mcp-method"] == m["method"]
-            meta = m["params"]["_meta"]
-            assert meta["io.modelcontextprotocol/protocolVersion"] == MODERN
-            assert meta["io.modelcontextprotocol/clientInfo"]["name"]
-            assert "io.modelcontextprotocol/clientCapabilities" in meta
+    assert_modern_messages(bodies(requests))
+    assert_modern_http(requests)
 
 
 # -- 2026-07-28 host → 2025-11-25 server ----------------------------------------------------------
-
-async def refusal(params, mode: str) -> tuple[int, str]:
-    """The error a host's first request meets (the SDK raises it inside a task group)."""
-    try:
-        async with Client(params, mode=mode) as client:
-            await client.list_tools()
-    except BaseException as exc:  # noqa: BLE001 - unwrapped below
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        assert isinstance(exc, MCPError), exc
-        return exc.error.code, exc.error.message
-    raise AssertionError("the host's request was answered")
-
 
 @pytest.mark.parametrize("server, mode", [("legacy_http", MODERN), ("modern_http", "legacy")])
 async def test_without_the_flags_the_pair_fails_as_it_does_direct(request, rules, server, mode):
     """`auto`: a host pinned to the era the server does not speak meets the server's own refusal,
     through the proxy as direct."""
     upstream = request.getfixturevalue(server)
-    direct = await refusal(f"http://127.0.0.1:{upstream.port}/mcp", mode)
-    assert direct[0] == -32600
-    assert await refusal(through(upstream, rules), mode) == direct
+    direct = (await refusal(f"http://127.0.0.1:{upstream.port}/mcp", mode)).error
+    assert direct.code == -32600
+    through_it = (await refusal(through(upstream, rules), mode)).error
+    assert (through_it.code, through_it.message) == (direct.code, direct.message)
 
 
 @pytest.mark.parametrize("mode", ["auto", MODERN])
 async def test_a_2026_07_28_host_discovers_lists_and_calls_a_2025_11_25_server(legacy_http, rules, mode):
     before = await count(legacy_http)
     async with Client(through(legacy_http, rules, *BRIDGE), mode=mode) as client:
-        assert client.protocol_version == MODERN
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
-        read = await client.read_resource("file:///notes.txt")
-        prompt = await client.get_prompt("greet", {"name": "Ada"})
-        if mode == "auto":  # the probe was answered from the server's initialize
-            assert client.server_info is not None and client.server_info.name == "legacy-only"
-            discovered = client.session.discover_result
-            assert MODERN in discovered.supported_versions and discovered.ttl_ms == 0
-            assert discovered.cache_scope == "private"
-    assert {t.name for t in tools.tools} == TOOLS
-    assert [c.text for c in echoed.content] == ["hi"]
-    assert read.contents[0].text == "remember the milk"
-    assert "Hello, Ada!" in prompt.messages[0].content.text
+        await modern_tour(client, mode)
     assert_legacy_wire(await seen_since(legacy_http, before))
 
 
@@ -150,14 +77,7 @@ async def test_a_legacy_reminder_reaches_the_2026_07_28_host_once(legacy_http, r
     ext = Reminders()
     before = await count(legacy_http)
     async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN, extensions=[ext]) as client:
-        result = await client.call_tool("remind", {"path": "src/lib.rs"})
-        await client.call_tool("echo", {"text": "sync"})  # what came before its answer has been dispatched
-    assert [c.text for c in result.content] == ["touched src/lib.rs"]
-    [reminder] = ext.received
-    assert reminder["id"] == "r-src/lib.rs"
-    assert reminder["body"] == "src/lib.rs changed externally; re-read it before editing."
-    assert reminder["tags"] == ["workspace", "file_changed"]
-    assert reminder["dedupeKey"] == "file_changed:src/lib.rs" and reminder["ttlTurns"] == 2
+        await modern_reminder(client, ext)
     assert_legacy_wire(await seen_since(legacy_http, before))
 
 
@@ -168,28 +88,10 @@ async def test_a_2025_11_25_host_initializes_lists_and_calls_a_2026_07_28_server
     ext = Reminders()
     before = await count(modern_http)
     async with Client(through(modern_http, rules, *REVERSE), mode="legacy", extensions=[ext]) as client:
-        assert client.protocol_version == LEGACY
-        assert client.server_info.name == "legacy-only"
-        await client.session.send_ping()
-        await client.set_logging_level("info")
-        tools = await client.list_tools()
-        echoed = await client.call_tool("echo", {"text": "hi"})
-        reminded = await client.call_tool("remind", {"path": "b.py"})
-        read = await client.read_resource("file:///notes.txt")
-        prompts = await client.list_prompts()
-        await client.call_tool("echo", {"text": "sync"})
-    assert {t.name for t in tools.tools} == MODERN_TOOLS
-    assert [c.text for c in echoed.content] == ["hi"]
-    assert [c.text for c in reminded.content] == ["touched b.py"]
-    assert read.contents[0].text == "remember the milk"
-    assert [p.name for p in prompts.prompts] == ["greet"]
-    [reminder] = ext.received
-    assert (reminder["id"], reminder["tags"], reminder["dedupeKey"], reminder["ttlTurns"]) == (
-        "r-b.py", ["workspace", "file_changed"], "file_changed:b.py", 2)
+        await legacy_tour(client, ext, MODERN_TOOLS)
     requests = await seen_since(modern_http, before)
     assert_modern_wire(requests)
-    calls = [m for m in bodies(requests) if m.get("method") == "tools/call"]
-    assert calls and all(m["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info" for m in calls)
+    assert_calls_asked_for_logs(bodies(requests))
 
 
 # -- server-to-client requests and notifications, over HTTP both ways ----------------------------
@@ -199,36 +101,26 @@ async def test_a_2025_11_25_servers_sampling_request_crosses_as_input_required(l
     """The server asks on the `tools/call` POST's stream; the host's request is answered
     `input_required`, its retry's answer is POSTed to the server, whose result answers the retry."""
     asked = []
-
-    async def sample(context, params):
-        asked.append(params.messages[0].content.text)
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="forty-two"),
-                                         model="test-model")
-
     before = await count(legacy_http)
-    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN, sampling_callback=sample) as client:
+    async with Client(through(legacy_http, rules, *BRIDGE), mode=MODERN,
+                      sampling_callback=sampler("forty-two", asked)) as client:
         result = await client.call_tool("ask", {"question": "the answer?"})
     assert asked == ["the answer?"]
     assert [c.text for c in result.content] == ["sampled: forty-two"]
     requests = await seen_since(legacy_http, before)
-    assert sum(m.get("method") == "tools/call" for m in bodies(requests)) == 1  # the retry stayed here
+    assert_sampled_once(bodies(requests))
     assert_legacy_wire(requests)
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
 async def test_a_2026_07_28_servers_input_required_becomes_a_sampling_request(modern_http, rules):
-    async def sample(context, params):
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="seven"),
-                                         model="test-model")
-
     before = await count(modern_http)
-    async with Client(through(modern_http, rules, *REVERSE), mode="legacy", sampling_callback=sample) as client:
+    async with Client(through(modern_http, rules, *REVERSE), mode="legacy",
+                      sampling_callback=sampler("seven")) as client:
         result = await client.call_tool("consult", {"question": "how many?"})
     assert [c.text for c in result.content] == ["sampled: seven"]
     requests = await seen_since(modern_http, before)
-    calls = [m for m in bodies(requests) if m.get("method") == "tools/call"]
-    assert len(calls) == 2  # answered input_required; then the retry with the host's answer
-    assert [r["content"]["text"] for r in calls[1]["params"]["inputResponses"].values()] == ["seven"]
+    assert_retried_with_the_sample(bodies(requests))
     assert_modern_wire(requests)
 
 
@@ -267,8 +159,7 @@ async def test_log_lines_only_for_a_request_that_opted_in(legacy_http, rules):
         await client.call_tool("log", {"text": "asked"})
     assert [(log.logger, log.data) for log in logs] == [("legacy", "asked")]
     requests = await seen_since(legacy_http, before)
-    methods = [m.get("method") for m in bodies(requests)]
-    assert methods.index("logging/setLevel") < methods.index("tools/call")
+    assert_log_level_set_first(bodies(requests))
     assert_legacy_wire(requests)
 
 
@@ -277,7 +168,8 @@ async def test_an_unreachable_server_answers_the_held_requests(rules):
     the upstream's error, never a hang."""
     dead = type("Dead", (), {"port": free_port()})()
     with anyio.fail_after(30):
-        code, message = await refusal(through(dead, rules, *BRIDGE), MODERN)
+        error = (await refusal(through(dead, rules, *BRIDGE), MODERN)).error
+    code, message = error.code, error.message
     assert code == -32603 and "refused initialize" in message and "cannot connect" in message.lower()
 
 
@@ -324,7 +216,8 @@ async def test_a_server_that_refuses_the_bridges_handshake_is_named_in_the_error
     names the wrong era): the server's refusal of the bridge's `initialize` answers the host's
     request, with the server's own words, never a hang."""
     with anyio.fail_after(30):
-        code, message = await refusal(through(modern_http, rules, *BRIDGE), MODERN)
+        error = (await refusal(through(modern_http, rules, *BRIDGE), MODERN)).error
+    code, message = error.code, error.message
     assert code == -32600 and "refused initialize" in message and "speaks 2026-07-28 only" in message
 
 

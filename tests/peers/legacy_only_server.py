@@ -44,6 +44,8 @@ from mcp.shared.message import SessionMessage
 from tests.peers import sdk_tools
 
 NOTES = "remember the milk"
+#: the tools it lists, as a test expects them
+TOOLS = frozenset({"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"})
 TAGS = ("workspace", "file_changed")
 #: what a `touch` sends once its answer is written: request id (as text) → notifications
 AFTER: dict[str, list[dict]] = {}

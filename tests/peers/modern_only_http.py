@@ -22,10 +22,12 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from pydantic import BaseModel
 
 from tests.peers import legacy_only_http
-from tests.peers.legacy_only_server import build
+from tests.peers.legacy_only_server import TOOLS, build
 from tests.peers.modern_only_server import refused as refused_message
 
 MODERN = "2026-07-28"
+#: the tools it lists: legacy_only_server's and its own two
+MODERN_TOOLS = TOOLS | {"steps", "approve"}
 
 
 def refused(method: str, headers: dict[str, str], body: bytes) -> str | None:
