@@ -150,7 +150,7 @@ class Flow(Policing, Recording, Answering):
         if origin == PEER:
             if self.awaiting and self.awaiting.answered_in(data):  # answers to host requests this flow must see
                 return False
-            if self.calls and self._call_marker in data:  # answers to the proxy's own requests
+            if self._call_marker in data:  # answers to the proxy's own requests, late ones too
                 return False
             return not could_concern(data, self.peer_markers)
         return not could_concern(data, self.host_markers)
@@ -376,11 +376,20 @@ class Flow(Policing, Recording, Answering):
         return [self.reply(to, msg, error) if request else Send(to, dumps(error))]
 
     def _own_answer(self, msg: dict[str, Any]) -> Handled:
-        """The answer to one of the proxy's own requests goes to what asked, never on."""
+        """The answer to one of the proxy's own requests goes to what asked, never on: one that
+        comes after the flow stopped waiting for it (its request's exchange is over, its call timed
+        out) is dropped and logged. No host has an id of the proxy's own, so on the host's side it
+        could only be taken for the answer to something else."""
         msg_id = msg.get("id")
-        handler = self.calls.pop(msg_id, None) if isinstance(msg_id, str) else None
-        if handler is None:
+        if not isinstance(msg_id, str):
             return None
+        handler = self.calls.pop(msg_id, None)
+        if handler is None:
+            if not msg_id.startswith(OWN_ID_PREFIX):
+                return None
+            self.recorder.info("late_answer", id=msg_id, why="the answer to a request of the proxy's own came "
+                               "after it stopped waiting for it: dropped")
+            return []
         answer = handler.run(msg, *handler.args)
         return answer or []
 
