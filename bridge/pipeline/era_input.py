@@ -37,6 +37,7 @@ class Suspended:
 
     def __init__(self) -> None:
         self.waiting: dict[str, tuple[Any, Any]] = {}  # token → (the host request's id key, the server's request id)
+        self._keys: dict[Any, int] = {}  # the host requests suspended now → how many of their tokens wait
         self.rebound: dict[Any, Any] = {}  # the host request's id key → the id of its retry
 
     def carrier(self, asked: dict[Any, str], came_on: Any = None) -> Any:
@@ -48,9 +49,15 @@ class Suspended:
         free = [key for key in asked if not self.suspended(key)]
         return free[-1] if free else None
 
+    def suspend(self, token: str, key: Any, server_id: Any) -> None:
+        """Request ``key`` is answered `input_required` under ``token`` for the server's request ``server_id``."""
+        self.waiting[token] = (key, server_id)
+        self._keys[key] = self._keys.get(key, 0) + 1
+
     def suspended(self, key: Any) -> bool:
-        """Request ``key`` was answered `input_required` and the host has not retried it yet."""
-        return any(waiting == key for waiting, _ in self.waiting.values())
+        """Request ``key`` was answered `input_required` and the host has not retried it yet (a
+        lookup: asked for every request in flight each time the server asks something)."""
+        return key in self._keys
 
     def host_id(self, key: Any) -> Any:
         return self.rebound.get(key, key[1])
@@ -60,6 +67,11 @@ class Suspended:
         found = self.waiting.pop(token, None) if isinstance(token, str) else None
         if found is not None:
             self.rebound[found[0]] = retry_id
+            left = self._keys[found[0]] - 1
+            if left:
+                self._keys[found[0]] = left
+            else:
+                del self._keys[found[0]]
         return found
 
 

@@ -398,7 +398,7 @@ class LegacyServer(EraLayer):
             return [Send(PEER, dumps(unbridged(msg["id"], method, "no request of the host is under way to carry it "
                                                "as an input_required result")))]
         token = f"{self._prefix}input-{next(_OWN)}"
-        state.inputs.waiting[token] = (key, msg["id"])
+        state.inputs.suspend(token, key, msg["id"])
         return [self._to_flow({"jsonrpc": "2.0", "id": state.inputs.host_id(key),
                                "result": input_required(msg, token)})]
 
