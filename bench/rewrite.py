@@ -99,7 +99,15 @@ def _flow(protocol: str, tracing):
         return flow, lambda frame: at_once(flow.from_peer(frame)), "rewritten"
     if protocol == "acp":
         flow = make_flow("acp", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
-        return flow, lambda frame: at_once(flow.from_host(frame)), "rewritten"
+
+        def inject_and_answer(frame: bytes):
+            """The agent answers each `session/remind` as a real one does, so requests do not pile
+            up open (thousands of them made the garbage collector the measured cost)."""
+            sent = at_once(flow.from_host(frame))
+            at_once(flow.from_peer(b'{"jsonrpc":"2.0","id":%s,"result":{}}' % frame[22:frame.index(b",", 22)]))
+            return sent
+
+        return flow, inject_and_answer, "rewritten"
     flow = make_flow("a2a", _settings(), recorder, host_dialect="standard", peer_dialect="legacy")
     return flow, lambda frame: at_once(flow.from_peer(frame)), "rewritten"
 
