@@ -116,7 +116,8 @@ def _nginx(position: str, setting: Setting) -> Launch | str:
     Path(home, "nginx.conf").write_text(
         f"daemon off; worker_processes 1; pid {home}/nginx.pid; error_log {home}/error.log warn;\n"
         "events { worker_connections 4096; }\n"
-        f"http {{ access_log off; {temp}\n"
+        # keep-alive as long as the run: nginx's defaults (1,000 requests, 75 s) close a load connection midway
+        f"http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 600s; {temp}\n"
         f"  upstream server {{ server {upstream}; keepalive 64; }}\n"
         f"  server {{ listen 127.0.0.1:{port};\n"
         "    location / { proxy_pass http://server; proxy_http_version 1.1; proxy_set_header Connection \"\";\n"
