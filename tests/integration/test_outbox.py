@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.peers import outbox_server as server
@@ -226,11 +227,13 @@ def _accepts(port: int) -> bool:
 
 
 # -- 2026-07-28 on `serve`: requests with no session, one identity ---------------------------------
-async def test_a_2026_07_28_host_on_serve_gets_each_outbox_event_once_in_a_later_tool_result(tmp_path):
+@pytest.mark.parametrize("server_at", ["upstream", "command"])
+async def test_a_2026_07_28_host_on_serve_gets_each_outbox_event_once_in_a_later_tool_result(tmp_path, server_at):
     """A 2026-07-28 request has no session and ends with its answer, often before the answer to an
     outbox poll it would have made: the identity's keeper polls instead, so the cursor is stored
     (each read goes on from the last) and an event reaches the host once, in a later tool result
-    (the SDK's host cannot ask a listen stream for reminders), on a route of one era."""
+    (the SDK's host cannot ask a listen stream for reminders), on a route of one era, in front of
+    an HTTP server or a stdio `command`."""
     import anyio
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -238,9 +241,14 @@ async def test_a_2026_07_28_host_on_serve_gets_each_outbox_event_once_in_a_later
 
     db = str(tmp_path / "server.db")
     server.connect(db).close()
-    upstream = peer("tests.peers.era_outbox_server", db, "2026-07-28", "--http")
+    upstream = None
+    if server_at == "upstream":
+        upstream = peer("tests.peers.era_outbox_server", db, "2026-07-28", "--http")
+        where = f'upstream = "http://127.0.0.1:{upstream.port}/mcp"'
+    else:
+        where = f"command = {json.dumps([sys.executable, '-m', 'tests.peers.era_outbox_server', db, '2026-07-28'])}"
     rules = tmp_path / "serve.toml"
-    rules.write_text(f'[routes.acme]\nprotocol = "mcp"\npath = "/mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n'
+    rules.write_text(f'[routes.acme]\nprotocol = "mcp"\npath = "/mcp"\n{where}\n'
                      '[routes.acme.outbox]\nresource = "acme://notifications"\nstore = "proxy.sqlite3"\n'
                      'poll_floor_ms = 100\npoll_ceiling_ms = 300\nidentity = "header:authorization"\n')
     bridge = proxy("--rules", str(rules))
@@ -264,4 +272,5 @@ async def test_a_2026_07_28_host_on_serve_gets_each_outbox_event_once_in_a_later
         assert cursors[0] is None and None not in cursors[1:]  # one bootstrap: every later read from the stored cursor
     finally:
         bridge.stop()
-        upstream.stop()
+        if upstream is not None:
+            upstream.stop()
