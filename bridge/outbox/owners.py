@@ -16,35 +16,48 @@ request of its scope ends (`Flow.rearm`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bridge.pipeline.addons import AddOn, McpFlowApi, Message
 from bridge.pipeline.commands import Command, Receipt
 
 if TYPE_CHECKING:
-    from bridge.outbox.pull import OutboxPull
     from bridge.state.scope import Scope
 
 #: what an owner is registered under, in its scope
 OWNER_KEY = "outbox-pull-owner"
 
 
+class Owner(Protocol):
+    """What the book and the requests' flows use of an owner (`pull.OutboxPull`, which imports this)."""
+
+    flow: McpFlowApi
+
+    def noted(self, msg: Message) -> bool: ...
+
+    def handshake(self, request_method: str | None, response: Message, target: str) -> Message | None: ...
+
+    def written_by(self, receipts: Sequence[Receipt]) -> None: ...
+
+    def on_unwritten(self, receipts: Sequence[Receipt]) -> None: ...
+
+
 class PullOwners:
     """A route's pull owners, one per scope: the first keeper of a scope to claim it, until it closes."""
 
     def __init__(self) -> None:
-        self._owners: dict[str, OutboxPull] = {}
+        self._owners: dict[str, Owner] = {}
 
-    def claim(self, pull: OutboxPull) -> bool:
+    def claim(self, pull: Owner) -> bool:
         """Whether ``pull`` owns its scope's polls (it does once no other keeper of the scope does)."""
         return self._owners.setdefault(pull.flow.scope.key(OWNER_KEY), pull) is pull
 
-    def release(self, pull: OutboxPull) -> None:
+    def release(self, pull: Owner) -> None:
         key = pull.flow.scope.key(OWNER_KEY)
         if self._owners.get(key) is pull:
             del self._owners[key]
 
-    def of(self, scope: Scope) -> OutboxPull | None:
+    def of(self, scope: Scope) -> Owner | None:
         return self._owners.get(scope.key(OWNER_KEY))
 
 
@@ -59,7 +72,7 @@ class HostedPull(AddOn):
         self.owners = owners
 
     @property
-    def owner(self) -> OutboxPull | None:
+    def owner(self) -> Owner | None:
         return self.owners.of(self.flow.scope) if self.flow.scope.lasting else None
 
     def on_host(self, msg: Message) -> None:
