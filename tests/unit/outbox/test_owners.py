@@ -3,10 +3,15 @@ the host, and what their answers carried, to their scope's keeper, which alone p
 with a hand-driven clock."""
 from __future__ import annotations
 
+import json
+
 from bridge.outbox.owners import HostedPull, PullOwners
+from bridge.pipeline.commands import Defer, Send
+from bridge.pipeline.waiting import at_once
 from bridge.pipeline.subscriptions import Subscriptions
 from bridge.state.scope import Scope
-from tests.unit.outbox.link import PULL, UNLISTENING, Link, event, only_poll, query
+from bridge.transports.driver import run_blocking
+from tests.unit.outbox.link import MODERN, PULL, UNLISTENING, Link, event, only_poll, query
 
 ADA = Scope.identity("r", "header:authorization", "Bearer ada")
 BOB = Scope.identity("r", "header:authorization", "Bearer bob")
@@ -73,3 +78,29 @@ def test_each_scope_has_its_own_owner_and_a_second_keeper_of_one_scope_polls_onl
     twin.now += 2.0
     assert owners.of(ADA) is None and only_poll(twin.tick())["method"] == "resources/read"
     assert owners.of(ADA) is twin.pull
+
+
+def test_what_the_keeper_finds_goes_to_a_listen_stream_of_its_scope_that_opted_in(tmp_path):
+    owners, book = PullOwners(), Subscriptions()
+    keeper = keeper_of(tmp_path, ADA, owners, book)
+    listening = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN}}  # declares reminders
+    request_of(keeper, tmp_path, owners, book, listening)
+    book.opened(ADA, "stream-of-ada", "l1")  # a listen of ada's that took reminders (another request's flow)
+    book.opened(BOB, "stream-of-bob", "l9")
+    poll = only_poll(keeper.tick())
+    commands = keeper.flow.from_peer(json.dumps({"jsonrpc": "2.0", "id": poll["id"], "result": {"contents": [
+        {"uri": poll["params"]["uri"], "text": json.dumps({"events": [event("mail-1")], "cursor": "c1"})}]}}).encode())
+    sends = [c for c in unwound(commands) if isinstance(c, Send)]
+    assert [(s.stream, json.loads(s.data)["method"]) for s in sends] == [("stream-of-ada", "notifications/reminder")]
+    assert json.loads(sends[0].data)["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "l1"
+
+
+def unwound(commands) -> list:
+    """The commands, deferred work run at once (as `link.perform` does, keeping each command)."""
+    out = []
+    for command in commands:
+        if isinstance(command, Defer):
+            out += unwound(at_once(command.done(run_blocking(command))))
+        else:
+            out.append(command)
+    return out
