@@ -35,15 +35,15 @@ def flow_class(protocol: str) -> type[Flow]:
 
 
 def make_flow(protocol: str, settings: RouteSettings | None = None, recorder: Recorder | None = None, *,
-              outbox: bool = True, **kwargs: Any) -> Flow:
-    """The pipeline for one connection or session of ``protocol``. ``outbox=False``: no outbox
-    add-on even if the route declares one (a request that is its own session has nowhere to
-    deliver polled events later)."""
+              owners: Any = None, keeper: bool = False, **kwargs: Any) -> Flow:
+    """The pipeline for one connection or session of ``protocol``. ``owners``: the route's book of
+    outbox pull owners (`bridge.outbox.owners`), for a flow of one request whose scope's polls its
+    keeper owns, or (``keeper``) for that keeper."""
     settings = settings or ROUTE
     recorder = recorder or Recorder()
     addons: tuple[Any, ...] = ()
-    if protocol == "mcp" and outbox and (settings.outbox is not None or settings.serve_outbox is not None):
+    if protocol == "mcp" and (settings.outbox is not None or settings.serve_outbox is not None):
         from bridge.outbox.addon import outbox_for  # only a route that declares an outbox pays for one
 
-        addons = outbox_for(settings, recorder)
+        addons = outbox_for(settings, recorder, owners=owners, keeper=keeper)
     return flow_class(protocol)(settings, recorder, addons=addons, **kwargs)

@@ -1,6 +1,7 @@
 """The outbox add-on of a route: its two halves, put together from the route's rules (docs/outbox.md).
 
-- `pull.OutboxPull` (`outbox`): the server's outboxes polled, their events delivered as reminders;
+- `pull.OutboxPull` (`outbox`): the server's outboxes polled, their events delivered as reminders
+  (on a flow of one 2026-07-28 request of an identity, `owners.HostedPull`: its scope's keeper polls);
 - `serving.OutboxServe` (`serve_outbox`): the server's reminders recorded and served as an outbox.
 
 Each is a flow add-on of its own (bridge/pipeline/addons.py) that uses only the flow's public API
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.declaration import read_manifest
+from bridge.outbox.owners import HostedPull, PullOwners
 from bridge.outbox.pull import OutboxPull
 from bridge.outbox.served import ServedOutbox
 from bridge.outbox.serving import OutboxServe
@@ -27,9 +29,12 @@ from bridge.pipeline.addons import AddOn
 from bridge.pipeline.negotiation import observes
 
 
-def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.time) -> tuple[AddOn, ...]:
+def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.time, *,
+               owners: PullOwners | None = None, keeper: bool = False) -> tuple[AddOn, ...]:
     """The halves a route with `outbox` and/or `serve_outbox` needs, pull first; none (with the
-    reason logged) when the route has neither, its stage is `observe`, or the store cannot open."""
+    reason logged) when the route has neither, its stage is `observe`, or the store cannot open.
+    ``owners``: the route's book of pull owners, for a flow of one request whose scope's polls are
+    its keeper's (the flow gets a `HostedPull`), or for that keeper (``keeper``: it owns them)."""
     pull = getattr(settings, "outbox", None)
     serve = getattr(settings, "serve_outbox", None)
     if pull is None and serve is None:
@@ -53,8 +58,11 @@ def outbox_for(settings: Any, recorder: Any, wall: Callable[[], float] = time.ti
     route = recorder.route
     served = ServedOutbox(serve.resource, serve.retention_s, store) if serve is not None else None
     halves: list[AddOn] = []
-    if pull is not None:
-        halves.append(OutboxPull(store, pull, route=route, resource=resource, served=served, wall=wall))
+    if pull is not None and owners is not None and not keeper:
+        halves.append(HostedPull(owners))
+    elif pull is not None:
+        halves.append(OutboxPull(store, pull, route=route, resource=resource, served=served, owners=owners,
+                                 wall=wall))
     if served is not None:
         halves.append(OutboxServe(store, served, route=route, identity=settings.identity, wall=wall))
     return tuple(halves)

@@ -16,7 +16,10 @@ once the transport reports the `Send` carrying it written to the host's connecti
 an outbox, a host that does not listen reads them there instead (`ServedOutbox.move`).
 
 **Whose.**  Every row and cursor is keyed by the flow's `Scope`; a request that is nobody's
-beyond its answer polls nothing (nothing later would carry what it found).
+beyond its answer polls nothing (nothing later would carry what it found). A 2026-07-28 request
+of an identity on `serve` ends with its answer, before its poll's would come: there this half is
+the identity's keeper's, the one owner of the identity's polls (`owners`), and each request's
+flow hands it what it shows of the host and what its answer carried (`owners.HostedPull`).
 
 **Store trouble.**  A row written to the host whose mark cannot commit is kept in memory and
 marked at the retry; rows wait in the store while it fails, so none is handed over twice.
@@ -35,6 +38,7 @@ from bridge.model import Reminder, uuid7
 from bridge.outbox.base import HANDSHAKES, StoreAddOn, run_quietly
 from bridge.declaration import read_uri
 from bridge.outbox.events import Malformed, answer_from_read, gap_reminder, parse_answer, parse_event, to_reminder
+from bridge.outbox.owners import PullOwners
 from bridge.outbox.poller import Cadence, Poller
 from bridge.outbox.served import ServedOutbox
 from bridge.outbox.store import Store
@@ -63,11 +67,15 @@ class OutboxPull(StoreAddOn):
     name = "outbox"
 
     def __init__(self, store: Store, pull: Any, *, route: str, resource: str | None = None,
-                 served: ServedOutbox | None = None, wall: Callable[[], float] = time.time):
+                 served: ServedOutbox | None = None, owners: PullOwners | None = None,
+                 wall: Callable[[], float] = time.time):
         super().__init__(store, route=route, wall=wall)
         self.pull = pull
         self.resource = resource
         self.served = served
+        #: the route's book of owners, when this half is its scope's keeper's (`owners`): it polls
+        #: only while it owns the scope's polls
+        self.owners = owners
         #: what hosts are told the events come from (a reminder's id and `_meta`); rows are keyed by scope
         self.label = f"{route}|{resource or 'events'}"
         self.cadence = Cadence(pull.poll_floor_ms, pull.poll_ceiling_ms)
@@ -86,7 +94,7 @@ class OutboxPull(StoreAddOn):
         self.stored = True  # the store may hold undelivered events (a restart): look once
         self.reading = False  # a read of undelivered rows is under way
         # work the store failed, kept to try again
-        self.unmarked: set[int] = set()  # rows written to the host whose mark did not commit
+        self.unmarked: set[int] = set()  # rows written to the host whose mark did not commit (or is not made yet)
         self.unwritten = False  # rows handed over came back unwritten: read them again at the retry
 
     @property
@@ -100,20 +108,27 @@ class OutboxPull(StoreAddOn):
         return () if self.ready else (b"initialized",)
 
     def on_host(self, msg: Message) -> None:
+        if self.noted(msg):
+            self.flow.watch(msg, self)
+        return None
+
+    def noted(self, msg: Message) -> bool:
+        """What a host message says of the handshake (this flow's, or a request's of the scope whose
+        polls this half owns: `owners.HostedPull`); True for a handshake, whose response to watch."""
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         if method in HANDSHAKES and "id" in msg:
-            self.flow.watch(msg, self)
             if method == "server/discover":
                 self._copy_envelope(meta)
-        elif method == "notifications/initialized" and not self.ready:
+            return True
+        if method == "notifications/initialized" and not self.ready:
             self._commit()
         elif PROTOCOL_KEY in meta and "id" in msg:
             self._copy_envelope(meta)
             if not self.ready:
                 self._commit()  # the host committed the connection to 2026-07-28 without a probe
-        return None
+        return False
 
     def _copy_envelope(self, meta: dict[str, Any]) -> None:
         """The 2026-07-28 `_meta` keys a request must carry, as the host's own requests carry them."""
@@ -127,8 +142,11 @@ class OutboxPull(StoreAddOn):
         self.flow.refresh_markers()  # the `initialized` marker is no longer needed
 
     def on_response(self, request_method: str | None, response: Message) -> Message | None:
+        return self.handshake(request_method, response, self.flow.host.dialect)
+
+    def handshake(self, request_method: str | None, response: Message, target: str) -> Message | None:
         """The handshake's result: whether the server offers events, and what the host is told it
-        will get (reminders, in its dialect)."""
+        will get (reminders, in its dialect: ``target``)."""
         result = response.get("result")
         if request_method not in HANDSHAKES or not isinstance(result, dict):
             return None  # a failed probe: the host falls back to initialize, and so do we
@@ -140,7 +158,6 @@ class OutboxPull(StoreAddOn):
                 self._commit()
         if not isinstance(caps, dict):
             return None
-        target = self.flow.host.dialect
         if target in CODECS:
             codec = CODECS[target]
             codec.write_capability(caps, _merge_capability(codec.read_capability(caps)))
@@ -183,10 +200,15 @@ class OutboxPull(StoreAddOn):
                 out += self._poll(channel, poller)
         return out
 
+    def attach(self, flow: Any) -> None:
+        super().attach(flow)
+        if self.owners is not None and self.owned:
+            self.owners.claim(self)  # the scope's requests hand what they see of the host to its owner
+
     def _pulls(self) -> bool:
-        """Whether this flow polls: the handshake is over, and the flow's state outlives its
-        request (there is a later stream to deliver to)."""
-        return self.ready and self.owned
+        """Whether this flow polls: the handshake is over, the flow's state outlives its request
+        (there is a later stream to deliver to), and no other keeper owns the scope's polls."""
+        return self.ready and self.owned and (self.owners is None or self.owners.claim(self))
 
     def _retry(self) -> list[Command]:
         """What the store failed, tried again."""
@@ -219,8 +241,9 @@ class OutboxPull(StoreAddOn):
 
     # -- polls -------------------------------------------------------------------------------
     def _start_at(self, now: float) -> float:
-        """When polling may start: at once, except that the requests of one identity (each a flow of
-        its own, 2026-07-28) start one poll per floor between them."""
+        """When polling may start: at once, except that flows of one identity that each live one
+        request and poll on their own (no keeper: a server that keeps no session) start one poll
+        per floor between them."""
         if self.flow.scope.kind != IDENTITY:
             return now
         return self.store.poll_start(self.source, now, self.cadence.floor_ms / 1000)
@@ -450,14 +473,27 @@ class OutboxPull(StoreAddOn):
     # -- receipts: what the transport wrote --------------------------------------------------
     def on_written(self, receipts: Sequence[Receipt]) -> list[Command]:
         """Rows whose reminder is on the host's connection (or was decided without a write): done."""
+        rows = self._done_with(receipts)
+        return [self._mark(rows)] if rows else []
+
+    def written_by(self, receipts: Sequence[Receipt]) -> None:
+        """Rows a request of this half's scope wrote (its answer carried them): marked at this half's
+        next wake, by its own flow (the request's ends with its answer; it wakes this one then)."""
+        rows = self._done_with(receipts)
+        if rows:
+            self.unmarked.update(rows)
+            if self.retry_at is None:
+                self.retry_at = self.now  # due at once
+
+    def _done_with(self, receipts: Sequence[Receipt]) -> list[int]:
+        """The rows of ``receipts`` this half still has to mark (none once it is closed: then they
+        are marked on the store's lane, as its session ended; nobody performs commands for it)."""
         rows = [r.token for r in receipts if r.owner == self.name]
-        if not rows:
-            return []
         self.handed.difference_update(rows)
-        if self.closed:  # written as its session ended: nobody performs commands for it any more
+        if rows and self.closed:
             self.store.lane.submit(run_quietly, self.store.mark_delivered, rows)
             return []
-        return [self._mark(rows)]
+        return rows
 
     def on_unwritten(self, receipts: Sequence[Receipt]) -> None:
         """Rows whose reminder never reached the host: handed over again, to this scope only."""
@@ -491,6 +527,8 @@ class OutboxPull(StoreAddOn):
         """Rows handed over and never written go back to their scope; a mark that could not commit is
         tried once more, on the store's lane (nothing waits for it)."""
         self.closed = True
+        if self.owners is not None:
+            self.owners.release(self)
         self.store.claimed.difference_update(self.handed)
         self.handed.clear()
         if self.unmarked:

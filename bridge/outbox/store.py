@@ -127,7 +127,8 @@ class Store:
         #: the thread this store's calls run on, one at a time, apart from every other store's
         self.lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-bridge-outbox")
         #: inbox rows handed to a flow in this process and not yet written or given back: no other
-        #: flow of the same scope (two requests of one identity) hands them over meanwhile
+        #: flow of the same scope (a keeper after another, two requests of one identity) hands them
+        #: over meanwhile
         self.claimed: set[int] = set()
         #: undelivered rows, whatever session they wait for, as the last prune counted them
         self.held_rows = 0

@@ -599,6 +599,10 @@ class Flow(Policing, Recording, Answering):
         self.addons.resumed()
         return self._with_wakeup([])
 
+    def rearm(self) -> list[Command]:
+        """The timer its add-ons need now that another flow of its scope fed them (an outbox keeper's)."""
+        return self._with_wakeup([])
+
     # -- reload --------------------------------------------------------------------------------
     def reconfigure(self, settings: RouteSettings, policy: Policy | None = None) -> None:
         """New rules for the messages to come (a reload); the connection and what it learned stay.

@@ -46,6 +46,9 @@ class Session:
         self.provisional = False
         self.recorded: dict[str, Any] | None = None
         self.recorded_at = 0.0
+        #: a 2026-07-28 request of an identity: the session that outlives its scope's requests and
+        #: polls their outbox (`HttpRoute.keeper`); told when this one ends
+        self.keeper: Session | None = None
 
     def hold(self, messages: list[Write]) -> None:
         """Keep messages for the next answer; the oldest go beyond the session's pending limit (what
@@ -73,6 +76,20 @@ class Session:
         for _ in self.waiting:
             self.flow.recorder.reminder("dropped", protocol=self.protocol, method=None, why=why)
         self.waiting.clear()
+        if self.keeper is not None:
+            self.keeper.kept(self)
+
+    def kept(self, request: Session) -> None:
+        """A request of this keeper's scope is over: the keeper goes on with what its flow settled
+        of the host (the era, its dialect) and its headers (the proxy's own requests carry them),
+        and wakes for what the request left it (a poll to start, rows to mark)."""
+        record = request.flow.negotiated()
+        if record is not None:
+            self.flow.restore(record)
+        if request.headers:
+            self.headers = request.headers
+        if self.driver is not None:
+            self.driver.perform(self.flow.rearm())
 
 
 class _Table(TTLCache):

@@ -359,6 +359,46 @@ async def test_after_a_kill_a_session_that_resumes_its_id_gets_its_own_held_even
         proxied.stop()
 
 
+async def test_two_2026_07_28_identities_each_get_their_own_pulled_events_once_and_never_the_others(
+        tmp_path, outboxes):
+    """A 2026-07-28 request has no session and ends with its answer: each identity's outbox is polled
+    by that identity's keeper, with that identity's credentials, and what it finds reaches a later
+    tool result of that identity alone, once (before, each request's poll was answered after the
+    request ended, so no cursor was ever stored)."""
+    rules = tmp_path / "identity.toml"
+    rules.write_text(pull_rules(tmp_path, outboxes.port).read_text() + 'identity = "header:authorization"\n')
+    proxied = bridge(rules)
+    ada, bob = {"Authorization": "Bearer ada"}, {"Authorization": "Bearer bob"}
+
+    async def echo(who: dict, text: str) -> list[str]:
+        answer = await modern_call(proxied.port, "tools/call", {"name": "echo", "arguments": {"text": text}},
+                                   {**who, "Mcp-Name": "echo"})
+        assert answer["result"]["content"][0]["text"] == text
+        return in_tool_result(answer)
+
+    def polled_on(who: dict) -> bool:  # a read that goes on from a stored cursor, with the identity's credentials
+        return any(c is not None for c in upstream_outbox.cursors(outboxes.db, who["Authorization"]))
+
+    try:
+        for who in (ada, bob):
+            assert await echo(who, "hello") == []
+        await until(lambda: polled_on(ada) and polled_on(bob))
+        for who, event_id in ((ada, "for-ada"), (bob, "for-bob")):
+            upstream_outbox.write_event(outboxes.db, event(event_id), session=who["Authorization"])
+        got = {"ada": [], "bob": []}
+        for _ in range(200):
+            for name, who in (("ada", ada), ("bob", bob)):
+                got[name] += await echo(who, "anything new?")
+            if got["ada"] and got["bob"]:
+                break
+        assert got == {"ada": ["for-ada"], "bob": ["for-bob"]}
+        assert await echo(ada, "again") == [] and await echo(bob, "again") == []  # once each
+        # one keeper per identity, whatever its requests: one bootstrap read each
+        assert [upstream_outbox.cursors(outboxes.db, who["Authorization"]).count(None) for who in (ada, bob)] == [1, 1]
+    finally:
+        proxied.stop()
+
+
 # -- finding 5: exactly once across kill -9 ---------------------------------------------------------
 async def test_many_kills_at_random_points_lose_and_repeat_no_pulled_event(tmp_path, outboxes):
     """A listening host whose proxy is killed again and again: events are written for its session

@@ -320,18 +320,12 @@ async def test_the_proxy_s_outbox_reads_cross_the_bridge_in_the_server_s_era(cas
     assert outbox_server.reads(db)[0] == ("resources/read", None, 100, 86_400_000)
 
 
-#: a 2026-07-28 request over `serve` ends, and its flow with it, before the answer to a poll it made
-#: comes: the answer finds no one (`Flow.close` forgets its calls), so the cursor is never stored and
-#: each request polls from now again. A route of one era does the same (no test showed it before).
-LOST_POLLS = pytest.mark.xfail(strict=True, reason="serve: a 2026-07-28 request's poll answers come after it ended")
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=LOST_POLLS) if (c.transport, c.host) == ("serve", MODERN)
-                                  else c for c in CASES], ids=str)
+@bridged_cases
 async def test_an_outbox_event_reaches_the_host_once_through_the_bridge(case, route, tmp_path):
     """An event written to the server's outbox reaches the host once: pushed to a 2025-11-25 host; to
     a 2026-07-28 host (no listen stream that takes reminders: the SDK's cannot ask) in a tool result,
-    as on a route of one era (tests/integration/test_outbox.py)."""
+    as on a route of one era (tests/integration/test_outbox.py). Over `serve` a 2026-07-28 host's
+    requests end before their polls would be answered: its identity's keeper polls for them."""
     async with outboxed(case, route, tmp_path) as (db, ext, asking):
         await asking(lambda _: any(cursor is not None for _, cursor, *_ in outbox_server.reads(db)), "the next read")
         outbox_server.write_event(db, event("m1", title="mail from Ada"))

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.peers import outbox_server as server
@@ -223,3 +224,53 @@ def _accepts(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+# -- 2026-07-28 on `serve`: requests with no session, one identity ---------------------------------
+@pytest.mark.parametrize("server_at", ["upstream", "command"])
+async def test_a_2026_07_28_host_on_serve_gets_each_outbox_event_once_in_a_later_tool_result(tmp_path, server_at):
+    """A 2026-07-28 request has no session and ends with its answer, often before the answer to an
+    outbox poll it would have made: the identity's keeper polls instead, so the cursor is stored
+    (each read goes on from the last) and an event reaches the host once, in a later tool result
+    (the SDK's host cannot ask a listen stream for reminders), on a route of one era, in front of
+    an HTTP server or a stdio `command`."""
+    import anyio
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from tests.peers.processes import peer, proxy
+
+    db = str(tmp_path / "server.db")
+    server.connect(db).close()
+    upstream = None
+    if server_at == "upstream":
+        upstream = peer("tests.peers.era_outbox_server", db, "2026-07-28", "--http")
+        where = f'upstream = "http://127.0.0.1:{upstream.port}/mcp"'
+    else:
+        where = f"command = {json.dumps([sys.executable, '-m', 'tests.peers.era_outbox_server', db, '2026-07-28'])}"
+    rules = tmp_path / "serve.toml"
+    rules.write_text(f'[routes.acme]\nprotocol = "mcp"\npath = "/mcp"\n{where}\n'
+                     '[routes.acme.outbox]\nresource = "acme://notifications"\nstore = "proxy.sqlite3"\n'
+                     'poll_floor_ms = 100\npoll_ceiling_ms = 300\nidentity = "header:authorization"\n')
+    bridge = proxy("--rules", str(rules))
+    http = create_mcp_http_client(headers={"Authorization": "Bearer ada"})
+    try:
+        async with Client(streamable_http_client(f"http://127.0.0.1:{bridge.port}/mcp", http_client=http),
+                          mode="2026-07-28", extensions=[Reminders()]) as client:
+            async def asking(found, text: str):
+                with anyio.fail_after(20):
+                    while not (got := found([c.text for c in (await client.call_tool("echo", {"text": text})).content])):
+                        pass
+                return got
+
+            await asking(lambda _: any(cursor is not None for _, cursor, *_ in server.reads(db)), "the next read")
+            server.write_event(db, event("m1", title="mail from Ada"))
+            shown = await asking(lambda got: [t for t in got if "mail from Ada" in t], "new?")
+            after = await asking(lambda got: got, "after")
+        assert len(shown) == 1 and shown[0].startswith('<system-reminder id="')
+        assert after == ["after"]  # once: not again in the next result
+        cursors = [cursor for _, cursor, *_ in server.reads(db)]
+        assert cursors[0] is None and None not in cursors[1:]  # one bootstrap: every later read from the stored cursor
+    finally:
+        bridge.stop()
+        if upstream is not None:
+            upstream.stop()

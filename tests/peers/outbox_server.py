@@ -9,7 +9,8 @@ in the `reads` table so a test can see what the proxy asked for.
 
 With `--per-session` (Streamable HTTP) the server keeps one outbox per MCP session: a read shows
 only the events written for the `Mcp-Session-Id` it carries (`write_event(..., session=...)`), as
-a server whose events are about one user does.
+a server whose events are about one user does; a 2026-07-28 read, which has no session, those
+written for its `Authorization` header.
 
 With `--events` the server also advertises the MCP Events extension
 (`io.modelcontextprotocol/events`, SEP-3415) and serves `events/list` and `events/poll` over
@@ -178,7 +179,8 @@ def build(path: str, events: bool = False, per_session: bool = False) -> MCPServ
     def notifications(ctx: Context, cursor: str | None = None, maxEvents: int | None = None,
                       maxAgeMs: int | None = None) -> str:
         """The outbox: facts this server learned on its own."""
-        session = (ctx.headers or {}).get("mcp-session-id") if per_session else None
+        headers = ctx.headers or {}
+        session = (headers.get("mcp-session-id") or headers.get("authorization")) if per_session else None
         return json.dumps(poll(path, "resources/read", cursor, maxEvents, maxAgeMs, session))
 
     @server.tool()

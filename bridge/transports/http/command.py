@@ -338,6 +338,25 @@ class CommandUpstream:
         self.route.recorder.track(session)
         return session
 
+    async def keeper(self, scope: Scope, key: str) -> ChildSession | None:
+        """The keeper of ``scope``'s 2026-07-28 requests (`HttpRoute.keeps`), on the shared child
+        ``key`` names (they share it): the route's, else one made now; None if none can start."""
+        route, name = self.route, scope.key("keeper")
+        if not route.keeps(scope):
+            return None
+        found = route.keepers.get(name)
+        if found is None or found.ended.is_set():  # (its shared child ended, and it with it)
+            try:
+                made = await self.open(route.keeper_flow(scope), shared=True, key=key)
+            except (Full, OSError):
+                return None
+            found = route.keepers.get(name)
+            if found is None or found.ended.is_set():
+                route.keepers.put(name, made)
+                return made
+            made.close("another request of its scope made its keeper meanwhile")
+        return found
+
     def _started(self, child: Child) -> None:
         self.route.recorder.info("child_started", pid=child.pid, command=self.command[0], mode=self.mode)
 
@@ -418,9 +437,11 @@ async def _start(upstream: CommandUpstream, route: HttpRoute, request: web.Reque
     """A new session: a 2025-11-25 host's (a new id, its own child unless shared), or one request's
     (2026-07-28: a shared child, whose answer ends it)."""
     if stateless:
-        flow = route.new_flow(scope=route.sessionless_scope(request), subscriptions=route.subscriptions,
-                              **route._seeds())
-        return await upstream.open(flow, shared=True, key=upstream.shared_key(body))
+        scope, key = route.sessionless_scope(request), upstream.shared_key(body)
+        flow = route.new_flow(scope=scope, subscriptions=route.subscriptions, owners=route.pulls, **route._seeds())
+        session = await upstream.open(flow, shared=True, key=key)
+        session.keeper = await upstream.keeper(scope, key)
+        return session
     session_id = secrets.token_urlsafe(24)
     flow = route.new_flow(scope=Scope.mcp_session(route.name, session_id))
     session = await upstream.open(flow, shared=upstream.mode == "shared")

@@ -117,36 +117,36 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         error = error_response(msg.get("id") if isinstance(msg, dict) else None, UPSTREAM_ERROR, why)
         return web.Response(status=503, headers={"Retry-After": "1"}, body=dumps(error),
                             content_type="application/json", charset="utf-8")
-    session = route.sessionless(legacy.scope)
+    session = route.sessionless(legacy.scope, keeper=_keeper(legacy))
     exchange = _Exchange(session, headers, _Answer(request, session))
     session.driver = proxy.driver_for(route, session, upstream=lambda command: _own(legacy, exchange, command))
     legacy.busy += 1
     legacy.open.add(exchange)
     try:
-        toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
-                  if isinstance(c, Write)]
-        exchange.listen = session.flow.subscription()
-        if legacy.keeper is None:
-            _keeper(legacy, session.flow.negotiated())
-        for command in toward:
-            if command.to == HOST:
-                await exchange.answer.send(command)
-        frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
-        proxy.spawn(_run(legacy, exchange, [f for f in frames if f is not None]))  # it goes on should the host leave: the session stays whole
-        await exchange.over.wait()
-    finally:
-        exchange.over.set()  # (the host may have left): what comes for it now is no one's
-        legacy.busy -= 1
-        legacy.used = asyncio.get_running_loop().time()
-        legacy.open.discard(exchange)
-        route.learn(session.flow)
-        if exchange.listed is not None and exchange.answer.stream is not None:
-            route.listening.close(exchange.listed, exchange.answer.stream)
-        ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
-        if ended and legacy in (route.eras or {}).values():  # (a session ending, its DELETE ends all)
-            proxy.spawn(_carry(legacy, ended, None))  # the host left: its listen's resources, its request, end
+        try:
+            toward = [c for c in await session.driver.settle(await settled(session, body, HOST, request.headers))
+                      if isinstance(c, Write)]
+            exchange.listen = session.flow.subscription()
+            for command in toward:
+                if command.to == HOST:
+                    await exchange.answer.send(command)
+            frames = [legacy.ids.toward(exchange, c.data) for c in toward if c.to == PEER]
+            proxy.spawn(_run(legacy, exchange, [f for f in frames if f is not None]))  # it goes on should the host leave: the session stays whole
+            await exchange.over.wait()
+        finally:
+            exchange.over.set()  # (the host may have left): what comes for it now is no one's
+            legacy.busy -= 1
+            legacy.used = asyncio.get_running_loop().time()
+            legacy.open.discard(exchange)
+            route.learn(session.flow)
+            if exchange.listed is not None and exchange.answer.stream is not None:
+                route.listening.close(exchange.listed, exchange.answer.stream)
+            ended = [w for own in legacy.ids.end(exchange) for w in legacy.bridge.ended(own)]
+            if ended and legacy in (route.eras or {}).values():  # (a session ending, its DELETE ends all)
+                proxy.spawn(_carry(legacy, ended, None))  # the host left: its listen's resources, its request, end
+        return await exchange.answer.done()
+    finally:  # once its answer is written: what the answer carried (an outbox row) is reported to a live flow
         session.close("a 2026-07-28 request is over once answered")
-    return await exchange.answer.done()
 
 
 def _refused(request: web.Request, msg: Any) -> web.Response | None:
@@ -171,9 +171,10 @@ def _refused(request: web.Request, msg: Any) -> web.Response | None:
     return web.Response(status=400, body=dumps(error), content_type="application/json", charset="utf-8")
 
 
-def _own(legacy: Legacy, exchange: _Exchange, command: Write) -> None:
-    """What an exchange's flow sends upstream on its own, at its timers (an outbox poll), through the
-    bridge as its request's frames go: never straight to the 2025-11-25 server, in the host's era."""
+def _own(legacy: Legacy, exchange: _Exchange | None, command: Write) -> None:
+    """What an exchange's flow (None: the session's keeper) sends upstream on its own, at its timers
+    (an outbox poll), through the bridge as its request's frames go: never straight to the 2025-11-25
+    server, in the host's era; the answer comes back to the flow that asked."""
     frame = legacy.ids.toward(exchange, command.data)
     if frame is not None:
         legacy.proxy.spawn(_carry(legacy, legacy.bridge.toward_server(frame), exchange))
@@ -413,13 +414,12 @@ async def _to_host(legacy: Legacy, target: _Exchange | None, data: bytes, answer
         target.over.set()
 
 
-def _keeper(legacy: Legacy, record: dict[str, Any] | None = None) -> Session:
-    """The session's keeper, made with what the first host request's flow settled (``record``:
-    the era, the host's dialect), so that it reads the server's messages as its hosts' flows do."""
+def _keeper(legacy: Legacy) -> Session:
+    """The session's keeper: it goes on with what each host request's flow settled (the era, the
+    host's dialect: `Session.kept`), so that it reads the server's messages as its hosts' flows do,
+    and owns the outbox polls of its scope, carried through the bridge."""
     if legacy.keeper is None:
-        legacy.keeper = legacy.route.sessionless(legacy.scope)
-        if record is not None:
-            legacy.keeper.flow.restore(record)
+        legacy.keeper = legacy.route.keeper_session(legacy.scope, upstream=lambda command: _own(legacy, None, command))
     return legacy.keeper
 
 

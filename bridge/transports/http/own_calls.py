@@ -37,8 +37,12 @@ def through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[C
 
 
 async def settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
-    """`through`, with the shared state it asks for performed (awaited on Redis), in order."""
-    return await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
+    """`through`, with the shared state it asks for performed (awaited on Redis), in order; what a
+    host frame showed the flow of a 2026-07-28 request, its keeper learns at once (`Session.kept`)."""
+    commands = await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
+    if origin == HOST and session.keeper is not None:
+        session.keeper.kept(session)
+    return commands
 
 
 def own_headers(headers: dict[str, str], call: Call) -> dict[str, str]:

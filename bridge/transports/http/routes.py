@@ -12,6 +12,7 @@ from aiohttp import web
 
 from bridge.pipeline.a2a import TaskBook
 from bridge.assembly import make_flow
+from bridge.outbox.owners import PullOwners
 from bridge.pipeline.flow import Flow
 from bridge.pipeline.subscriptions import Subscriptions
 from bridge.policy import Policy
@@ -51,6 +52,11 @@ class HttpRoute:
     #: that take reminders, reminders held for the fallback), and those streams, open
     subscriptions: Subscriptions = field(init=False)
     listening: ListenStreams = field(init=False, default_factory=ListenStreams)
+    #: MCP 2026-07-28 on a route with an outbox: per identity, the session that polls its outbox
+    #: for its requests (each a flow of its own, over once answered), by scope key; and the owners
+    #: of those polls (`bridge.outbox.owners`), for the requests' flows to find
+    keepers: SessionTable = field(init=False)
+    pulls: PullOwners = field(init=False, default_factory=PullOwners)
     #: A2A: the session whose timer releases the route's held reminders (requests come and go)
     keeper: Session | None = field(init=False, default=None)
     #: sessions whose requests are in flight (a per-request pipeline lives only while here)
@@ -82,6 +88,7 @@ class HttpRoute:
                                                     max_keys=self.limits.max_sessions, state=self.shared))
         self.recorder.track(self.tasks)  # its queues count once in the pending gauge
         self.subscriptions = Subscriptions(max_scopes=self.limits.max_sessions)
+        self.keepers = SessionTable(self.limits.max_sessions, self.limits.session_idle_s)
         self.recorder.status_source = self.status
 
     @property
@@ -106,7 +113,7 @@ class HttpRoute:
 
     def _sessions(self) -> list[Session]:
         keeper = [self.keeper] if self.keeper is not None else []
-        return [*self.sessions, *self.live, *keeper]
+        return [*self.sessions, *self.live, *keeper, *self.keepers]
 
     def flows(self) -> list[Flow]:
         """Every live pipeline of this route (a reload reconfigures them all)."""
@@ -216,17 +223,50 @@ class HttpRoute:
         value = request.headers.get(rule.partition(":")[2]) if rule is not None else None
         return Scope.identity(self.name, rule, value) if rule is not None and value else Scope.request(self.name)
 
-    def sessionless(self, scope: Scope) -> Session:
+    def sessionless(self, scope: Scope, keeper: Session | None = None) -> Session:
         """The pipeline of a 2026-07-28 request (it has no session) of ``scope``: what outlives the
-        request is the route's book's, under that scope."""
-        return self.open_session(self.new_flow(scope=scope, subscriptions=self.subscriptions, **self._seeds()))
+        request is the route's book's, under that scope, and its outbox is polled by the scope's
+        keeper (``keeper``: the era bridge's upstream session's, else the route's, `keeper_of`)."""
+        session = self.open_session(self.new_flow(scope=scope, subscriptions=self.subscriptions, owners=self.pulls,
+                                                  **self._seeds()))
+        session.keeper = keeper or self.keeper_of(scope)
+        return session
 
-    def open_session(self, flow: Flow) -> Session:
+    def keeps(self, scope: Scope) -> bool:
+        """Whether the 2026-07-28 requests of ``scope`` have a keeper in `keepers`: an identity's, on
+        an MCP route that polls an outbox (a request that is nobody's polls nothing)."""
+        return self.protocol == "mcp" and self.settings.outbox is not None and scope.lasting
+
+    def keeper_of(self, scope: Scope) -> Session | None:
+        """The route's keeper of ``scope`` (`keeps`): made at the scope's first request, kept while its
+        requests come (`session_idle_s`), at most `max_sessions` (the one idle longest ends)."""
+        if not self.keeps(scope):
+            return None
+        key = scope.key("keeper")
+        keeper = self.keepers.get(key)
+        if keeper is None:
+            keeper = self.keeper_session(scope)
+            self.keepers.put(key, keeper)
+        return keeper
+
+    def keeper_flow(self, scope: Scope) -> Flow:
+        """The pipeline of a session of ``scope`` that outlives its requests: it owns their outbox
+        polls, and reads what the server sends that is no request's."""
+        return self.new_flow(scope=scope, subscriptions=self.subscriptions, owners=self.pulls, keeper=True,
+                             **self._seeds())
+
+    def keeper_session(self, scope: Scope, upstream: Any = None) -> Session:
+        """A keeper of ``scope``; ``upstream``: what carries its own requests (the era bridge), else
+        they go to the route's upstream."""
+        return self.open_session(self.keeper_flow(scope), upstream)
+
+    def open_session(self, flow: Flow, upstream: Any = None) -> Session:
+        """``upstream``: what carries the session's own messages and calls (`OwnCalls.driver_for`)."""
         session = Session(flow, self.settings.trust.max_pending_per_session)
         if self.protocol == "a2a":  # what a request holds belongs to its task: the route's keeper wakes for it
             session.driver, session.shared_driver = self._keeper().driver, True
         else:
-            session.driver = self.proxy.driver_for(self, session)
+            session.driver = self.proxy.driver_for(self, session, upstream)
         self.recorder.track(session)  # its waiting frames count in the pending gauge
         return session
 

@@ -60,7 +60,7 @@ class HttpProxy(OwnCalls):
         if self._housekeeping:
             self._housekeeping.cancel()
         for route in self.routes:
-            for session in list(route.sessions):
+            for session in [*route.sessions, *route.keepers]:
                 session.close("the proxy is stopping")
         if self.client:
             await self.client.close()
@@ -78,6 +78,7 @@ class HttpProxy(OwnCalls):
             await asyncio.sleep(HOUSEKEEPING)
             for route in self.routes:
                 route.sessions.expire()
+                route.keepers.expire()  # the outbox polls of identities whose requests stopped coming
                 if route.eras:  # the upstream sessions bridged for 2026-07-28 hosts
                     self.spawn(expire_eras(self, route, self.limits.session_idle_s))
                 if route.stdio is not None:  # and the stdio children bridged for them

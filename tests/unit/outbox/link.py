@@ -61,8 +61,9 @@ class Link:
     """One MCP connection through the sans-I/O flow, with a hand-driven clock."""
 
     def __init__(self, tmp_path: Path, table: str = "", host_caps: dict | None = None, route_extra: str = "",
-                 scope: Scope | None = None, beside: "Link | None" = None):
-        """``beside``: another connection of the same route (its recorder, so its store)."""
+                 scope: Scope | None = None, beside: "Link | None" = None, **options):
+        """``beside``: another connection of the same route (its recorder, so its store); ``options``:
+        the flow's own (the book its scope's flows share, the outbox's owners)."""
         rules = (f'[routes.r]\nprotocol = "mcp"\n{route_extra}\n{table}\n')
         rules = rules.replace("STORE", str(tmp_path / "outbox.sqlite3"))
         self.log = beside.log if beside is not None else _Log()
@@ -70,7 +71,7 @@ class Link:
         self.now = 100.0
         recorder = beside.flow.recorder if beside is not None else Recorder(route="r", log=self.log)
         self.flow = make_flow("mcp", parse_rules_text(rules).routes["r"], recorder,
-                              clock=lambda: self.now, scope=scope or Scope.connection("r", STDIO))
+                              clock=lambda: self.now, scope=scope or Scope.connection("r", STDIO), **options)
         for half in self.flow.addons:
             half.wall = lambda: self.wall
         #: the outbox's halves, each None when the route has no such table
