@@ -219,6 +219,8 @@ class McpFlow(Flow):
                 self.awaiting.pop(key, None)
                 self.state.opted_in.discard(key)
                 return answered
+        if method == LISTEN_METHOD and "id" in msg:  # its answer is the stream: no idle bound cuts it
+            return [self.forward(PEER, lasting=True)]
         return None
 
     def _learn_host(self, caps: Any, client_info: Any, era: str) -> None:

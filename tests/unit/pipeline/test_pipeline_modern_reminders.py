@@ -341,3 +341,13 @@ def test_a_cancel_of_another_request_leaves_the_listen_open():
     [send] = f.from_peer(harn_reminder(1, sub_id="L"))
     assert json.loads(send.data)["params"]["_meta"][SUB] == "L"
 
+
+def test_a_listen_is_forwarded_as_lasting_and_nothing_else_is():
+    """The flow says which request's answer is a long-lived stream (a transport reads no frame to
+    learn it, and bounds every other answer by its upstream timeout)."""
+    f = request_flow(None, scope=Scope.connection("r"))
+    opened = listen("L", STANDARD, toolsListChanged=True)
+    [forward] = f.from_host(opened)
+    assert forward == Forward(PEER, opened) and forward.data is opened and forward.lasting
+    call = request(2, "tools/call", STANDARD, name="echo")
+    assert [c.lasting for c in f.from_host(call)] == [False]
