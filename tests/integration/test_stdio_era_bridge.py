@@ -367,6 +367,24 @@ async def test_an_input_required_the_host_never_retries_is_given_up_and_the_serv
                    if m.get("method") == "tools/call")  # the late retry never reached the server
 
 
+async def test_a_host_that_never_retries_cannot_make_the_bridge_hold_more_than_the_bound(tmp_path, rules):
+    """A hostile 2026-07-28 host leaves every call it made suspended: the bridge holds at most
+    `INPUT_WAITS` of the server's sampling requests; the one past it is refused to the server at
+    once, naming the bound, and its tool call answers the host."""
+    waits = 256
+    async with raw_host(tmp_path, rules) as host:
+        host.CAPS = {**RawHost.CAPS, "sampling": {}}
+        await host.call("echo", text="open")  # the session is open: nothing waits for its handshake
+        for n in range(100, waits + 101):
+            await host.send("tools/call", n, name="ask", arguments={"question": f"q{n}"})
+        got = await host.until(lambda m: "content" in m.get("result", {}))
+        suspended = [m for m in got if m.get("result", {}).get("resultType") == "input_required"]
+        assert len(suspended) == waits
+        [text] = [c["text"] for c in got[-1]["result"]["content"]]
+        assert text.startswith("refused:") and f"{waits} requests of the server" in text
+        assert "the most the era bridge holds" in text
+
+
 async def test_reverse_a_question_the_host_never_answers_is_withdrawn_and_its_call_told_why(tmp_path, rules):
     """A 2025-11-25 host that never answers the sampling request the bridge made of it (for the
     2026-07-28 server's `input_required`): after `--input-wait` the bridge withdraws it
