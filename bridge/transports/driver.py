@@ -46,6 +46,8 @@ class Timer:
     ``clock``, and is woken with ``fire(now)``: a flow (`FlowDriver`), or the era bridge below
     one (`era_commands`)."""
 
+    __slots__ = ("clock", "fire", "_handle", "_at", "_closed")
+
     def __init__(self, clock: Callable[[], float], fire: Callable[[float], None]):
         self.clock = clock
         self.fire = fire
@@ -95,7 +97,7 @@ class FlowDriver:
         self.write = write
         self.call = call
         self.pause = pause
-        self._timer = Timer(lambda: self.flow.clock(), lambda now: self.perform(self.flow.wake(now)))
+        self._timer: Timer | None = None  # made at the first Wakeup: most flows (a request's) never ask
         self._closed = False
         #: set (and replaced) each time a `Perform` on shared state is done: what waits for a flow
         #: to be free again looks then
@@ -158,7 +160,14 @@ class FlowDriver:
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
+        if self._closed:
+            return
+        if self._timer is None:
+            self._timer = Timer(self.flow.clock, self._woken)
         self._timer.schedule(at)
+
+    def _woken(self, now: float) -> None:
+        self.perform(self.flow.wake(now))
 
     def _defer(self, defer: Defer) -> None:
         self._later_done(_start(defer), defer)
@@ -222,4 +231,5 @@ class FlowDriver:
 
     def close(self) -> None:
         self._closed = True
-        self._timer.close()
+        if self._timer is not None:
+            self._timer.close()
