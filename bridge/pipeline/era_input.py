@@ -27,8 +27,6 @@ from bridge.jsonrpc import dumps, id_key
 INPUT_METHODS = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 #: The one key of the `inputRequests` the bridge makes of a 2025-11-25 server's request.
 INPUT_KEY = "request"
-#: How long the bridge waits, by default, for the host's answer to a server's request (`input_wait_s`).
-INPUT_WAIT_S = 300.0
 #: What one connection may have waiting on the host's input at once, at most (as `HELD_MESSAGES`);
 #: and the notifications kept for the retries meanwhile, at most as many.
 INPUT_WAITS, INPUT_BYTES = 256, 4 << 20
