@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from bridge.jsonrpc import id_key
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.pipeline.subscriptions import Subscriptions
