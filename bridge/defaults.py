@@ -69,6 +69,7 @@ TRUST = TrustDefaults(
 ROUTE = RouteDefaults(
     protocol=None, command=None, env={}, cwd=None, command_mode="session", path=None, upstream=None, headers={},
     stage="translate", host_dialect="auto", peer_dialect="auto", host_era="auto", server_era="auto",
+    input_wait_s=300.0,
     require_declaration=True, envelope=DEFAULT_ENVELOPE, channel_instructions=None, channel_also_tool_result=False,
     fallback=FALLBACK, budget=None, trust=TRUST, outbox=None, serve_outbox=None, allowed_origins=[LOOPBACK_ORIGINS],
 )

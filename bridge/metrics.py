@@ -134,6 +134,15 @@ class RouteMetrics:
             "reminder_bridge_era_bridged_requests",
             "Host requests the era bridge carried (or answered, or refused) between a host of one MCP revision "
             "and a server of the other.", "route", "host_era", "server_era")
+        self.era_inputs_given_up = counter(
+            "reminder_bridge_era_inputs_given_up",
+            "Server-to-client requests the era bridge gave up: expired (the host did not answer within "
+            "input_wait_s), full (too many already waited on the host).", "route", "reason")
+        self.era_notifications_dropped = counter(
+            "reminder_bridge_era_notifications_dropped",
+            "Server notifications (progress, log lines) for a request the era bridge answered input_required "
+            "that no stream of the host could take: its retry never came, asked for no progress, or no room was "
+            "left to keep them for it.", "route", "method")
 
     @staticmethod
     def totals(counts: Counts) -> Tally[tuple[str, ...]]:

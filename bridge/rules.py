@@ -245,6 +245,9 @@ class RouteSettings(_Model, RouteReading):
     #: (bridge/pipeline/eras.py). `auto`: whatever the host speaks goes to the server as it is
     host_era: Era = ROUTE.host_era
     server_era: Era = ROUTE.server_era
+    #: across an era bridge: seconds the host has to answer a server's request carried to it
+    #: (`input_required`, or a request of the bridge's), after which the bridge gives it up
+    input_wait_s: Annotated[float, Field(gt=0)] = ROUTE.input_wait_s
     require_declaration: bool = ROUTE.require_declaration
     envelope: str = ROUTE.envelope
     #: toward a `claude-channel` host: the paragraph appended to the server's `instructions`

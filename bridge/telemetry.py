@@ -357,6 +357,26 @@ class Recorder:
         if self.metrics is not None:
             self.metrics.era_bridged.values[self.route, host_era, server_era] += 1
 
+    def era_input_given_up(self, reason: str) -> None:
+        """The era bridge gave up a server-to-client request it carried: expired | full."""
+        if self.metrics is not None:
+            self.metrics.era_inputs_given_up.values[self.route, reason] += 1
+
+    def era_notification_dropped(self, method: str) -> None:
+        """The era bridge dropped a server notification for a request it answered input_required."""
+        if self.metrics is not None:
+            self.metrics.era_notifications_dropped.values[self.route, method] += 1
+
+    @property
+    def era_notifications_dropped(self) -> Counter[tuple[str, ...]]:
+        """By (route, method)."""
+        return self._totals("era_notifications_dropped")
+
+    @property
+    def era_inputs_given_up(self) -> Counter[tuple[str, ...]]:
+        """By (route, reason)."""
+        return self._totals("era_inputs_given_up")
+
     def rewrite_latency(self, protocol: str, seconds: float) -> None:
         if self.metrics is not None:
             self.metrics.rewrite_duration.observe((protocol, self.route), seconds)

@@ -129,12 +129,15 @@ def add_era_flags(p: argparse.ArgumentParser) -> None:
                    "2026-07-28 host to a server that speaks only 2025-11-25, and the other way round")
     p.add_argument("--server-era", choices=ERAS, help="the MCP revision the server speaks (default: the route's "
                    "server_era, else auto)")
+    p.add_argument("--input-wait", dest="input_wait_s", type=seconds, metavar="SECONDS",
+                   help="across an era bridge: seconds the host has to answer a server's sampling, elicitation or "
+                   "roots request before the bridge gives it up (default: the route's input_wait_s, else 300)")
 
 
 def with_eras(args: argparse.Namespace, settings: RouteSettings) -> RouteSettings:
     """``settings`` with `--host-era` / `--server-era` over its keys; ValueError for a route of
     another protocol than MCP."""
-    update = {key: getattr(args, key) for key in ("host_era", "server_era") if getattr(args, key, None)}
+    update = {key: getattr(args, key) for key in ("host_era", "server_era", "input_wait_s") if getattr(args, key, None)}
     if not update:
         return settings
     from bridge.defaults import RouteDefaults

@@ -32,9 +32,12 @@ class Write:
 @dataclass(slots=True)
 class Forward(Write):
     """Pass the frame being handled on to ``to``, byte for byte. ``answers``: the id key of the
-    request it is the response to, when the flow tracked that request (`Flow.unanswered`)."""
+    request it is the response to, when the flow tracked that request (`Flow.unanswered`).
+    ``lasting``: a request whose answer is a stream that may rightly say nothing for hours (MCP
+    2026-07-28 `subscriptions/listen`): a transport puts no idle bound on it."""
 
     answers: Any = field(default=None, compare=False)
+    lasting: bool = field(default=False, compare=False)
 
 
 class Receipt(NamedTuple):
@@ -61,6 +64,7 @@ class Send(Write):
     name: str | None = None
     receipts: tuple[Receipt, ...] = ()
     stream: Any = None
+    lasting: bool = field(default=False, compare=False)  # as `Forward.lasting`
 
 
 @dataclass(slots=True)

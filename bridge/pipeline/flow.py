@@ -307,7 +307,7 @@ class Flow(Policing, Recording, Answering):
         elif len(handled) == 1 and type(handled[0]) is not _Untouched:  # the usual: one rewrite
             out = handled
         else:
-            out = [Forward(c.to, frame) if type(c) is _Untouched else c for c in handled]
+            out = [Forward(c.to, frame, lasting=c.lasting) if type(c) is _Untouched else c for c in handled]
         if out and not (len(out) == 1 and type(out[0]) is Forward) and self.recorder.metrics is not None:
             self.recorder.rewrite_latency(self.protocol, time.perf_counter() - started)
         return self._with_wakeup(out)
@@ -646,9 +646,10 @@ class Flow(Policing, Recording, Answering):
     def on_peer(self, msg: dict[str, Any]) -> Handled:
         return None
 
-    def forward(self, to: str) -> Any:
-        """The frame being handled, untouched (`_handle` makes it a `Forward` with its bytes)."""
-        return _UNTOUCHED[to]
+    def forward(self, to: str, lasting: bool = False) -> Any:
+        """The frame being handled, untouched (`_handle` makes it a `Forward` with its bytes);
+        ``lasting``: a request whose answer is a long-lived stream (`Forward.lasting`)."""
+        return _UNTOUCHED[to, lasting]
 
     def frame_bytes(self) -> bytes:
         """The bytes of the message being handled, for a flow that sends it on later untouched (a
@@ -700,16 +701,17 @@ def _placed(out: list[Any], frame: bytes | None) -> list[Command]:
     on untouched, is its bytes (a batch member has none: the batch's own step places it)."""
     if frame is None or (len(out) == 1 and type(out[0]) is Perform):  # the usual: the Perform alone
         return out
-    return [Forward(c.to, frame) if type(c) is _Untouched else c for c in out]
+    return [Forward(c.to, frame, lasting=c.lasting) if type(c) is _Untouched else c for c in out]
 
 
 class _Untouched(NamedTuple):
     """`Flow.forward(to)`: the frame being handled, before `_handle` puts its bytes in a `Forward`."""
 
     to: str
+    lasting: bool = False
 
 
-_UNTOUCHED = {HOST: _Untouched(HOST), PEER: _Untouched(PEER)}
+_UNTOUCHED = {(HOST, False): _Untouched(HOST), (PEER, False): _Untouched(PEER), (PEER, True): _Untouched(PEER, True)}
 
 
 def _name_of(method: Any, params: Any) -> str | None:

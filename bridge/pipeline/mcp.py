@@ -155,6 +155,8 @@ class McpFlow(Flow):
             markers.append(b"tools")
         if self.state.era != LEGACY_ERA:
             markers.append(b"subscriptions/listen")
+        if self.state.listens:  # the host ends a listen so
+            markers.append(b"notifications/cancelled")
         for addon in self.addons:
             markers += addon.host_markers()
         self.host_markers = tuple(markers)
@@ -205,7 +207,11 @@ class McpFlow(Flow):
         if method == LISTEN_METHOD and "id" in msg:
             wants = get_path(params, "notifications", REMINDERS_FILTER) is True
             self.state.listens[id_key(msg["id"])] = (msg["id"], wants, self.own_id())
+            self.expect_response(msg, "listen")  # the server's answer to it ends the stream
             self._watch_peer()
+            self._watch_host()
+        elif method == "notifications/cancelled" and self.state.listens:
+            self._listen_ended(id_key(params.get("requestId")))
         for addon in self.addons:
             answered = addon.on_host(msg)
             if answered is not None:  # the add-on answered in the server's place: nothing to wait for
@@ -213,6 +219,8 @@ class McpFlow(Flow):
                 self.awaiting.pop(key, None)
                 self.state.opted_in.discard(key)
                 return answered
+        if method == LISTEN_METHOD and "id" in msg:  # its answer is the stream: no idle bound cuts it
+            return [self.forward(PEER, lasting=True)]
         return None
 
     def _learn_host(self, caps: Any, client_info: Any, era: str) -> None:
@@ -241,6 +249,8 @@ class McpFlow(Flow):
         response: dict[str, Any] | None = None  # a rewritten copy of the message, toward the host
         after: list[Command] = []
         receipts: tuple[Receipt, ...] = ()  # what the rewritten response delivers
+        if waited == "listen":
+            self._listen_ended(key)
         if waited is not None:
             self.state.opted_in.discard(key)
             if waited == "tool":
@@ -326,6 +336,19 @@ class McpFlow(Flow):
         out["params"]["notifications"] = {**(notifications if isinstance(notifications, dict) else {}),
                                           REMINDERS_FILTER: True}
         return [self.send(HOST, out)]
+
+    def _listen_ended(self, key: Any) -> None:
+        """The listen stream ``key`` is over (the host cancelled it, or the server answered it):
+        nothing of it stays, in this flow or in the scope's book."""
+        listen = self.state.listens.pop(key, None)
+        if listen is None:
+            return
+        self.awaiting.pop(key, None)
+        if key in self.state.honoured:
+            self.state.honoured.remove(key)
+            self.subscriptions.closed(self.scope, listen[2])
+        self._watch_peer()
+        self._watch_host()
 
     def subscription(self) -> Any:
         if not self.sessionless or not self.state.listens:

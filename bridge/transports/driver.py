@@ -41,6 +41,53 @@ def _start(defer: Defer) -> asyncio.Future[Any]:
     return asyncio.get_running_loop().run_in_executor(defer.lane or BLOCKING, run_blocking, defer)
 
 
+class Timer:
+    """One timer for a sans-I/O core that asks for it with `Wakeup` (its earliest) on its own
+    ``clock``, and is woken with ``fire(now)``: a flow (`FlowDriver`), or the era bridge below
+    one (`era_commands`)."""
+
+    __slots__ = ("clock", "fire", "_handle", "_at", "_closed")
+
+    def __init__(self, clock: Callable[[], float], fire: Callable[[float], None]):
+        self.clock = clock
+        self.fire = fire
+        self._handle: asyncio.TimerHandle | None = None
+        self._at: float | None = None
+        self._closed = False
+
+    def schedule(self, at: float) -> None:
+        """Fire at ``at``, unless an earlier one is pending."""
+        if self._closed or (self._at is not None and self._at <= at):
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._at = at
+        self._handle = asyncio.get_running_loop().call_later(max(0.0, at - self.clock()), self._fired)
+
+    def _fired(self) -> None:
+        self._handle = self._at = None
+        if not self._closed:
+            self.fire(self.clock())
+
+    def close(self) -> None:
+        self._closed = True
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def era_commands(layer: Any, writes: list[Any], timer: Timer) -> list[Write]:
+    """The era bridge's ``writes`` (`bridge.pipeline.eras`), its timers handed to ``timer`` (which
+    calls ``layer.wake``): what the transport writes."""
+    out = []
+    for command in writes:
+        if type(command) is Wakeup:
+            timer.schedule(command.at)
+        else:
+            out.append(command)
+    return out
+
+
 class FlowDriver:
     """Performs one flow's commands on a running event loop."""
 
@@ -50,8 +97,7 @@ class FlowDriver:
         self.write = write
         self.call = call
         self.pause = pause
-        self._timer: asyncio.TimerHandle | None = None
-        self._at: float | None = None
+        self._timer: Timer | None = None  # made at the first Wakeup: most flows (a request's) never ask
         self._closed = False
         #: set (and replaced) each time a `Perform` on shared state is done: what waits for a flow
         #: to be free again looks then
@@ -114,17 +160,14 @@ class FlowDriver:
 
     def schedule(self, at: float) -> None:
         """Wake the flow at ``at`` (its own monotonic clock), unless an earlier wakeup is pending."""
-        if self._closed or (self._at is not None and self._at <= at):
+        if self._closed:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._at = at
-        self._timer = asyncio.get_running_loop().call_later(max(0.0, at - self.flow.clock()), self._fire)
+        if self._timer is None:
+            self._timer = Timer(self.flow.clock, self._woken)
+        self._timer.schedule(at)
 
-    def _fire(self) -> None:
-        self._timer = self._at = None
-        if not self._closed:
-            self.perform(self.flow.wake(self.flow.clock()))
+    def _woken(self, now: float) -> None:
+        self.perform(self.flow.wake(now))
 
     def _defer(self, defer: Defer) -> None:
         self._later_done(_start(defer), defer)
@@ -189,5 +232,4 @@ class FlowDriver:
     def close(self) -> None:
         self._closed = True
         if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+            self._timer.close()

@@ -26,7 +26,6 @@ is read further while the host's pipe is full.
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 import aiohttp
 
 from bridge.jsonrpc import dumps, error_response, loads
-from bridge.pipeline.commands import PEER, Call, Command
+from bridge.pipeline.commands import PEER, Call, Command, Forward, Write
 from bridge.pipeline.flow import Flow
 from bridge.policy import Policy
 from bridge.rules import Limits, RouteSettings
@@ -62,9 +61,6 @@ DELETE_TIMEOUT_S = 2.0
 UPSTREAM_TIMEOUT_S = 300.0
 #: What an upstream failure may raise: the HTTP client's errors, a timeout, a socket, a limit passed.
 FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, TooLarge, EventTooLarge)
-#: A `subscriptions/listen` request (MCP 2026-07-28, the host's or the era bridge's): its answer is a
-#: stream that may rightly say nothing for hours, as the GET stream may, so no idle bound cuts it.
-_LISTEN = re.compile(rb'"method"\s*:\s*"subscriptions/listen"')
 
 
 class Refused(Exception):
@@ -141,8 +137,7 @@ class RemoteProxy(StdioProxy):
                 except TimeoutError:
                     self._host_writer.abort()
         finally:
-            if self.driver is not None:
-                self.driver.close()
+            self._stop_timers()
             for task in list(self._tasks):
                 task.cancel()
             await self.client.close()
@@ -257,17 +252,35 @@ class RemoteProxy(StdioProxy):
             if line.strip():
                 self._send(line)
 
+    def _to_server(self, writes: list[Write]) -> None:
+        """What the era bridge writes toward the server: a POST each, a listen's unbounded in time."""
+        for write in writes:
+            self._send(write.data, lasting=write.lasting)
+
     def _sort(self, commands: list[Command], to_host: list[bytes], to_peer: list[bytes], later: list[Any]) -> None:
         """As the stdio proxy sorts them, but each of the proxy's own requests goes on a POST of its
-        own, so that an upstream that cannot answer it answers the flow's call with an error."""
-        if not any(type(c) is Call for c in commands):
+        own, so that an upstream that cannot answer it answers the flow's call with an error; and
+        so does a request the flow calls `lasting` (a listen: no idle bound on its answer)."""
+        if not any(type(c) is Call or (type(c) is Forward and c.lasting) for c in commands):
             super()._sort(commands, to_host, to_peer, later)
             return
         for command in commands:
             if type(command) is Call and command.to == PEER:
                 self._call(command)
+            elif type(command) is Forward and command.lasting and command.to == PEER:
+                self._lasting(command.data)
             else:
                 super()._sort([command], to_host, to_peer, later)
+
+    def _lasting(self, frame: bytes) -> None:
+        """A listen of the host's on a POST of its own (through the era bridge, when one speaks for
+        the flow), its answer unbounded in time."""
+        if self.eras is None:
+            self._send(frame, lasting=True)
+            return
+        back = self._bridged(self.eras.toward_server(frame, lasting=True))
+        if back:
+            self._route(back, from_host=False, bridged=True)
 
     def _start_flow(self, first_frame: bytes) -> Flow:
         flow = super()._start_flow(first_frame)
@@ -282,8 +295,9 @@ class RemoteProxy(StdioProxy):
             return
         self._send(call.data, call.id)
 
-    def _send(self, frame: bytes, call_id: Any = None) -> None:
-        """One message POSTed (``call_id``: the proxy's own request's id), bounded in bytes."""
+    def _send(self, frame: bytes, call_id: Any = None, lasting: bool = False) -> None:
+        """One message POSTed (``call_id``: the proxy's own request's id), bounded in bytes;
+        ``lasting``: its answer is a stream no idle bound cuts (`Forward.lasting`)."""
         if self._closing or self.client is None:
             return
         self._outbound += len(frame)
@@ -292,7 +306,7 @@ class RemoteProxy(StdioProxy):
         after = self._handshake
         if completes and self.eras is not None:  # the era bridge's promise: `initialized` before anything else
             self._handshake = asyncio.get_running_loop().create_future()
-        task = self._spawn(self._post(frame, call_id, after, self._handshake if completes else None))
+        task = self._spawn(self._post(frame, call_id, after, self._handshake if completes else None, lasting))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
         if (self._outbound > MAX_OUTBOUND_BYTES or len(self._posts) > MAX_OUTBOUND) and not self._outbound_full:
@@ -300,7 +314,7 @@ class RemoteProxy(StdioProxy):
             self.pause_host()
 
     async def _post(self, frame: bytes, call_id: Any = None, after: asyncio.Future[None] | None = None,
-                    done: asyncio.Future[None] | None = None) -> None:
+                    done: asyncio.Future[None] | None = None, lasting: bool = False) -> None:
         """``after``: a POST this one waits for (the handshake's last); ``done``: set once this one is over."""
         try:
             first = self._first is None
@@ -314,7 +328,7 @@ class RemoteProxy(StdioProxy):
                 await asyncio.shield(self._reopening)
             assert self._slots is not None
             async with self._slots:
-                await self._exchange(frame, first, call_id)
+                await self._exchange(frame, first, call_id, lasting=lasting)
         except asyncio.CancelledError:
             self._stopped(frame, call_id)
             raise
@@ -336,7 +350,8 @@ class RemoteProxy(StdioProxy):
             return self.eras.http_headers(frame)
         return self.flow.http_headers(frame) if self.flow is not None else {}
 
-    async def _exchange(self, frame: bytes, first: bool, call_id: Any = None, retried: bool = False) -> None:
+    async def _exchange(self, frame: bytes, first: bool, call_id: Any = None, retried: bool = False,
+                        lasting: bool = False) -> None:
         """One host message POSTed; every message of its answer through the flow toward the host.
         A request the server refuses because it lost the session goes again, once (``retried``),
         in the session opened again for it (`_reopened`)."""
@@ -358,22 +373,23 @@ class RemoteProxy(StdioProxy):
                 response.release()
                 self._note("upstream_transport", level="info", transport=self.remote.transport,
                            why=f"the URL answered a POST with HTTP {response.status}: a 2024-11-05 SSE endpoint")
-                await self._exchange(frame, first, call_id)
+                await self._exchange(frame, first, call_id, lasting=lasting)
                 return
             if first and self._first is not None and not self._first.done():
                 self._first.set_result(None)
             if response.status == 404 and not retried and await self._reopened(sent):
                 response.release()
-                await self._exchange(frame, first, call_id, retried=True)
+                await self._exchange(frame, first, call_id, retried=True, lasting=lasting)
                 return
             try:
-                await self._answer(frame, response, call_id, deadline)
+                await self._answer(frame, response, call_id, deadline, lasting)
             except FAILURES as exc:
                 self._gone(frame, exc, call_id)
         if first and self.remote.listens and self._stream is None and not self._closing:
             self._stream = self._spawn(self._listen())
 
-    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any, deadline: float) -> None:
+    async def _answer(self, frame: bytes, response: aiohttp.ClientResponse, call_id: Any, deadline: float,
+                      lasting: bool = False) -> None:
         """``response`` through the flow: a JSON body whole by ``deadline``, a stream event by event,
         each within the upstream timeout of the one before."""
         ctype = response.headers.get("content-type", "")
@@ -391,7 +407,7 @@ class RemoteProxy(StdioProxy):
         streamed = "text/event-stream" in ctype
         if streamed:
             resume = Resume()
-            await self._relay(response, resume, None if _LISTEN.search(frame) else self.timeout)
+            await self._relay(response, resume, None if lasting else self.timeout)
             await self._resume(frame, resume)
         elif "json" in ctype:
             async with asyncio.timeout_at(deadline):

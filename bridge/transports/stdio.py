@@ -24,7 +24,7 @@ from bridge.policy import Policy
 from bridge.telemetry import Recorder
 from bridge.state.scope import STDIO, Scope
 from bridge.transports.child import ChildTransport, attach, noted_while_starting
-from bridge.transports.driver import FlowDriver
+from bridge.transports.driver import FlowDriver, Timer, era_commands
 
 if TYPE_CHECKING:
     from bridge.rules import RouteSettings
@@ -268,6 +268,7 @@ class StdioProxy:
         self.driver: FlowDriver | None = None  # the flow's timers and deferred work
         #: the era bridge below the flow (`bridge.pipeline.eras`), when the route names the server's era
         self.eras: Any = None
+        self._era_timer: Timer | None = None
         #: receipts of what was written toward the host but still sits in the pipe's buffer, not the
         #: pipe: reported written once the buffer is empty (a SIGKILL loses a buffer, never the pipe)
         self._unflushed: list[Receipt] = []
@@ -327,8 +328,7 @@ class StdioProxy:
             finally:
                 if self._stop_timer is not None:
                     self._stop_timer.cancel()
-                if self.driver is not None:
-                    self.driver.close()
+                self._stop_timers()
             code = self.child.get_returncode()
             if code is None:  # the drain grace gave up on a child that did not die of SIGKILL at once
                 code = -signal.SIGKILL
@@ -628,17 +628,37 @@ class StdioProxy:
             from bridge.pipeline.eras import BRIDGES
 
             self.eras = BRIDGES[self.settings.bridged_server_era](self.settings.host_era, lambda: flow.state.era,
-                                                                  self.recorder, streams=True)
+                                                                  self.recorder, streams=True,
+                                                                  input_wait_s=self.settings.input_wait_s)
+            self._era_timer = Timer(self.eras.clock, self._era_woken)
         return flow
 
-    def _bridged(self, writes: list[Write]) -> bytes:
+    def _bridged(self, writes: list[Any]) -> bytes:
         """The era bridge's writes: the server's at once; the flow's (lines as the server would have
-        sent them) returned for it to take."""
+        sent them) returned for it to take; its timers to its own."""
+        writes = era_commands(self.eras, writes, self._era_timer)
         up = [w.data for w in writes if w.to == HOST]
-        down = [w.data for w in writes if w.to == PEER]
+        down = [w for w in writes if w.to == PEER]
         if down:
-            self._to_peer(b"\n".join(down) + b"\n")
+            self._to_server(down)
         return b"\n".join(up) + b"\n" if up else b""
+
+    def _to_server(self, writes: list[Write]) -> None:
+        """What the era bridge writes toward the server, in one write."""
+        self._to_peer(b"\n".join(w.data for w in writes) + b"\n")
+
+    def _stop_timers(self) -> None:
+        """The flow's and the era bridge's timers fire no more (the proxy is ending)."""
+        if self.driver is not None:
+            self.driver.close()
+        if self._era_timer is not None:
+            self._era_timer.close()
+
+    def _era_woken(self, now: float) -> None:
+        """The era bridge's timer: what it gave up goes to either side as its other writes do."""
+        back = self._bridged(self.eras.wake(now))
+        if back:
+            self._route(back, from_host=False, bridged=True)
 
     def _delivered(self, receipts: tuple[Receipt, ...] | list[Receipt]) -> None:
         """What was just written toward the host delivered ``receipts``: reported once it is in the

@@ -391,6 +391,25 @@ async def test_a_sampling_request_crosses_as_input_required_and_back(bridge, ups
     assert_legacy_wire(requests)
 
 
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # sampling, on purpose
+async def test_progress_while_a_question_waits_rides_the_retry_s_stream(bridge, upstream):
+    """The server reports progress while its sampling request waits on the host (whose request's
+    stream ended with the input_required answer) and once answered: both reach the SDK host's
+    callback, on the retry's stream, under the retry's own progressToken."""
+    progress = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    logged = len(bridge.stderr)
+    async with Client(url(bridge), mode=MODERN, sampling_callback=sampler("yes"),
+                      client_info=Implementation(name="ponderer", version="1")) as client:
+        result = await client.call_tool("ponder", {"question": "well?"}, progress_callback=on_progress)
+    assert [c.text for c in result.content] == ["pondered: yes"]
+    assert progress == [(1, 2, "pondering"), (2, 2, "answered")]
+    assert not [line for line in bridge.stderr[logged:] if "era_unrouted" in line or "era_notification_dropped" in line]
+
+
 async def test_a_sampling_request_to_a_host_without_the_capability_is_refused_naming_it(bridge, upstream):
     before = len(await seen(upstream))
     async with Client(url(bridge), mode=MODERN, client_info=Implementation(name="unsampled", version="1")) as client:
@@ -531,6 +550,53 @@ async def test_a_reminder_between_an_input_required_answer_and_its_retry_is_held
     assert texts[0] == "sampled: because"
     assert sum("before/n.rs changed externally" in t for t in texts) == 1
     assert not [line for line in running.stderr if "era_unrouted" in line]
+
+
+async def test_an_input_required_the_host_never_retries_is_given_up_and_the_server_told_why(upstream, tmp_path):
+    """A 2026-07-28 host that takes its `input_required` answer and never retries: after
+    `--input-wait` the 2025-11-25 server's sampling request gets -32001 naming why, and the call it
+    suspended is cancelled upstream; a retry after that gets -32602 naming requestState."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[routes.old]\nprotocol = "mcp"\nupstream = "http://127.0.0.1:{upstream.port}/mcp"\n')
+    running = proxy("--rules", str(rules), "--host-era", MODERN, "--server-era", LEGACY, "--input-wait", "0.5",
+                    "--log-format", "json")
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running), "never-retries")
+            host.CAPS = {**RawHost.CAPS, "sampling": {}}
+            [asked] = await host.call("ask", question="q")
+            assert asked["result"]["resultType"] == "input_required"
+
+            async def given_up():
+                return [json.loads(line) for line in running.stderr if '"era_input_given_up"' in line]
+
+            [logged] = await eventually(given_up, timeout=20)
+            assert logged["reason"] == "expired" and logged["method"] == "sampling/createMessage"
+
+            async def told():  # the error and the cancel reached the server
+                got = bodies(await seen(upstream))
+                errors = [m for m in got if m.get("error", {}).get("code") == -32001]
+                cancels = [m for m in got if m.get("method") == "notifications/cancelled"
+                           and "did not answer" in m["params"].get("reason", "")]
+                return (errors, cancels) if errors and cancels else None
+
+            [error], [cancel] = await eventually(told, timeout=20)
+            assert f"the {MODERN} host did not answer sampling/createMessage" in error["error"]["message"]
+            assert "within 0.5 s" in error["error"]["message"]
+            calls = [m for m in bodies(await seen(upstream)) if m.get("method") == "tools/call"
+                     and m["params"]["name"] == "ask"]
+            assert cancel["params"]["requestId"] == calls[-1]["id"]
+            late = host.body("tools/call", 9, name="ask", arguments={"question": "q"},
+                             requestState=asked["result"]["requestState"],
+                             inputResponses={"request": {"role": "assistant", "model": "m",
+                                                         "content": {"type": "text", "text": "late"}}})
+            async with http.post(host.at, json=late, headers=host.headers("tools/call", "ask")) as r:
+                refused = await r.json()
+            assert refused["error"]["code"] == -32602 and refused["error"]["data"]["field"] == "requestState"
+            assert len([m for m in bodies(await seen(upstream)) if m.get("method") == "tools/call"
+                        and m["params"]["name"] == "ask"]) == len(calls)  # the late retry never reached it
+    finally:
+        running.stop()
 
 
 async def test_a_host_that_leaves_a_call_cancels_its_own_upstream_request_only(bridge, upstream):

@@ -204,6 +204,29 @@ class RawHost:
         return answer
 
 
+async def test_a_question_the_host_never_answers_is_withdrawn_and_its_call_told_why(upstream, tmp_path):
+    """The 2026-07-28 server's `input_required` becomes a sampling request to the 2025-11-25 host,
+    which never answers it: after `--input-wait` the bridge withdraws it (`notifications/cancelled`)
+    and the host's `tools/call` gets -32001 naming why, on the call's own answer."""
+    running = proxy("--rules", str(rules_for(upstream, tmp_path)), *REVERSE, "--input-wait", "0.5")
+    try:
+        async with aiohttp.ClientSession() as http:
+            host = RawHost(http, url(running))
+            await host.initialize({"sampling": {}})
+            with anyio.fail_after(30):
+                _, got = await host.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                          "params": {"name": "consult", "arguments": {"question": "q"}}})
+    finally:
+        running.stop()
+    [question] = [m for m in got if m.get("method") == "sampling/createMessage"]
+    [cancel] = [m for m in got if m.get("method") == "notifications/cancelled"]
+    assert cancel["params"]["requestId"] == question["id"]
+    answer = got[-1]
+    assert answer["id"] == 7 and answer["error"]["code"] == -32001
+    assert f"the {LEGACY} host did not answer sampling/createMessage" in answer["error"]["message"]
+    assert "within 0.5 s" in answer["error"]["message"]
+
+
 async def test_a_raw_host_gets_a_session_and_2025_11_25_messages(bridge, upstream):
     before = len(await seen(upstream))
     async with aiohttp.ClientSession() as http:

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 from mcp import Client
 from mcp.types import Implementation
@@ -160,6 +161,40 @@ async def test_a_2025_11_25_childs_sampling_request_crosses_as_input_required(le
     assert [c.text for c in result.content] == ["sampled: forty-two"]
     assert_sampled_once(received(seen))
     assert_legacy_record(seen)
+
+
+async def test_an_input_required_the_host_never_retries_is_given_up_at_the_routes_input_wait(tmp_path):
+    """The route's `input_wait_s`: a 2026-07-28 host that takes its input_required answer and never
+    retries leaves the child's sampling request answered -32001 naming why, its call cancelled."""
+    seen = tmp_path / "seen.jsonl"
+    rules = route(tmp_path, "tests.peers.legacy_only_server", seen, f'host_era = "{MODERN}"',
+                  f'server_era = "{LEGACY}"', "input_wait_s = 0.5")
+    running = proxy("--rules", str(rules))
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities":
+            {"sampling": {}}, "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}
+    try:
+        async with aiohttp.ClientSession() as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "ask", "arguments": {"question": "q"}, "_meta": meta}}
+            async with http.post(url(running), json=body, headers={
+                    "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "ask",
+                    "Accept": "application/json, text/event-stream"}) as r:
+                text = await r.text()
+            assert '"input_required"' in text
+
+            async def told():
+                got = received(seen)
+                errors = [m for m in got if m.get("error", {}).get("code") == -32001]
+                cancels = [m for m in got if m.get("method") == "notifications/cancelled"]
+                return (errors, cancels) if errors and cancels else None
+
+            [error], [cancel] = await eventually(told, timeout=20)
+    finally:
+        running.stop()
+    assert f"the {MODERN} host did not answer sampling/createMessage" in error["error"]["message"]
+    assert "within 0.5 s" in error["error"]["message"]
+    [call] = [m for m in received(seen) if m.get("method") == "tools/call"]
+    assert cancel["params"]["requestId"] == call["id"]
 
 
 async def test_listen_streams_the_2025_11_25_childs_notifications(legacy_child):

@@ -219,8 +219,22 @@ class RawHost:
         msg = {"jsonrpc": "2.0", "method": method, "params": {**params, "_meta": {**self.meta(), **(more or {})}}}
         if msg_id is not None:
             msg["id"] = msg_id
+        await self.write(msg)
+
+    async def write(self, msg: dict) -> None:
         self.process.stdin.write((json.dumps(msg) + "\n").encode())
         await self.process.stdin.drain()
+
+    async def logged(self, event: str) -> dict:
+        """The first line the proxy logs (its stderr) of ``event``: the event itself, waited on."""
+        with anyio.fail_after(20):
+            while True:
+                line = await self.process.stderr.readline()
+                assert line, f"the proxy ended without logging {event}"
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    if isinstance(record, dict) and record.get("event") == event:
+                        return record
 
     async def until(self, done) -> list[dict]:
         """What the proxy wrote, up to and with the first message ``done`` accepts."""
@@ -237,18 +251,20 @@ class RawHost:
 
 
 @contextlib.asynccontextmanager
-async def raw_host(tmp_path: Path, rules: Path):
-    """The proxy in front of the 2025-11-25 server, with a hand-written host on its stdio."""
+async def raw_host(tmp_path: Path, rules: Path, *options: str, era: list[str] = BRIDGE, peer: str = "legacy_only_server"):
+    """The proxy in front of the 2025-11-25 server (``peer``), with a hand-written host on its stdio
+    (its stderr read: `RawHost.logged`)."""
     seen = tmp_path / "seen.jsonl"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), *BRIDGE, "--", *server(seen),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        sys.executable, "-m", "bridge", "stdio", "--rules", str(rules), *era, *options, "--", sys.executable, "-m",
+        f"tests.peers.{peer}", str(seen), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
     try:
         yield RawHost(process)
     finally:
         process.stdin.close()
         await process.wait()
-    assert_legacy_record(seen)
+    (assert_legacy_record if peer == "legacy_only_server" else assert_modern_record)(seen)
 
 
 async def test_an_ambient_legacy_reminder_goes_on_the_listen_stream_that_opted_in(tmp_path, rules):
@@ -321,6 +337,72 @@ async def test_reverse_an_input_required_result_becomes_a_sampling_request(tmp_p
     retry = [m for m in received(seen) if m.get("method") == "tools/call"][1]["params"]
     assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"sampling": {}}
     assert_modern_record(seen)
+
+
+async def test_an_input_required_the_host_never_retries_is_given_up_and_the_server_told_why(tmp_path, rules):
+    """A 2026-07-28 host that gets `input_required` and never retries: after `--input-wait` the
+    server's sampling request gets the error that names why, the call it suspended is cancelled
+    upstream, a retry after that is refused naming requestState, and the session goes on."""
+    async with raw_host(tmp_path, rules, "--input-wait", "0.5", "--log-format", "json") as host:
+        host.CAPS = {**RawHost.CAPS, "sampling": {}}
+        [suspended] = await host.call("ask", question="q")
+        assert suspended["result"]["resultType"] == "input_required"
+        logged = await host.logged("era_input_given_up")
+        assert logged["reason"] == "expired" and logged["method"] == "sampling/createMessage"
+        await host.send("tools/call", 50, name="ask", requestState=suspended["result"]["requestState"],
+                        inputResponses={"request": {"role": "assistant", "model": "m",
+                                                    "content": {"type": "text", "text": "late"}}})
+        [late] = await host.until(lambda m: m.get("id") == 50)
+        assert late["error"]["code"] == -32602 and late["error"]["data"]["field"] == "requestState"
+        echoed = await host.call("echo", text="still here")  # (the server read all before it: its record has it)
+        assert echoed[-1]["result"]["content"][0]["text"] == "still here"
+    got = received(tmp_path / "seen.jsonl")
+    [sampling] = [m for m in got if m.get("error", {}).get("code") == -32001]
+    assert f"the {MODERN} host did not answer sampling/createMessage" in sampling["error"]["message"]
+    assert "within 0.5 s" in sampling["error"]["message"]
+    [call] = [m for m in got if m.get("method") == "tools/call" and m["params"]["name"] == "ask"]
+    cancels = [m for m in got if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [call["id"]]
+    assert not any(m.get("params", {}).get("name") == "ask" and m["id"] != call["id"] for m in got
+                   if m.get("method") == "tools/call")  # the late retry never reached the server
+
+
+async def test_a_host_that_never_retries_cannot_make_the_bridge_hold_more_than_the_bound(tmp_path, rules):
+    """A hostile 2026-07-28 host leaves every call it made suspended: the bridge holds at most
+    `INPUT_WAITS` of the server's sampling requests; the one past it is refused to the server at
+    once, naming the bound, and its tool call answers the host."""
+    waits = 256
+    async with raw_host(tmp_path, rules) as host:
+        host.CAPS = {**RawHost.CAPS, "sampling": {}}
+        await host.call("echo", text="open")  # the session is open: nothing waits for its handshake
+        for n in range(100, waits + 101):
+            await host.send("tools/call", n, name="ask", arguments={"question": f"q{n}"})
+        got = await host.until(lambda m: "content" in m.get("result", {}))
+        suspended = [m for m in got if m.get("result", {}).get("resultType") == "input_required"]
+        assert len(suspended) == waits
+        [text] = [c["text"] for c in got[-1]["result"]["content"]]
+        assert text.startswith("refused:") and f"{waits} requests of the server" in text
+        assert "the most the era bridge holds" in text
+
+
+async def test_reverse_a_question_the_host_never_answers_is_withdrawn_and_its_call_told_why(tmp_path, rules):
+    """A 2025-11-25 host that never answers the sampling request the bridge made of it (for the
+    2026-07-28 server's `input_required`): after `--input-wait` the bridge withdraws it
+    (`notifications/cancelled`) and the host's `tools/call` gets the error that names why."""
+    async with raw_host(tmp_path, rules, "--input-wait", "0.5", era=REVERSE, peer="modern_only_server") as host:
+        await host.write({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {"sampling": {}}, "clientInfo": {"name": "raw", "version": "1"}}})
+        await host.until(lambda m: m.get("id") == 1)
+        await host.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await host.write({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                          "params": {"name": "consult", "arguments": {"question": "how many?"}}})
+        got = await host.until(lambda m: m.get("id") == 2)
+    [question] = [m for m in got if m.get("method") == "sampling/createMessage"]
+    [cancel] = [m for m in got if m.get("method") == "notifications/cancelled"]
+    assert cancel["params"]["requestId"] == question["id"]
+    error = got[-1]["error"]
+    assert error["code"] == -32001 and f"the {LEGACY} host did not answer sampling/createMessage" in error["message"]
+    assert "within 0.5 s" in error["message"] and error["data"]["serverEra"] == MODERN
 
 
 @pytest.mark.parametrize("direction", ["legacy server", "modern server"])

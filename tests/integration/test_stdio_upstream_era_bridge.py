@@ -192,6 +192,20 @@ async def test_the_one_listen_upstream_outlives_the_upstream_timeout(modern_http
             await changed.wait()
 
 
+async def test_a_2026_07_28_host_s_own_listen_outlives_the_upstream_timeout(modern_http, rules):
+    """No bridge: a 2026-07-28 host's `listen()` reaches the server as it is, and the flow says its
+    POST is a listen (the transport reads no frame to learn it): its stream idle past
+    `--upstream-timeout` still carries the server's next list change."""
+    async with Client(through(modern_http, rules, "--upstream-timeout", "1"), mode=MODERN) as client:
+        async with client.listen(tools_list_changed=True) as sub:
+            await anyio.sleep(1.5)  # the duration under test: the listen's stream idle past the timeout
+            await client.call_tool("touch", {"path": "e.py"})
+            with anyio.fail_after(20):
+                async for event in sub:
+                    if type(event).__name__ == "ToolsListChanged":
+                        break
+
+
 @pytest.mark.parametrize("direction", ["modern host", "legacy host"])
 async def test_the_console_shows_the_era_mix_through_upstream(request, rules, direction):
     """`/api/status` of a bridged `stdio --upstream`: the host on its era, the server on the one

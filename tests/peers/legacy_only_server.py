@@ -12,6 +12,8 @@ plain log line (logger "legacy"), then answers; `ask {question}` asks its client
 (`elicitation/create`) for a yes or no and answers with the action and the answer, or the refusal;
 `nudge {question, path}` asks as `ask` does, sends a Harn reminder for `before/<path>` on the
 call's stream while the question waits, one for `after/<path>` once it is answered, then answers;
+`ponder {question}` asks as `ask` does, reports progress 1 of 2 while the question waits and 2 of
+2 once it is answered, then answers;
 `count {n}` reports progress 1..n of n (to the call's progressToken), then answers; `hold` reports
 progress 0 and answers never (until cancelled);
 `consult {question}` the same as `ask` through the SDK's
@@ -45,7 +47,8 @@ from tests.peers import sdk_tools
 
 NOTES = "remember the milk"
 #: the tools it lists, as a test expects them
-TOOLS = frozenset({"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where"})
+TOOLS = frozenset({"echo", "remind", "log", "touch", "ask", "nudge", "count", "hold", "confirm", "consult", "where",
+                   "ponder"})
 TAGS = ("workspace", "file_changed")
 #: what a `touch` sends once its answer is written: request id (as text) → notifications
 AFTER: dict[str, list[dict]] = {}
@@ -112,8 +115,8 @@ def build(http: bool = False) -> MCPServer:
             return f"refused: {exc}"
         return f"sampled: {sampled.content.text}"
 
-    @server.tool()
-    async def nudge(question: str, path: str, ctx: Context) -> str:
+    async def asking(question: str, ctx: Context, meanwhile) -> str:
+        """The client's sample for ``question``, with ``meanwhile()`` sent once the question is written."""
         answer: list[str] = []
 
         async def sample() -> None:
@@ -124,10 +127,23 @@ def build(http: bool = False) -> MCPServer:
 
         async with anyio.create_task_group() as group:
             group.start_soon(sample)
-            await anyio.wait_all_tasks_blocked()  # the question is written: the reminder follows it
-            await ctx.session.send_notification(harn_reminder(f"before/{path}"), related_request_id=ctx.request_id)
+            await anyio.wait_all_tasks_blocked()  # the question is written: what follows comes after it
+            await meanwhile()
+        return answer[0]
+
+    @server.tool()
+    async def nudge(question: str, path: str, ctx: Context) -> str:
+        answer = await asking(question, ctx, lambda: ctx.session.send_notification(
+            harn_reminder(f"before/{path}"), related_request_id=ctx.request_id))
         await ctx.session.send_notification(harn_reminder(f"after/{path}"), related_request_id=ctx.request_id)
-        return f"sampled: {answer[0]}"
+        return f"sampled: {answer}"
+
+    @server.tool()
+    async def ponder(question: str, ctx: Context) -> str:
+        """Asks its client, reports progress while the question waits, and again once answered."""
+        answer = await asking(question, ctx, lambda: ctx.report_progress(1, 2, "pondering"))
+        await ctx.report_progress(2, 2, "answered")
+        return f"pondered: {answer}"
 
     @server.tool()
     async def count(n: int, ctx: Context) -> str:

@@ -17,10 +17,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from bridge.pipeline.commands import HOST, PEER, Write
-from bridge.pipeline.eras import EraLayer
+from bridge.pipeline.commands import HOST, PEER
+from bridge.pipeline.era_layer import EraLayer
 from bridge.transports import child as processes
 from bridge.transports.child import ChildTransport, attach
+from bridge.transports.driver import Timer, era_commands
 from bridge.transports.stdio import MAX_LINE, PIPE_READ, Framer, closed_error
 
 #: Seconds a child gets after SIGTERM (its stdin closed first) before SIGKILL.
@@ -41,6 +42,7 @@ class Child:
         self.command = command
         self.lines = lines
         self.bridge = bridge
+        self.timer = Timer(bridge.clock, lambda now: self._bridged(bridge.wake(now))) if bridge is not None else None
         self.framer = Framer(max_line, lines if bridge is None else self._from_server, oversize)
         self.gone = gone
         self.transport: ChildTransport | None = None
@@ -126,8 +128,11 @@ class Child:
     def _from_server(self, block: bytes) -> None:
         self._bridged(self.bridge.from_server(block))  # type: ignore[union-attr]  # (set with this reader)
 
-    def _bridged(self, writes: list[Write]) -> None:
-        """The era bridge's writes: the server's to its stdin, the rest up as lines it wrote."""
+    def _bridged(self, writes: list[Any]) -> None:
+        """The era bridge's writes: the server's to its stdin, the rest up as lines it wrote; its
+        timers to its own."""
+        assert self.timer is not None
+        writes = era_commands(self.bridge, writes, self.timer)
         stdin = self.transport.get_pipe_transport(0) if self.transport is not None else None
         down = [w.data for w in writes if w.to == PEER]
         if down and stdin is not None and not stdin.is_closing():
@@ -148,6 +153,8 @@ class Child:
     def stop(self, grace: float = STOP_GRACE) -> asyncio.Future[Any]:
         """EOF on its stdin, SIGTERM, SIGKILL ``grace`` seconds later (`child.stop`, in a thread);
         the future is done once it is reaped."""
+        if self.timer is not None:
+            self.timer.close()
         if not self.stopping and self.proc is not None:
             self.stopping = True
             if self.transport is not None:  # the loop lets go of the pipes first (they close on its next turn)

@@ -281,7 +281,8 @@ class CommandUpstream:
         if not era or (flow is None and era == MODERN_ERA):
             return None
         settled = (lambda: MODERN_ERA) if flow is None else (lambda: flow.state.era)
-        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=True)
+        return BRIDGES[era](settings.host_era, settled, self.route.recorder, streams=True,
+                            input_wait_s=settings.input_wait_s)
 
     def shared_key(self, body: bytes) -> str:
         """The shared child a 2026-07-28 request goes to: where the era bridge speaks for it to a

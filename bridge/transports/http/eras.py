@@ -32,13 +32,12 @@ import aiohttp
 from aiohttp import web
 
 from bridge.dialects.eras import LEGACY_ERA, MODERN_ERA
-from bridge.dialects.mcp import CLIENT_CAPS_KEY, PROTOCOL_KEY
-from bridge.dialects.paths import params_meta
 from bridge.jsonrpc import dumps, error_response, loads
 from bridge.pipeline.commands import HOST, PEER, Send, Write, receipts_of
 from bridge.pipeline.era_exchanges import Exchanges
 from bridge.pipeline.eras import GET_STREAM, LegacyServer, session_key
 from bridge.state.scope import Scope
+from bridge.transports.driver import Timer, era_commands
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.listening import Listener
@@ -85,6 +84,8 @@ class Legacy:
     #: host requests using it now, and when the last one ended (the loop's clock): idle expiry
     busy: int = 0
     used: float = 0.0
+    #: the bridge's timer (what waits on a host's retry past `input_wait_s` is given up)
+    timer: Timer | None = None
 
 
 def takes(route: HttpRoute, request: web.Request) -> bool:
@@ -105,9 +106,9 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         msg = loads(body)
     except ValueError:
         msg = None  # the flow answers it as any route does
-    refused = _refused(request, msg)
-    if refused is not None:
-        return refused
+    refused = LegacyServer.refuses(msg, request.headers.get("mcp-protocol-version"))
+    if refused is not None:  # (before any session: as a 2026-07-28 server refuses it unread)
+        return web.Response(status=400, body=dumps(refused), content_type="application/json", charset="utf-8")
     route.rpc_path = route.below(request.path)
     headers = {k: v for k, v in proxy.upstream_headers(route, request).items() if k.lower() not in _DROPPED}
     legacy = _legacy(proxy, route, request, msg, headers)
@@ -149,28 +150,6 @@ async def bridged(proxy: OwnCalls, route: HttpRoute, request: web.Request, body:
         session.close("a 2026-07-28 request is over once answered")
 
 
-def _refused(request: web.Request, msg: Any) -> web.Response | None:
-    """The 400 a 2026-07-28 server gives a request whose envelope is incomplete (-32602), whose
-    `MCP-Protocol-Version` header is not its `_meta` version (-32020), or whose version it does not
-    speak (-32022, naming the one it does); None for a request it takes."""
-    if not (isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg):
-        return None
-    meta = params_meta(msg)
-    header = request.headers.get("mcp-protocol-version")
-    if not isinstance(meta, dict) or PROTOCOL_KEY not in meta or CLIENT_CAPS_KEY not in meta:
-        error = error_response(msg["id"], -32602, f"Invalid params: a {MODERN_ERA} request's _meta carries "
-                               f"{PROTOCOL_KEY} and {CLIENT_CAPS_KEY}")
-    elif meta[PROTOCOL_KEY] != header:
-        error = error_response(msg["id"], -32020, "Header mismatch: MCP-Protocol-Version is not the request's "
-                               f"_meta {PROTOCOL_KEY}")
-    elif header != MODERN_ERA:
-        error = error_response(msg["id"], -32022, "Unsupported protocol version",
-                               {"supported": [MODERN_ERA], "requested": header})
-    else:
-        return None
-    return web.Response(status=400, body=dumps(error), content_type="application/json", charset="utf-8")
-
-
 def _own(legacy: Legacy, exchange: _Exchange | None, command: Write) -> None:
     """What an exchange's flow (None: the session's keeper) sends upstream on its own, at its timers
     (an outbox poll), through the bridge as its request's frames go: never straight to the 2025-11-25
@@ -195,8 +174,10 @@ def _legacy(proxy: OwnCalls, route: HttpRoute, request: web.Request, msg: Any,
         if len(route.eras) >= route.limits.max_sessions and not _evicted(proxy, route):
             return None
         scope = identity if identity.lasting else Scope.identity(route.name, "era-session", key)
-        bridge = LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True)
-        route.eras[key] = Legacy(bridge, scope, proxy, route, headers)
+        bridge = LegacyServer(route.settings.host_era, lambda: MODERN_ERA, route.recorder, streams=True,
+                              input_wait_s=route.settings.input_wait_s)
+        legacy = route.eras[key] = Legacy(bridge, scope, proxy, route, headers)
+        legacy.timer = Timer(bridge.clock, lambda now: proxy.spawn(_carry(legacy, bridge.wake(now), None)))
     return route.eras[key]
 
 
@@ -324,7 +305,8 @@ async def _carry(legacy: Legacy, writes: list[Write], origin: _Exchange | None) 
     """Perform the bridge's writes in order: POST what goes to the server (each message of its
     answer back through the bridge as it comes), and give what goes to the host to the exchange it
     belongs to (else to ``origin``'s, while it is not over, else the session's keeper)."""
-    for write in writes:
+    assert legacy.timer is not None
+    for write in era_commands(legacy.bridge, writes, legacy.timer):
         if write.to == PEER:
             posted = legacy.ids.posted(write.data)
             await _send(legacy, write.data, posted.exchange or origin, posted.request_id)
@@ -508,6 +490,8 @@ async def _end(proxy: OwnCalls, route: HttpRoute, legacy: Legacy) -> None:
     (2025-11-25 sessions end so)."""
     for exchange in legacy.open:
         exchange.over.set()
+    if legacy.timer is not None:
+        legacy.timer.close()
     if legacy.stream is not None:
         legacy.stream.cancel()
     if legacy.keeper is not None:

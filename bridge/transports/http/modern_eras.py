@@ -27,7 +27,7 @@ from bridge.jsonrpc import dumps, error_response, id_key, loads
 from bridge.pipeline.commands import HOST, Write
 from bridge.pipeline.eras import ModernServer
 from bridge.state.scope import Scope
-from bridge.transports.driver import FlowDriver
+from bridge.transports.driver import FlowDriver, Timer, era_commands
 from bridge.transports.guard import Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.command import INITIALIZE, ChildSession, outside_post, post
@@ -62,7 +62,9 @@ class Upstream:
 
     def __init__(self, proxy: OwnCalls, route: HttpRoute):
         self.proxy, self.route = proxy, route
-        self.bridge = ModernServer(route.settings.host_era, lambda: LEGACY_ERA, route.recorder, streams=True)
+        self.bridge = ModernServer(route.settings.host_era, lambda: LEGACY_ERA, route.recorder, streams=True,
+                                   input_wait_s=route.settings.input_wait_s)
+        self.timer = Timer(self.bridge.clock, lambda now: self.carry(self.bridge.wake(now)))
         self.child = self  # `command.post` waits on `link.child.writable`: a POST upstream is never full
         self.writable = asyncio.Event()
         self.writable.set()
@@ -88,13 +90,15 @@ class Upstream:
 
     def leave(self, session: ChildSession) -> None:
         """The session ended: every POST in flight, its listen among them, is closed."""
+        self.timer.close()
         for task in list(self.posts.values()):
             task.cancel()
 
     # -- the bridge's writes -----------------------------------------------------------------
-    def carry(self, writes: list[Write]) -> None:
-        """What the bridge wrote: up to the flow as the server's (``HOST``), or upstream."""
-        for write in writes:
+    def carry(self, writes: list[Any]) -> None:
+        """What the bridge wrote: up to the flow as the server's (``HOST``), or upstream; its timers
+        to its own."""
+        for write in era_commands(self.bridge, writes, self.timer):
             if write.to == HOST:
                 assert self.session is not None
                 self.session.from_child(write.data)

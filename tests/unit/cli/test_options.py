@@ -109,3 +109,19 @@ def test_stdio_refuses_a_2026_07_28_server_over_2024_11_05_sse():
                            "--server-era", "2026-07-28", "--upstream-transport", "sse"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 2 and "not the 2024-11-05 SSE transport" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["stdio", "serve"])
+def test_input_wait_is_a_flag_over_the_route_s_key(command):
+    args = build_parser().parse_args([command, "--input-wait", "2.5"])
+    assert with_eras(args, RouteSettings()).input_wait_s == 2.5
+    assert RouteSettings().input_wait_s == 300.0
+    assert parse_rules_text(f"{ROUTE}input_wait_s = 9\n").route("fs").input_wait_s == 9
+    [p] = problems(f"{ROUTE}input_wait_s = 0\n")
+    assert p.key == "routes.fs.input_wait_s"
+
+
+def test_a_zero_input_wait_is_refused_naming_the_flag():
+    done = subprocess.run([sys.executable, "-m", "bridge", "stdio", "--input-wait", "0", "--", "true"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "--input-wait: must be a number of seconds > 0 (got 0)" in done.stderr

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bridge.pipeline.commands import HOST, PEER, Forward, Send
+from bridge.pipeline.commands import HOST, PEER, Forward, Send, Write
 from bridge.pipeline.eras import BRIDGES, SUBSCRIBED_URIS, LegacyServer, ModernServer
 from tests.paths import SCHEMAS
 from tests.unit.dialects.test_schemas import assert_valid, validator_for
@@ -31,7 +31,8 @@ def request(msg_id, method: str, meta: dict | None = None, **params) -> bytes:
 
 
 def sent(writes, to: str) -> list[dict]:
-    return [json.loads(w.data) for w in writes if w.to == to]
+    """What ``writes`` put on the wire toward ``to`` (not the timers the bridge asks for)."""
+    return [json.loads(w.data) for w in writes if isinstance(w, Write) and w.to == to]
 
 
 def opened(bridge: LegacyServer, first: bytes, result: dict | None = None) -> list:
@@ -627,3 +628,15 @@ def test_a_request_its_host_left_is_cancelled_upstream_and_what_its_stream_bring
                                  requestState=suspended["result"]["requestState"], inputResponses={"request": answer}))
     [cancel] = sent(bridge.ended(9), PEER)
     assert cancel["params"]["requestId"] == 8 and bridge.answering(8) == 8
+
+
+def test_what_a_2026_07_28_server_refuses_unread_is_the_bridge_s_to_say():
+    """(HTTP answers it with 400: the transport only sends what the bridge says.)"""
+    call = json.loads(request(1, "tools/call", name="a"))
+    assert LegacyServer.refuses(call, MODERN) is None
+    assert LegacyServer.refuses({"jsonrpc": "2.0", "method": "notifications/x"}, None) is None  # the flow's to judge
+    no_caps = json.loads(request(1, "tools/call", {"io.modelcontextprotocol/protocolVersion": MODERN}))
+    assert LegacyServer.refuses(no_caps, MODERN)["error"]["code"] == -32602
+    assert LegacyServer.refuses(call, "2026-01-01")["error"]["code"] == -32020
+    old = json.loads(request(1, "tools/call", envelope(**{"io.modelcontextprotocol/protocolVersion": "2099-01-01"})))
+    assert LegacyServer.refuses(old, "2099-01-01")["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}

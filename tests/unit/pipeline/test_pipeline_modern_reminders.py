@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from bridge.jsonrpc import id_key
 from bridge.pipeline.commands import HOST, PEER, Forward, Send
 from bridge.pipeline.flow import OWN_ID_PREFIX
 from bridge.pipeline.subscriptions import Subscriptions
@@ -306,3 +305,48 @@ def test_on_one_connection_a_stamped_reminder_goes_to_the_listen_that_opted_in_n
     [send] = f.from_peer(harn_reminder(1, sub_id="quiet"))
     assert send.stream is None and json.loads(send.data)["params"]["_meta"][SUB] == "loud"
     assert f.subscription() is None  # nothing for a transport to keep: it is the connection
+
+
+def cancelled(msg_id) -> bytes:
+    return frame({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": msg_id}})
+
+
+def test_listens_the_host_cancels_or_the_server_ends_leave_nothing_behind():
+    """One connection (stdio) opening and closing many listen streams: the flow keeps only those
+    still open, the book none of the closed ones, and a reminder after them takes the fallback."""
+    book = Subscriptions()
+    f = request_flow(book, scope=Scope.connection("r"))
+    for n in range(1000):
+        f.from_host(listen(n, STANDARD, reminders=True))
+        f.from_peer(ack(n))
+        if n % 2:
+            ended = frame({"jsonrpc": "2.0", "id": n, "result": {}})  # the server ended this one
+            assert f.from_peer(ended) == [Forward(HOST, ended)]
+        else:
+            gone = cancelled(n)
+            assert f.from_host(gone) == [Forward(PEER, gone)]  # the host's cancel goes on untouched
+    assert f.state.listens == {} and f.state.honoured == [] and len(f.awaiting) == 0
+    assert book.stream(f.scope) is None
+    assert b"notifications/cancelled" not in f.host_markers  # nothing to look at in a cancel any more
+    assert f.from_peer(harn_reminder(1, sub_id=998)) == []  # a closed stream's: held for the next tool result
+    assert f.recorder.count("queued") == 1
+
+
+def test_a_cancel_of_another_request_leaves_the_listen_open():
+    f = request_flow(Subscriptions(), scope=Scope.connection("r"))
+    f.from_host(listen("L", STANDARD, reminders=True))
+    f.from_peer(ack("L"))
+    f.from_host(cancelled("other"))
+    [send] = f.from_peer(harn_reminder(1, sub_id="L"))
+    assert json.loads(send.data)["params"]["_meta"][SUB] == "L"
+
+
+def test_a_listen_is_forwarded_as_lasting_and_nothing_else_is():
+    """The flow says which request's answer is a long-lived stream (a transport reads no frame to
+    learn it, and bounds every other answer by its upstream timeout)."""
+    f = request_flow(None, scope=Scope.connection("r"))
+    opened = listen("L", STANDARD, toolsListChanged=True)
+    [forward] = f.from_host(opened)
+    assert forward == Forward(PEER, opened) and forward.data is opened and forward.lasting
+    call = request(2, "tools/call", STANDARD, name="echo")
+    assert [c.lasting for c in f.from_host(call)] == [False]
