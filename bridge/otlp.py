@@ -112,7 +112,7 @@ class SpanEncoder:
         body = [self._outer_field(spans[0], scope, "scope")]
         self._outer_field(spans[0], resource, "resource")
         plain, span = self._plain, self.span
-        body.extend(_field(b"\x12", plain(one, one.plain) if type(one) is ReminderSpan else span(one)) for one in spans)
+        body.extend(_field(b"\x12", plain(one, *one.fields) if type(one) is ReminderSpan else span(one)) for one in spans)
         return self._resource_spans(resource, [self._outer[id(resource)][1], self._scope_spans(scope, body)])
 
     @staticmethod
@@ -133,26 +133,27 @@ class SpanEncoder:
         if (span.dropped_attributes or span.events or span.links or span.dropped_events or span.dropped_links
                 or status.status_code is not StatusCode.UNSET or status.description is not None):
             return self._by_library(span)
-        return self._plain(span, span.attributes)
+        return self._plain(span, span.get_span_context(), span.parent, span.name, span.kind, span.start_time,
+                           span.end_time, span.attributes)
 
-    def _plain(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> bytes:
+    def _plain(self, span: ReadableSpan, context: Any, parent: Any, name: str, kind: SpanKind, start: int | None,
+               end: int | None, attributes: Mapping[str, Any]) -> bytes:
         """`span` once it is known to have no events, links, drops or status: what the proxy's own
-        spans (`bridge.reminder_spans.ReminderSpan`) are by construction, so they come here direct."""
-        context = span.get_span_context()
+        spans (`bridge.reminder_spans.ReminderSpan`) are by construction, so they come here direct,
+        their fields as `ReminderSpan.fields` holds them (not through the SDK's properties, one call each)."""
         parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08", context.span_id.to_bytes(8, "big")]
         if context.trace_state:
             parts.append(_field(b"\x1a", _utf8(",".join(f"{k}={v}" for k, v in context.trace_state.items()))))
-        parent = span.parent
         if parent is not None:
             parts += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
-        name = self._names.get(span.name)
-        if name is None:
-            name = self._names[span.name] = _field(b"\x2a", _utf8(span.name)) if span.name else b""
-        parts += (name, _KIND[span.kind])
-        if span.start_time:
-            parts += (b"\x39", _PACK_NANOS(span.start_time))
-        if span.end_time:
-            parts += (b"\x41", _PACK_NANOS(span.end_time))
+        encoded = self._names.get(name)
+        if encoded is None:
+            encoded = self._names[name] = _field(b"\x2a", _utf8(name)) if name else b""
+        parts += (encoded, _KIND[kind])
+        if start:
+            parts += (b"\x39", _PACK_NANOS(start))
+        if end:
+            parts += (b"\x41", _PACK_NANOS(end))
         if attributes:
             pairs = self._pairs
             for key, value in attributes.items():

@@ -47,10 +47,13 @@ class Recording:
     def stamp(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Write trace context into ``msg``'s `params._meta` (a message the proxy made or rewrote):
         the span of the last decision as parent, else the incoming message's own context."""
-        inbound = self._carrier()
-        if self._span is None and inbound is None:  # nothing to carry: the common case without tracing
-            return msg
-        keys = self.recorder.carrier(self._span, inbound)
+        if self._span is not None:  # the recorded span is the parent: the incoming keys are not read
+            keys = self.recorder.carrier(self._span, None)
+        else:
+            inbound = self._carrier()
+            if inbound is None:  # nothing to carry: the common case without tracing
+                return msg
+            keys = self.recorder.carrier(None, inbound)
         params = msg.get("params")
         if keys and isinstance(params, dict):
             meta = params.get("_meta")

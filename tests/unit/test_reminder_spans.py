@@ -61,3 +61,11 @@ def test_other_propagators_are_asked_as_they_are_configured(monkeypatch):
     finally:
         set_global_textmap(default)
         reminder_spans._w3c_only.cache_clear()
+
+
+@pytest.mark.parametrize("flags", [*range(256), 0x100])
+def test_every_trace_flags_value_is_written_as_the_propagator_writes_it(flags):
+    """The header's flags come from a table of the 256 bytes; anything wider, as the library writes it."""
+    recorded = Recorded(SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, False,
+                                    TraceFlags(flags)), None)
+    assert recorded.carrier() == _injected(recorded)
