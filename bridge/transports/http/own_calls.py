@@ -37,8 +37,16 @@ def through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[C
 
 
 async def settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
-    """`through`, with the shared state it asks for performed (awaited on Redis), in order."""
-    return await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
+    """`through`, with the shared state it asks for performed (awaited on Redis), in order. A frame
+    that meets an idle flow and passes (the common case) is its own `Forward`: nothing to perform,
+    so no trip through the driver."""
+    flow = session.flow
+    if not flow.busy:
+        commands = through(flow, data, origin, headers)
+        if len(commands) == 1 and type(commands[0]) is Forward:
+            return commands
+        return await session.driver.performed(commands)
+    return await session.driver.fed(flow, lambda: through(flow, data, origin, headers))
 
 
 def own_headers(headers: dict[str, str], call: Call) -> dict[str, str]:
