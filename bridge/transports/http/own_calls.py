@@ -20,6 +20,7 @@ from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.listening import Listener
 from bridge.transports.http.routes import HttpRoute
+from bridge.transports.http.upstream_client import UpstreamPool
 from bridge.transports.http.upstream_errors import cause, upstream_error
 from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
@@ -72,6 +73,8 @@ class OwnCalls:
         #: connections, timeouts and the memory budget; `serve` wraps its listener with it
         self.guard = guard
         self.client: aiohttp.ClientSession | None = None
+        #: the host's requests to a plain-HTTP upstream (`upstream_client`: leaner than aiohttp's)
+        self.lean = UpstreamPool()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def driver_for(self, route: HttpRoute, session: Session,
