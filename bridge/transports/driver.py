@@ -182,15 +182,16 @@ class FlowDriver:
         is its own)."""
         while flow.busy:
             await self._done.wait()
-        return await self._performed(feed())
+        return await self.performed(feed())
 
-    async def _performed(self, commands: list[Command]) -> list[Command]:
+    async def performed(self, commands: list[Command]) -> list[Command]:
+        """``commands`` (what a frame gave an idle flow) with every `Perform` done and replaced by what followed it."""
         out: list[Command] = []
         for command in resolved(commands):
             if type(command) is Perform:
                 follows = await self._perform_async(command)
                 self._drain(command.flow)  # at once: what waited meets the flow before anything newer
-                out += await self._performed(follows)
+                out += await self.performed(follows)
             else:
                 out.append(command)
         return out

@@ -22,9 +22,11 @@ WEBSOCKET_HANDSHAKE = frozenset({"sec-websocket-key", "sec-websocket-version", "
                                  "sec-websocket-protocol", "sec-websocket-accept"})
 
 
-def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP) -> dict[str, str]:
+def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP,
+               seen: dict[str, str] | None = None) -> dict[str, str]:
     """The headers that may cross the proxy: neither hop-by-hop nor named in `Connection` (RFC
-    9110 §7.6.1). One pass; a second only when `Connection` names a header not dropped anyway."""
+    9110 §7.6.1). One pass; a second only when `Connection` names a header not dropped anyway.
+    ``seen`` gets the first value of each dropped header it names (lower-case), in the same pass."""
     out: dict[str, str] = {}
     named: set[str] = set()
     for key, value in headers.items():
@@ -33,9 +35,17 @@ def end_to_end(headers: Mapping[str, str], drop: frozenset[str] = HOP_BY_HOP) ->
             out[key] = value
         elif low == "connection":
             named.update(t for token in value.split(",") if (t := token.strip().lower()) and t not in drop)
+        elif seen is not None and low in seen and not seen[low]:
+            seen[low] = value
     if named:
         return {k: v for k, v in out.items() if k.lower() not in named}
     return out
+
+
+#: the client's own `X-Forwarded-*` never go on as it sent them: the proxy writes its hop's
+_FORWARDED = frozenset({"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"})
+_NOT_UPSTREAM_HTTP = NOT_UPSTREAM | _FORWARDED
+_NOT_UPSTREAM_WEBSOCKET = NOT_UPSTREAM | WEBSOCKET_HANDSHAKE | _FORWARDED
 
 
 def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: str, scheme: str,
@@ -43,13 +53,11 @@ def upstream_headers(headers: Mapping[str, str], *, client: str | None, host: st
     """A client's request headers as the upstream gets them: end-to-end ones, the upstream's own
     Host (set by the HTTP client from the URL), `X-Forwarded-*` naming the client side, and the
     route's own headers (`Upstream.own`) in place of the client's of the same names."""
-    drop = NOT_UPSTREAM | WEBSOCKET_HANDSHAKE if websocket else NOT_UPSTREAM
-    out = end_to_end(headers, drop)
+    seen = {"x-forwarded-for": ""}
+    out = end_to_end(headers, _NOT_UPSTREAM_WEBSOCKET if websocket else _NOT_UPSTREAM_HTTP, seen)
     if not websocket:
         out["Accept-Encoding"] = "identity"
-    forwarded_for = next((v for k, v in out.items() if k.lower() == "x-forwarded-for"), None)
-    for name in [k for k in out if k.lower() in ("x-forwarded-for", "x-forwarded-host", "x-forwarded-proto")]:
-        del out[name]
+    forwarded_for = seen["x-forwarded-for"]
     if client:
         out["X-Forwarded-For"] = f"{forwarded_for}, {client}" if forwarded_for else client
     out["X-Forwarded-Host"] = host

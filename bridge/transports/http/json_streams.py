@@ -83,6 +83,8 @@ async def json_answer(proxy: OwnCalls, route: HttpRoute, request: web.Request, s
     if not data.strip():
         return Forward(HOST, data), []
     host = await proxy.through_peer(route, request, session, data)
+    if len(host) == 1:  # the common case: the answer alone
+        return host[0], []
     answer = next((c for c in reversed(host) if isinstance(c, (Forward, Send, Reply)) and c.answers is not None),
                   host[-1] if host else None)
     extras = [c for c in host if c is not answer]

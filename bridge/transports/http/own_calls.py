@@ -20,6 +20,7 @@ from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.listening import Listener
 from bridge.transports.http.routes import HttpRoute
+from bridge.transports.http.upstream_client import UpstreamPool
 from bridge.transports.http.upstream_errors import cause, upstream_error
 from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
@@ -38,8 +39,16 @@ def through(flow: Flow, data: bytes, origin: str, headers: Any = None) -> list[C
 
 async def settled(session: Session, data: bytes, origin: str, headers: Any = None) -> list[Command]:
     """`through`, with the shared state it asks for performed (awaited on Redis), in order; what a
-    host frame showed the flow of a 2026-07-28 request, its keeper learns at once (`Session.kept`)."""
-    commands = await session.driver.fed(session.flow, lambda: through(session.flow, data, origin, headers))
+    host frame showed the flow of a 2026-07-28 request, its keeper learns at once (`Session.kept`).
+    A frame that meets an idle flow and passes (the common case) is its own `Forward`: nothing to
+    perform, so no trip through the driver."""
+    flow = session.flow
+    if not flow.busy:
+        commands = through(flow, data, origin, headers)
+        if not (len(commands) == 1 and type(commands[0]) is Forward):
+            commands = await session.driver.performed(commands)
+    else:
+        commands = await session.driver.fed(flow, lambda: through(flow, data, origin, headers))
     if origin == HOST and session.keeper is not None:
         session.keeper.kept(session)
     return commands
@@ -68,6 +77,8 @@ class OwnCalls:
         #: connections, timeouts and the memory budget; `serve` wraps its listener with it
         self.guard = guard
         self.client: aiohttp.ClientSession | None = None
+        #: the host's requests to a plain-HTTP upstream (`upstream_client`: leaner than aiohttp's)
+        self.lean = UpstreamPool()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def driver_for(self, route: HttpRoute, session: Session,

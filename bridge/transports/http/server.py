@@ -62,6 +62,7 @@ class HttpProxy(OwnCalls):
         for route in self.routes:
             for session in [*route.sessions, *route.keepers]:
                 session.close("the proxy is stopping")
+        self.lean.close()
         if self.client:
             await self.client.close()
 
