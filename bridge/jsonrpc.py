@@ -278,12 +278,27 @@ def _decoded_ids(line: bytes) -> Iterator[tuple[str, bytes, bytes]]:
 
 def one_id(block: bytes) -> tuple[str, bytes] | None:
     """(kind, id token) of a block that is one message starting the way most SDKs write one, in one
-    regex match (the token is also its key); None for any other block: ask `ids_in`."""
+    regex match (the token is also its key); None for any other block: ask `ids_in`.
+
+    A frame is asked about by several readers in turn (what it answers, whether it must be parsed):
+    the last block's answer is kept, by identity (`bytes` only; the block it holds cannot be freed and
+    its id reused)."""
+    global _last_one
+    last = _last_one
+    if last[0] is block:
+        return last[1]
     canonical = _CANONICAL.match(block)
     if canonical is None or block.find(b"\n") not in (-1, len(block) - 1):
-        return None
-    token, kind = canonical.group(1, 2)
-    return _KINDS[kind], token
+        found = None
+    else:
+        token, kind = canonical.group(1, 2)
+        found = _KINDS[kind], token
+    if type(block) is bytes:  # immutable: never a buffer whose content changes under the same identity
+        _last_one = (block, found)
+    return found
+
+
+_last_one: tuple[bytes, tuple[str, bytes] | None] = (b"", None)
 
 
 def ids_in(block: bytes, requests: bool = True) -> Iterator[tuple[str, bytes, bytes]]:

@@ -89,7 +89,7 @@ _RULES = {
 def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
     """Validate attribute-keyed values into a Reminder; errors name the field as the sender spelled it."""
     try:
-        return Reminder.model_validate(values)
+        return _validate(values)  # `model_validate`'s own check of its options, skipped: none is given
     except ValidationError as exc:
         err = exc.errors()[0]
         attr = str(err["loc"][0]) if err["loc"] else "reminder"
@@ -98,6 +98,9 @@ def build(values: dict[str, Any], wire_names: dict[str, str]) -> Reminder:
             name += f"[{err['loc'][1]}]"
         value = NO_VALUE if err["type"] == "missing" else err.get("input")
         raise ReminderError(name, _explain(attr, err), value) from None
+
+
+_validate = Reminder.__pydantic_validator__.validate_python
 
 
 def _explain(attr: str, err: dict[str, Any]) -> str:

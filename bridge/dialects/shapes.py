@@ -42,6 +42,20 @@ class Vocabulary:
     encode: dict[str, dict[str, str]]
     #: wire values read leniently (another dialect's aliases) but never written on this wire
     input_only: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: attr → wire → (canonical, whether the wire value is remembered as an original): what
+    #: `to_canonical` and the decoder's check work out, once per vocabulary, not per reminder
+    reads: dict[str, dict[str, tuple[str, bool]]] = field(init=False, repr=False, compare=False)
+    #: attr → canonical → `to_wire(attr, canonical, None)`: a reminder with no originals (the usual)
+    writes: dict[str, dict[str, tuple[str, Any]]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        reads = {attr: {wire: (canonical, self.encode[attr].get(canonical, canonical) != wire
+                               and wire not in self.input_only.get(attr, ()))
+                        for wire, canonical in table.items()} for attr, table in self.decode.items()}
+        writes = {attr: {canonical: self.to_wire(attr, canonical, None) for canonical in CANONICAL[attr]}
+                  for attr in self.decode}
+        object.__setattr__(self, "reads", reads)
+        object.__setattr__(self, "writes", writes)
 
     def to_canonical(self, attr: str, wire: str) -> str | None:
         found = self.decode[attr].get(wire)
@@ -163,15 +177,16 @@ class ReminderShape:
                 value = values.get(attr)
                 if isinstance(value, float) and value.is_integer():
                     values[attr] = int(value)
-        vocab = self.vocab
+        reads = self.vocab.reads
         for attr in ENUM_ATTRS:
             wire = values.get(attr)
             if isinstance(wire, str):
-                canonical = vocab.to_canonical(attr, wire)
-                if canonical is not None:
-                    values[attr] = canonical
-                    lenient = wire in vocab.input_only.get(attr, ())  # normalised, not remembered
-                    if vocab.encode[attr].get(canonical, canonical) != wire and not lenient:
+                # (`to_canonical`, and whether the wire value is remembered, read off a table: a
+                # lenient spelling is normalised, not remembered; an unknown source is kept verbatim)
+                read = reads[attr].get(wire)
+                if read is not None:
+                    values[attr] = read[0]
+                    if read[1]:
                         originals[CAMEL[attr]] = wire
         if meta and ORIGINAL_KEY in meta:
             meta = dict(meta)
@@ -206,7 +221,9 @@ class ReminderShape:
                 continue
             if isinstance(value, str):  # an enum
                 canonical = value
-                value, loss = self.vocab.to_wire(attr, value, originals.get(camel))
+                original = originals.get(camel) if originals else None
+                written = self.vocab.writes[attr].get(value) if original is None else None
+                value, loss = written if written is not None else self.vocab.to_wire(attr, value, original)
                 if attr in self.only_values and value not in self.only_values[attr]:
                     lost[camel] = originals.get(camel, canonical)
                     continue

@@ -163,10 +163,11 @@ class AcpFlow(Flow):
             self.record("passed", method, reminder, source=source, target=target)
             self._shadow(session_id, reminder)
             return [self.send(PEER, msg)] if released else None
-        out = {"jsonrpc": "2.0", "method": CODECS[target].inject_method,
-               "params": CODECS[target].encode_inject(session_id, reminder)}
+        codec = CODECS[target]
+        out = {"jsonrpc": "2.0", "id": msg_id, "method": codec.inject_method,
+               "params": codec.encode_inject(session_id, reminder)} if is_request else \
+            {"jsonrpc": "2.0", "method": codec.inject_method, "params": codec.encode_inject(session_id, reminder)}
         if is_request:
-            out = {"jsonrpc": "2.0", "id": msg_id, "method": out["method"], "params": out["params"]}
             if target == source:
                 self._shadow(session_id, reminder)
             else:
@@ -351,12 +352,14 @@ class AcpFlow(Flow):
             return None
         result = msg.get("result")
         reminder_id = result.get("reminderId", sent.reminder.id) if isinstance(result, dict) else sent.reminder.id
-        reminder = sent.reminder.model_copy(update={"id": reminder_id})
+        reminder = sent.reminder
+        if reminder_id != reminder.id or type(reminder_id) is not str or not reminder.is_set("id"):
+            reminder = reminder.model_copy(update={"id": reminder_id})  # (the same id, set: the same reminder)
         deduped, pushed_out = self._shadow(sent.session_id, reminder)
         count = len(deduped.dropped_ids) if deduped else None
         if isinstance(result, dict) and isinstance(result.get("dedupedCount"), int):
             count = result["dedupedCount"]
-        out = copy.deepcopy(msg)
+        out = dict(msg)  # only `result` is replaced: the rest is the answer's own, sent on as it is
         out["result"] = {**(result if isinstance(result, dict) else {}), **client.inject_result(reminder_id, count)}
         if sent.source == "legacy":
             out["result"].pop("dedupedCount", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from bridge.jsonrpc import ids_in, wire_key
+from bridge.jsonrpc import ids_in, one_id, wire_key
 
 
 class Awaiting:
@@ -52,6 +52,11 @@ class Awaiting:
         if self._opaque:
             return True
         wire = self._wire
+        if not wire:
+            return False
+        one = one_id(data)  # the usual: one message, read already by `Unanswered` (no generator)
+        if one is not None:
+            return one[0] == "response" and one[1] in wire
         return any(kind == "response" and key in wire for kind, key, _ in ids_in(data, requests=False))
 
     def __len__(self) -> int:
