@@ -240,3 +240,166 @@ async def test_a_refused_connect_is_the_os_error_the_classifier_names():
 def test_only_plain_http_upstreams_take_it():
     assert wants_lean("http://127.0.0.1:8080/mcp")
     assert not wants_lean("https://example.com/mcp") and not wants_lean("ws://127.0.0.1/")
+
+
+async def test_the_request_target_is_percent_encoded_so_a_host_path_cannot_inject_a_line():
+    """aiohttp hands the proxy a decoded path (`%0d%0a` is a line break by then); the target sent
+    upstream is encoded again, as aiohttp's client (yarl) did, not written raw into the request line."""
+    heads: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        heads.append(head)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        await reader.read()
+
+    url, server, _ = await raw_server(answer)
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("POST", url + "/a b\r\nX-Injected: yes\r\n\r\nGET /é", data=b"{}",
+                                      headers={}) as reply:
+            assert await reply.read() == b"{}"
+    finally:
+        pool.close()
+        server.close()
+    request_line, *header_lines = heads[0].split(b"\r\n")
+    assert request_line == b"POST /mcp/a%20b%0D%0AX-Injected:%20yes%0D%0A%0D%0AGET%20/%C3%A9 HTTP/1.1"
+    assert not any(line.lower().startswith(b"x-injected") for line in header_lines)
+
+
+def chunked_in_one_write(pieces: int) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * pieces + b"0\r\n\r\n")
+
+
+async def test_many_small_chunks_in_one_read_take_linear_time():
+    """An upstream that flushes tiny chunks faster than the proxy reads them: ~40k chunks arrive in
+    each 256 KiB read. Parsing must not copy the rest of the read for each chunk (quadratic)."""
+    pieces = 1 << 19  # 3 MiB of 1-byte chunks
+    url, server, _ = await raw_server(answering(chunked_in_one_write(pieces)))
+    pool = UpstreamPool()
+    try:
+        async with asyncio.timeout(10):  # linear: well under a second; quadratic: minutes
+            async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
+                assert await reply.read() == b"x" * pieces
+    finally:
+        pool.close()
+        server.close()
+
+
+@pytest.mark.parametrize("size", [b"-1", b"+1", b"0x1", b"1_0", b" "])
+async def test_a_chunk_size_that_is_not_hex_digits_is_a_payload_error(size):
+    url, server, _ = await raw_server(answering(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"))
+    pool = UpstreamPool()
+    try:
+        answer = await pool.request("POST", url, data=b"{}", headers={})
+        with pytest.raises(aiohttp.ClientPayloadError, match="chunk size"):
+            await answer.read()
+        answer.release()
+    finally:
+        pool.close()
+        server.close()
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",  # a smuggling classic
+    "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode("latin-1"),  # a digit to str.isdigit, not to int()
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+])
+async def test_an_ambiguous_length_is_a_malformed_answer(head):
+    url, server, _ = await raw_server(answering(head + b"2\r\n{}\r\n0\r\n\r\n"))
+    pool = UpstreamPool()
+    try:
+        with pytest.raises(aiohttp.ClientConnectionError, match="malformed"):
+            await pool.request("POST", url, data=b"{}", headers={})
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_header_values_beyond_ascii_cross_as_aiohttp_reads_and_writes_them():
+    """UTF-8 answer headers read as aiohttp reads them (not as latin-1, which the host would get
+    double-encoded); request header bytes that are not UTF-8 go upstream as the host sent them."""
+    heads: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        heads.append(head)
+        writer.write("HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode())
+        await writer.drain()
+        await reader.read()
+
+    url, server, _ = await raw_server(answer)
+    pool = UpstreamPool()
+    try:
+        sent = b"caf\xe9".decode("utf-8", "surrogateescape")  # what aiohttp's server makes of a latin-1 byte
+        async with await pool.request("POST", url, data=b"{}", headers={"X-Sent": sent}) as reply:
+            assert reply.headers["X-Name"] == "café"
+            assert await reply.read() == b"{}"
+    finally:
+        pool.close()
+        server.close()
+    assert b"\r\nX-Sent: caf\xe9\r\n" in heads[0]
+
+
+async def test_a_close_delimited_answer_cut_by_a_reset_is_a_payload_error_not_a_whole_body():
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"par")
+        await writer.drain()
+        await reader.readexactly(1)  # the client never sends it: it reads the head, then waits for us
+    url, server, seen = await raw_server(reset)
+    pool = UpstreamPool()
+    try:
+        answer = await pool.request("POST", url, data=b"{}", headers={})
+        assert answer.content.read_nowait() in (b"", b'{"par')
+        sock = seen[0].get_extra_info("socket")
+        import socket
+        import struct
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        seen[0].transport.abort()
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await answer.read()
+        answer.release()
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_releasing_twice_keeps_the_connection_once():
+    """aiohttp's `release` may be called again (a caller's own, then `async with`'s): a connection
+    pooled twice would carry two requests at once, their answers crossed."""
+    url, server, _ = await raw_server(answering(*[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"] * 3))
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
+            assert await reply.read() == b"{}"
+            reply.release()
+        assert len(pool._idle[reply._connection._key]) == 1
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_the_user_agent_is_aiohttps_own():
+    heads: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        heads.append(head)
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+
+    url, server, _ = await raw_server(answer)
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("GET", url, headers={}) as reply:
+            assert reply.status == 204 and await reply.read() == b""
+    finally:
+        pool.close()
+        server.close()
+    from aiohttp.http import SERVER_SOFTWARE
+    assert f"\r\nUser-Agent: {SERVER_SOFTWARE}\r\n".encode() in heads[0]
+    assert b"content-length" not in heads[0].lower()  # a GET with no body says nothing of one
