@@ -36,6 +36,8 @@ DEFAULTS = (("accept", "Accept", "*/*"), ("user-agent", "User-Agent", SERVER_SOF
 #: decoded path: a space or line break in it must not reach the request line raw, as yarl ensured)
 URL_SAFE = ":/?&=;@!$'()*+,%~[]"
 HEX = frozenset(b"0123456789abcdefABCDEF")
+#: the methods aiohttp sends without `Content-Length: 0` when they have no body (DELETE gets one)
+BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "CONNECT", "TRACE"})
 
 
 def wants_lean(url: str) -> bool:
@@ -369,7 +371,7 @@ class UpstreamPool:
             missing.discard(name.lower())
             lines.append(f"{name}: {value}\r\n")
         lines += [f"{proper}: {value}\r\n" for low, proper, value in DEFAULTS if low in missing]
-        if data is not None or method in ("POST", "PUT", "PATCH"):
+        if data is not None or method not in BODYLESS:
             lines.append(f"Content-Length: {len(data) if data else 0}\r\n")
         head = "".join(lines).encode("utf-8", "surrogateescape") + b"\r\n"  # the host's bytes, as they came
         connection = await self._connection(key)

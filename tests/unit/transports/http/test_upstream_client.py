@@ -403,3 +403,33 @@ async def test_the_user_agent_is_aiohttps_own():
     from aiohttp.http import SERVER_SOFTWARE
     assert f"\r\nUser-Agent: {SERVER_SOFTWARE}\r\n".encode() in heads[0]
     assert b"content-length" not in heads[0].lower()  # a GET with no body says nothing of one
+
+
+@pytest.mark.parametrize(("method", "length"), [("DELETE", b"0"), ("POST", b"0"), ("OPTIONS", None), ("HEAD", None)])
+async def test_a_request_without_a_body_says_content_length_0_where_aiohttp_said_it(method, length):
+    """aiohttp says `Content-Length: 0` for every method but GET, HEAD, OPTIONS, CONNECT and TRACE
+    (an MCP session's DELETE among them): an upstream that saw it before sees it still. A HEAD's
+    answer has no body whatever its `Content-Length`, and its connection is kept."""
+    heads: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            head, _ = await read_request(reader)
+            heads.append(head)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" if method != "HEAD"
+                         else b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            await writer.drain()
+        await reader.read()
+
+    url, server, seen = await raw_server(answer)
+    pool = UpstreamPool()
+    try:
+        for _ in range(2):
+            async with await pool.request(method, url, headers={}) as reply:
+                assert reply.status == 200 and await reply.read() == b""
+        assert len(seen) == 1
+    finally:
+        pool.close()
+        server.close()
+    said = [line.split(b":")[1].strip() for line in heads[0].split(b"\r\n") if line.lower().startswith(b"content-length")]
+    assert said == ([length] if length else [])
