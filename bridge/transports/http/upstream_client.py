@@ -219,7 +219,7 @@ class UpstreamConnection(asyncio.Protocol):
             rest = bytes(self._head[end + 4:])
             version, _, status_text = lines[0].partition(" ")
             code = status_text[:3]
-            if not version.startswith("HTTP/1.") or not code.isdigit():
+            if not version.startswith("HTTP/1.") or not (code.isascii() and code.isdigit()) or status_text[3:4].strip():
                 return self._fail(f"not an HTTP/1.1 answer: {lines[0][:80]!r}")
             status = int(code)
             headers: CIMultiDict[str] = CIMultiDict()

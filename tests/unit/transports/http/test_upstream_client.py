@@ -173,7 +173,8 @@ async def test_an_answer_cut_off_midway_is_a_payload_error_and_none_at_all_a_dis
 
 
 @pytest.mark.parametrize("answer", [b"SMTP ready\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-                                    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n"])
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+                                    b"HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 ²00 OK\r\n\r\n".encode()])
 async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
     url, server, _ = await raw_server(answering(answer))
     pool = UpstreamPool()
