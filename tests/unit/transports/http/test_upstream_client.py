@@ -64,6 +64,20 @@ def answering(*answers: bytes, then_close: bool = False):
     return answer
 
 
+def recording(heads: list[bytes], reply: bytes):
+    """A connection handler that keeps the head of each request it reads and answers it with ``reply``."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head, _ = await read_request(reader)
+            except asyncio.IncompleteReadError:  # the client closed
+                return
+            heads.append(head)
+            writer.write(reply)
+            await writer.drain()
+    return answer
+
+
 async def test_json_answers_reuse_one_kept_connection_and_each_request_sends_its_own_headers(aiohttp_server):
     got: list[dict[str, str]] = []
 
@@ -174,7 +188,11 @@ async def test_an_answer_cut_off_midway_is_a_payload_error_and_none_at_all_a_dis
 
 @pytest.mark.parametrize("answer", [b"SMTP ready\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
                                     b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
-                                    b"HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 ²00 OK\r\n\r\n".encode()])
+                                    b"HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 ²00 OK\r\n\r\n".encode(),
+                                    # ambiguous lengths: which one frames it is the classic of request smuggling
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}",
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+                                    "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode("latin-1")])
 async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
     url, server, _ = await raw_server(answering(answer))
     pool = UpstreamPool()
@@ -186,9 +204,11 @@ async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
         server.close()
 
 
-async def test_a_malformed_chunk_ends_the_body_with_a_payload_error():
+# a size must be hex digits: int() takes "-1" (which looped forever feeding b"", until out of memory), "+1", "0x1", "1_0"
+@pytest.mark.parametrize("size", [b"zz", b"-1", b"+1", b"0x1", b"1_0", b" "])
+async def test_a_malformed_chunk_ends_the_body_with_a_payload_error(size):
     url, server, _ = await raw_server(answering(
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"))
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"))
     pool = UpstreamPool()
     try:
         answer = await pool.request("POST", url, data=b"{}", headers={})
@@ -247,15 +267,7 @@ async def test_the_request_target_is_percent_encoded_so_a_host_path_cannot_injec
     """aiohttp hands the proxy a decoded path (`%0d%0a` is a line break by then); the target sent
     upstream is encoded again, as aiohttp's client (yarl) did, not written raw into the request line."""
     heads: list[bytes] = []
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, _ = await read_request(reader)
-        heads.append(head)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-        await writer.drain()
-        await reader.read()
-
-    url, server, _ = await raw_server(answer)
+    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
     pool = UpstreamPool()
     try:
         async with await pool.request("POST", url + "/a b\r\nX-Injected: yes\r\n\r\nGET /é", data=b"{}",
@@ -288,50 +300,11 @@ async def test_many_small_chunks_in_one_read_take_linear_time():
         server.close()
 
 
-@pytest.mark.parametrize("size", [b"-1", b"+1", b"0x1", b"1_0", b" "])
-async def test_a_chunk_size_that_is_not_hex_digits_is_a_payload_error(size):
-    url, server, _ = await raw_server(answering(
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"))
-    pool = UpstreamPool()
-    try:
-        answer = await pool.request("POST", url, data=b"{}", headers={})
-        with pytest.raises(aiohttp.ClientPayloadError, match="chunk size"):
-            await answer.read()
-        answer.release()
-    finally:
-        pool.close()
-        server.close()
-
-
-@pytest.mark.parametrize("head", [
-    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",  # a smuggling classic
-    "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode("latin-1"),  # a digit to str.isdigit, not to int()
-    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
-])
-async def test_an_ambiguous_length_is_a_malformed_answer(head):
-    url, server, _ = await raw_server(answering(head + b"2\r\n{}\r\n0\r\n\r\n"))
-    pool = UpstreamPool()
-    try:
-        with pytest.raises(aiohttp.ClientConnectionError, match="malformed"):
-            await pool.request("POST", url, data=b"{}", headers={})
-    finally:
-        pool.close()
-        server.close()
-
-
 async def test_header_values_beyond_ascii_cross_as_aiohttp_reads_and_writes_them():
     """UTF-8 answer headers read as aiohttp reads them (not as latin-1, which the host would get
     double-encoded); request header bytes that are not UTF-8 go upstream as the host sent them."""
     heads: list[bytes] = []
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, _ = await read_request(reader)
-        heads.append(head)
-        writer.write("HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode())
-        await writer.drain()
-        await reader.read()
-
-    url, server, _ = await raw_server(answer)
+    url, server, _ = await raw_server(recording(heads, "HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode()))
     pool = UpstreamPool()
     try:
         sent = b"caf\xe9".decode("utf-8", "surrogateescape")  # what aiohttp's server makes of a latin-1 byte
@@ -385,15 +358,7 @@ async def test_releasing_twice_keeps_the_connection_once():
 
 async def test_the_user_agent_is_aiohttps_own():
     heads: list[bytes] = []
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, _ = await read_request(reader)
-        heads.append(head)
-        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
-        await writer.drain()
-        await reader.read()
-
-    url, server, _ = await raw_server(answer)
+    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 204 No Content\r\n\r\n"))
     pool = UpstreamPool()
     try:
         async with await pool.request("GET", url, headers={}) as reply:
@@ -412,17 +377,8 @@ async def test_a_request_without_a_body_says_content_length_0_where_aiohttp_said
     (an MCP session's DELETE among them): an upstream that saw it before sees it still. A HEAD's
     answer has no body whatever its `Content-Length`, and its connection is kept."""
     heads: list[bytes] = []
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for _ in range(2):
-            head, _ = await read_request(reader)
-            heads.append(head)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" if method != "HEAD"
-                         else b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
-            await writer.drain()
-        await reader.read()
-
-    url, server, seen = await raw_server(answer)
+    url, server, seen = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                                                   % (100 if method == "HEAD" else 0)))
     pool = UpstreamPool()
     try:
         for _ in range(2):
