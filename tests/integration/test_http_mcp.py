@@ -149,6 +149,19 @@ async def test_client_disconnect_cancels_the_upstream_request(bridge, legacy_ser
     await eventually(cancelled, timeout=10, every=0.1)
 
 
+async def test_a_host_leaving_an_idle_get_stream_closes_the_upstream_connection(bridge, legacy_server):
+    """A server-push GET stream that says nothing: when the host goes, the proxy's upstream
+    connection closes (not kept for another request while the upstream still streams on it)."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{bridge.port}/idle", headers={"Accept": "text/event-stream"}) as response:
+            assert response.status == 200
+
+    async def closed() -> bool:
+        return (await stats(legacy_server))["idle_cancelled"] > 0
+
+    await eventually(closed, timeout=10, every=0.1)
+
+
 async def test_upstream_down_gives_an_error_naming_the_route_and_cause():
     dead = free_port()
     bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{dead}")

@@ -29,7 +29,7 @@ GATE_TIMEOUT = 60.0
 
 
 def make_test_app(event_delay: float) -> web.Application:
-    stats = {"posts": 0, "slow_cancelled": 0}
+    stats = {"posts": 0, "slow_cancelled": 0, "idle_cancelled": 0}
 
     @web.middleware
     async def count_posts(request: web.Request, handler):
@@ -91,7 +91,11 @@ def make_test_app(event_delay: float) -> web.Application:
         """A stream that opens at once and says nothing until released (a server-push GET stream)."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await gate()
+        try:
+            await gate()
+        except asyncio.CancelledError:  # the client closed the connection while the stream said nothing
+            stats["idle_cancelled"] += 1
+            raise
         await response.write(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/ping\"}\n\n")
         await response.write_eof()
         return response

@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
+from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict, CIMultiDictProxy
 
 #: an answer's body buffered past this pauses reading from the upstream until the host takes it
@@ -30,7 +31,13 @@ MAX_IDLE = 64
 #: URLs whose parts are remembered (a route calls the same few endpoints over and over)
 URLS_KEPT = 64
 #: the request headers aiohttp adds when a client sends none: kept so an upstream sees what it saw before
-DEFAULTS = (("accept", "Accept", "*/*"), ("user-agent", "User-Agent", f"Python/3 aiohttp/{aiohttp.__version__}"))
+DEFAULTS = (("accept", "Accept", "*/*"), ("user-agent", "User-Agent", SERVER_SOFTWARE))
+#: what stays as it is in a URL's text; the rest is percent-encoded (aiohttp's server hands over a
+#: decoded path: a space or line break in it must not reach the request line raw, as yarl ensured)
+URL_SAFE = ":/?&=;@!$'()*+,%~[]"
+HEX = frozenset(b"0123456789abcdefABCDEF")
+#: the methods aiohttp sends without `Content-Length: 0` when they have no body (DELETE gets one)
+BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "CONNECT", "TRACE"})
 
 
 def wants_lean(url: str) -> bool:
@@ -105,13 +112,18 @@ class UpstreamResponse:
         self.headers = CIMultiDictProxy(headers)
         self.content_length = content_length
         self.content = body
+        self._released = False
 
     async def read(self) -> bytes:
         chunks = [chunk async for chunk in self.content.iter_any()]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def release(self) -> None:
-        self._connection.finished(self.content.is_eof())
+        """Once only (aiohttp's may be called again): a connection pooled twice would carry two
+        requests at once."""
+        if not self._released:
+            self._released = True
+            self._connection.finished(self.content.is_eof())
 
     async def __aenter__(self) -> UpstreamResponse:
         return self
@@ -180,7 +192,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self._answer is not None and not self._answer.done():
             self._answer.set_exception(aiohttp.ServerDisconnectedError())
         elif self.body is not None and not self.body.done:
-            if self._framing == "close":
+            if self._framing == "close" and exc is None:  # a reset is no end: the body may be cut
                 self.body.end()
             else:
                 self.body.end(aiohttp.ClientPayloadError("Response payload is not completed"))
@@ -198,15 +210,16 @@ class UpstreamConnection(asyncio.Protocol):
     def _parse_head(self) -> None:
         while True:
             end = self._head.find(b"\r\n\r\n")
-            if end < 0:
+            if end < 0 or end > MAX_HEAD:
                 if len(self._head) > MAX_HEAD:
                     self._fail(f"the upstream's answer headers are over {MAX_HEAD} bytes")
                 return
-            lines = bytes(self._head[:end]).decode("latin-1").split("\r\n")
+            # as aiohttp reads them: UTF-8 values reach the host as they came, other bytes survive
+            lines = bytes(self._head[:end]).decode("utf-8", "surrogateescape").split("\r\n")
             rest = bytes(self._head[end + 4:])
             version, _, status_text = lines[0].partition(" ")
             code = status_text[:3]
-            if not version.startswith("HTTP/1.") or not code.isdigit():
+            if not version.startswith("HTTP/1.") or not (code.isascii() and code.isdigit()) or status_text[3:4].strip():
                 return self._fail(f"not an HTTP/1.1 answer: {lines[0][:80]!r}")
             status = int(code)
             headers: CIMultiDict[str] = CIMultiDict()
@@ -229,9 +242,11 @@ class UpstreamConnection(asyncio.Protocol):
         if self._no_body or status in (204, 304):
             self._framing = ""
         elif "chunked" in headers.get("transfer-encoding", "").lower():
+            if "content-length" in headers:  # which one frames it is the classic of request smuggling
+                return self._fail("both Content-Length and Transfer-Encoding: chunked")
             self._framing, self._chunk_state, self._pending = "chunked", "size", b""
         elif (declared := headers.get("content-length")) is not None:
-            if not declared.isdigit():
+            if not (declared.isascii() and declared.isdigit()) or len(headers.getall("content-length")) > 1:
                 return self._fail(f"a malformed Content-Length: {declared[:40]!r}")
             length = self._left = int(declared)
             self._framing = "length" if length else ""
@@ -269,42 +284,49 @@ class UpstreamConnection(asyncio.Protocol):
             self._chunked(data)
 
     def _chunked(self, data: bytes) -> None:
+        """One read of a chunked body, walked by offset (slicing the rest for each chunk would make
+        a read of many small chunks quadratic); its data fed to the body at once."""
         body = self.body
         assert body is not None
-        while data:
+        if self._pending:
+            data, self._pending = self._pending + data, b""
+        pieces: list[bytes] = []
+        at, size = 0, len(data)
+        while at < size:
             if self._chunk_state == "data":
-                take = data[:self._left]
-                data = data[len(take):]
-                self._left -= len(take)
-                body.feed(take)
+                take = min(self._left, size - at)
+                pieces.append(data[at:at + take])
+                at += take
+                self._left -= take
                 if not self._left:
                     self._chunk_state = "crlf"
                 continue
-            line_end = (self._pending + data).find(b"\r\n")
+            line_end = data.find(b"\r\n", at)
             if line_end < 0:
-                self._pending += data
+                self._pending = data[at:]
                 if len(self._pending) > MAX_HEAD:
                     return self._payload_error("a chunk header over the limit")
-                return
-            joined = self._pending + data
-            line, data, self._pending = joined[:line_end], joined[line_end + 2:], b""
+                break
+            line, at = data[at:line_end], line_end + 2
             if self._chunk_state == "crlf":
                 if line:
                     return self._payload_error("a chunk not followed by CRLF")
                 self._chunk_state = "size"
             elif self._chunk_state == "size":
-                size = line.split(b";", 1)[0].strip()
-                try:
-                    self._left = int(size, 16)
-                except ValueError:
-                    return self._payload_error(f"a malformed chunk size {size[:20]!r}")
+                digits = line.split(b";", 1)[0].strip()
+                if not digits or not HEX.issuperset(digits):  # int() would take "-1", "0x1", "1_0"
+                    return self._payload_error(f"a malformed chunk size {digits[:20]!r}")
+                self._left = int(digits, 16)
                 self._chunk_state = "data" if self._left else "trailer"
             elif not line:  # the empty line after the trailers: the body is whole
                 self._framing = ""
-                if data:
+                if at < size:
                     self.reusable = False
-                body.end()
-                return
+                break
+        if pieces:
+            body.feed(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        if not self._framing:
+            body.end()
 
     def _payload_error(self, why: str) -> None:
         self._framing = ""
@@ -326,7 +348,7 @@ class UpstreamPool:
         """((host, port), Host header, request target) of ``url``."""
         parts = self._urls.get(url)
         if parts is None:
-            split = urlsplit(url)
+            split = urlsplit(quote(url, safe=URL_SAFE))
             host = split.hostname or ""
             port = split.port or 80
             target = (split.path or "/") + (f"?{split.query}" if split.query else "")
@@ -349,9 +371,9 @@ class UpstreamPool:
             missing.discard(name.lower())
             lines.append(f"{name}: {value}\r\n")
         lines += [f"{proper}: {value}\r\n" for low, proper, value in DEFAULTS if low in missing]
-        if data is not None or method in ("POST", "PUT", "PATCH"):
+        if data is not None or method not in BODYLESS:
             lines.append(f"Content-Length: {len(data) if data else 0}\r\n")
-        head = "".join(lines).encode() + b"\r\n"
+        head = "".join(lines).encode("utf-8", "surrogateescape") + b"\r\n"  # the host's bytes, as they came
         connection = await self._connection(key)
         try:
             status, answer_headers, length = await connection.send(head, data, method == "HEAD")

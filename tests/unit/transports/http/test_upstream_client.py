@@ -64,6 +64,20 @@ def answering(*answers: bytes, then_close: bool = False):
     return answer
 
 
+def recording(heads: list[bytes], reply: bytes):
+    """A connection handler that keeps the head of each request it reads and answers it with ``reply``."""
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head, _ = await read_request(reader)
+            except asyncio.IncompleteReadError:  # the client closed
+                return
+            heads.append(head)
+            writer.write(reply)
+            await writer.drain()
+    return answer
+
+
 async def test_json_answers_reuse_one_kept_connection_and_each_request_sends_its_own_headers(aiohttp_server):
     got: list[dict[str, str]] = []
 
@@ -173,7 +187,12 @@ async def test_an_answer_cut_off_midway_is_a_payload_error_and_none_at_all_a_dis
 
 
 @pytest.mark.parametrize("answer", [b"SMTP ready\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-                                    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n"])
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+                                    b"HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 ²00 OK\r\n\r\n".encode(),
+                                    # ambiguous lengths: which one frames it is the classic of request smuggling
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}",
+                                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+                                    "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode("latin-1")])
 async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
     url, server, _ = await raw_server(answering(answer))
     pool = UpstreamPool()
@@ -185,9 +204,11 @@ async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
         server.close()
 
 
-async def test_a_malformed_chunk_ends_the_body_with_a_payload_error():
+# a size must be hex digits: int() takes "-1" (which looped forever feeding b"", until out of memory), "+1", "0x1", "1_0"
+@pytest.mark.parametrize("size", [b"zz", b"-1", b"+1", b"0x1", b"1_0", b" "])
+async def test_a_malformed_chunk_ends_the_body_with_a_payload_error(size):
     url, server, _ = await raw_server(answering(
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"))
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"))
     pool = UpstreamPool()
     try:
         answer = await pool.request("POST", url, data=b"{}", headers={})
@@ -240,3 +261,132 @@ async def test_a_refused_connect_is_the_os_error_the_classifier_names():
 def test_only_plain_http_upstreams_take_it():
     assert wants_lean("http://127.0.0.1:8080/mcp")
     assert not wants_lean("https://example.com/mcp") and not wants_lean("ws://127.0.0.1/")
+
+
+async def test_the_request_target_is_percent_encoded_so_a_host_path_cannot_inject_a_line():
+    """aiohttp hands the proxy a decoded path (`%0d%0a` is a line break by then); the target sent
+    upstream is encoded again, as aiohttp's client (yarl) did, not written raw into the request line."""
+    heads: list[bytes] = []
+    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("POST", url + "/a b\r\nX-Injected: yes\r\n\r\nGET /é", data=b"{}",
+                                      headers={}) as reply:
+            assert await reply.read() == b"{}"
+    finally:
+        pool.close()
+        server.close()
+    request_line, *header_lines = heads[0].split(b"\r\n")
+    assert request_line == b"POST /mcp/a%20b%0D%0AX-Injected:%20yes%0D%0A%0D%0AGET%20/%C3%A9 HTTP/1.1"
+    assert not any(line.lower().startswith(b"x-injected") for line in header_lines)
+
+
+def chunked_in_one_write(pieces: int) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * pieces + b"0\r\n\r\n")
+
+
+async def test_many_small_chunks_in_one_read_take_linear_time():
+    """An upstream that flushes tiny chunks faster than the proxy reads them: ~40k chunks arrive in
+    each 256 KiB read. Parsing must not copy the rest of the read for each chunk (quadratic)."""
+    pieces = 1 << 19  # 3 MiB of 1-byte chunks
+    url, server, _ = await raw_server(answering(chunked_in_one_write(pieces)))
+    pool = UpstreamPool()
+    try:
+        async with asyncio.timeout(10):  # linear: well under a second; quadratic: minutes
+            async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
+                assert await reply.read() == b"x" * pieces
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_header_values_beyond_ascii_cross_as_aiohttp_reads_and_writes_them():
+    """UTF-8 answer headers read as aiohttp reads them (not as latin-1, which the host would get
+    double-encoded); request header bytes that are not UTF-8 go upstream as the host sent them."""
+    heads: list[bytes] = []
+    url, server, _ = await raw_server(recording(heads, "HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode()))
+    pool = UpstreamPool()
+    try:
+        sent = b"caf\xe9".decode("utf-8", "surrogateescape")  # what aiohttp's server makes of a latin-1 byte
+        async with await pool.request("POST", url, data=b"{}", headers={"X-Sent": sent}) as reply:
+            assert reply.headers["X-Name"] == "café"
+            assert await reply.read() == b"{}"
+    finally:
+        pool.close()
+        server.close()
+    assert b"\r\nX-Sent: caf\xe9\r\n" in heads[0]
+
+
+async def test_a_close_delimited_answer_cut_by_a_reset_is_a_payload_error_not_a_whole_body():
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"par")
+        await writer.drain()
+        await reader.readexactly(1)  # the client never sends it: it reads the head, then waits for us
+    url, server, seen = await raw_server(reset)
+    pool = UpstreamPool()
+    try:
+        answer = await pool.request("POST", url, data=b"{}", headers={})
+        assert answer.content.read_nowait() in (b"", b'{"par')
+        sock = seen[0].get_extra_info("socket")
+        import socket
+        import struct
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        seen[0].transport.abort()
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await answer.read()
+        answer.release()
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_releasing_twice_keeps_the_connection_once():
+    """aiohttp's `release` may be called again (a caller's own, then `async with`'s): a connection
+    pooled twice would carry two requests at once, their answers crossed."""
+    url, server, _ = await raw_server(answering(*[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"] * 3))
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
+            assert await reply.read() == b"{}"
+            reply.release()
+        assert len(pool._idle[reply._connection._key]) == 1
+    finally:
+        pool.close()
+        server.close()
+
+
+async def test_the_user_agent_is_aiohttps_own():
+    heads: list[bytes] = []
+    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 204 No Content\r\n\r\n"))
+    pool = UpstreamPool()
+    try:
+        async with await pool.request("GET", url, headers={}) as reply:
+            assert reply.status == 204 and await reply.read() == b""
+    finally:
+        pool.close()
+        server.close()
+    from aiohttp.http import SERVER_SOFTWARE
+    assert f"\r\nUser-Agent: {SERVER_SOFTWARE}\r\n".encode() in heads[0]
+    assert b"content-length" not in heads[0].lower()  # a GET with no body says nothing of one
+
+
+@pytest.mark.parametrize(("method", "length"), [("DELETE", b"0"), ("POST", b"0"), ("OPTIONS", None), ("HEAD", None)])
+async def test_a_request_without_a_body_says_content_length_0_where_aiohttp_said_it(method, length):
+    """aiohttp says `Content-Length: 0` for every method but GET, HEAD, OPTIONS, CONNECT and TRACE
+    (an MCP session's DELETE among them): an upstream that saw it before sees it still. A HEAD's
+    answer has no body whatever its `Content-Length`, and its connection is kept."""
+    heads: list[bytes] = []
+    url, server, seen = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                                                   % (100 if method == "HEAD" else 0)))
+    pool = UpstreamPool()
+    try:
+        for _ in range(2):
+            async with await pool.request(method, url, headers={}) as reply:
+                assert reply.status == 200 and await reply.read() == b""
+        assert len(seen) == 1
+    finally:
+        pool.close()
+        server.close()
+    said = [line.split(b":")[1].strip() for line in heads[0].split(b"\r\n") if line.lower().startswith(b"content-length")]
+    assert said == ([length] if length else [])
