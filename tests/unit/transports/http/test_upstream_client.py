@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
@@ -27,6 +28,18 @@ async def raw_server(answer: Callable[[asyncio.StreamReader, asyncio.StreamWrite
 
     server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
     return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", server, seen
+
+
+@asynccontextmanager
+async def answered(answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]):
+    """A raw server running ``answer`` and a pool toward it, both closed after: (URL, pool, connections seen)."""
+    url, server, seen = await raw_server(answer)
+    pool = UpstreamPool()
+    try:
+        yield url, pool, seen
+    finally:
+        pool.close()
+        server.close()
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -136,31 +149,21 @@ async def test_a_streamed_answer_arrives_as_it_is_sent_and_a_paused_connection_r
 async def test_chunked_answers_with_extensions_and_trailers_and_the_connection_is_kept():
     chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
                b"4;ext=1\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nX-Trailer: yes\r\n\r\n")
-    url, server, seen = await raw_server(answering(chunked, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(chunked, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")) as (url, pool, seen):
         async with await pool.request("POST", url, data=b"{}", headers={}) as answer:
             assert answer.content_length is None and await answer.read() == b'{"a":1}'
         async with await pool.request("POST", url, data=b"{}", headers={}) as answer:
             assert answer.content_length == 2 and await answer.read() == b"{}"
         assert len(seen) == 1
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_an_answer_delimited_by_the_close_and_interim_answers_skipped():
-    url, server, seen = await raw_server(answering(
+    async with answered(answering(
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"whole\":true}",
-        then_close=True))
-    pool = UpstreamPool()
-    try:
+        then_close=True)) as (url, pool, seen):
         async with await pool.request("POST", url, data=b"{}", headers={}) as answer:
             assert answer.status == 200 and await answer.read() == b'{"whole":true}'
         assert not pool._idle.get(answer._connection._key)  # not kept: its end was the answer's
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_an_answer_cut_off_midway_is_a_payload_error_and_none_at_all_a_disconnect():
@@ -194,48 +197,31 @@ async def test_an_answer_cut_off_midway_is_a_payload_error_and_none_at_all_a_dis
                                     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
                                     "HTTP/1.1 200 OK\r\nContent-Length: ²\r\n\r\n".encode("latin-1")])
 async def test_a_malformed_answer_is_a_connection_error_that_says_so(answer):
-    url, server, _ = await raw_server(answering(answer))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(answer)) as (url, pool, _):
         with pytest.raises(aiohttp.ClientConnectionError, match="malformed"):
             await pool.request("POST", url, data=b"{}", headers={})
-    finally:
-        pool.close()
-        server.close()
 
 
 # a size must be hex digits: int() takes "-1" (which looped forever feeding b"", until out of memory), "+1", "0x1", "1_0"
 @pytest.mark.parametrize("size", [b"zz", b"-1", b"+1", b"0x1", b"1_0", b" "])
 async def test_a_malformed_chunk_ends_the_body_with_a_payload_error(size):
-    url, server, _ = await raw_server(answering(
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n")) as (url, pool, _):
         answer = await pool.request("POST", url, data=b"{}", headers={})
         with pytest.raises(aiohttp.ClientPayloadError, match="chunk size"):
             await answer.read()
         answer.release()
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent():
-    url, server, seen = await raw_server(answering())
-    pool = UpstreamPool()
-    try:
+    async with answered(answering()) as (url, pool, seen):
         with pytest.raises(aiohttp.ClientError, match="line break"):
             await pool.request("POST", url, data=b"{}", headers={"X-Evil": "a\r\nInjected: yes"})
         assert seen == []
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_a_kept_connection_the_upstream_closed_is_not_used_again():
-    url, server, seen = await raw_server(answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", then_close=True))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", then_close=True)) as (url, pool, seen):
         async with await pool.request("POST", url, data=b"{}", headers={}) as answer:
             assert await answer.read() == b"{}"
         key = answer._connection._key
@@ -244,9 +230,6 @@ async def test_a_kept_connection_the_upstream_closed_is_not_used_again():
         async with await pool.request("POST", url, data=b"{}", headers={}) as again:
             assert await again.read() == b"{}"
         assert len(seen) == 2 and pool._idle[key] == [again._connection]
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_a_refused_connect_is_the_os_error_the_classifier_names():
@@ -267,15 +250,10 @@ async def test_the_request_target_is_percent_encoded_so_a_host_path_cannot_injec
     """aiohttp hands the proxy a decoded path (`%0d%0a` is a line break by then); the target sent
     upstream is encoded again, as aiohttp's client (yarl) did, not written raw into the request line."""
     heads: list[bytes] = []
-    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
-    pool = UpstreamPool()
-    try:
+    async with answered(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")) as (url, pool, _):
         async with await pool.request("POST", url + "/a b\r\nX-Injected: yes\r\n\r\nGET /é", data=b"{}",
                                       headers={}) as reply:
             assert await reply.read() == b"{}"
-    finally:
-        pool.close()
-        server.close()
     request_line, *header_lines = heads[0].split(b"\r\n")
     assert request_line == b"POST /mcp/a%20b%0D%0AX-Injected:%20yes%0D%0A%0D%0AGET%20/%C3%A9 HTTP/1.1"
     assert not any(line.lower().startswith(b"x-injected") for line in header_lines)
@@ -289,31 +267,21 @@ async def test_many_small_chunks_in_one_read_take_linear_time():
     """An upstream that flushes tiny chunks faster than the proxy reads them: ~40k chunks arrive in
     each 256 KiB read. Parsing must not copy the rest of the read for each chunk (quadratic)."""
     pieces = 1 << 19  # 3 MiB of 1-byte chunks
-    url, server, _ = await raw_server(answering(chunked_in_one_write(pieces)))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(chunked_in_one_write(pieces))) as (url, pool, _):
         async with asyncio.timeout(10):  # linear: well under a second; quadratic: minutes
             async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
                 assert await reply.read() == b"x" * pieces
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_header_values_beyond_ascii_cross_as_aiohttp_reads_and_writes_them():
     """UTF-8 answer headers read as aiohttp reads them (not as latin-1, which the host would get
     double-encoded); request header bytes that are not UTF-8 go upstream as the host sent them."""
     heads: list[bytes] = []
-    url, server, _ = await raw_server(recording(heads, "HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode()))
-    pool = UpstreamPool()
-    try:
+    async with answered(recording(heads, "HTTP/1.1 200 OK\r\nX-Name: café\r\nContent-Length: 2\r\n\r\n{}".encode())) as (url, pool, _):
         sent = b"caf\xe9".decode("utf-8", "surrogateescape")  # what aiohttp's server makes of a latin-1 byte
         async with await pool.request("POST", url, data=b"{}", headers={"X-Sent": sent}) as reply:
             assert reply.headers["X-Name"] == "café"
             assert await reply.read() == b"{}"
-    finally:
-        pool.close()
-        server.close()
     assert b"\r\nX-Sent: caf\xe9\r\n" in heads[0]
 
 
@@ -323,9 +291,7 @@ async def test_a_close_delimited_answer_cut_by_a_reset_is_a_payload_error_not_a_
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"par")
         await writer.drain()
         await reader.readexactly(1)  # the client never sends it: it reads the head, then waits for us
-    url, server, seen = await raw_server(reset)
-    pool = UpstreamPool()
-    try:
+    async with answered(reset) as (url, pool, seen):
         answer = await pool.request("POST", url, data=b"{}", headers={})
         assert answer.content.read_nowait() in (b"", b'{"par')
         sock = seen[0].get_extra_info("socket")
@@ -336,36 +302,23 @@ async def test_a_close_delimited_answer_cut_by_a_reset_is_a_payload_error_not_a_
         with pytest.raises(aiohttp.ClientPayloadError):
             await answer.read()
         answer.release()
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_releasing_twice_keeps_the_connection_once():
     """aiohttp's `release` may be called again (a caller's own, then `async with`'s): a connection
     pooled twice would carry two requests at once, their answers crossed."""
-    url, server, _ = await raw_server(answering(*[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"] * 3))
-    pool = UpstreamPool()
-    try:
+    async with answered(answering(*[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"] * 3)) as (url, pool, _):
         async with await pool.request("POST", url, data=b"{}", headers={}) as reply:
             assert await reply.read() == b"{}"
             reply.release()
         assert len(pool._idle[reply._connection._key]) == 1
-    finally:
-        pool.close()
-        server.close()
 
 
 async def test_the_user_agent_is_aiohttps_own():
     heads: list[bytes] = []
-    url, server, _ = await raw_server(recording(heads, b"HTTP/1.1 204 No Content\r\n\r\n"))
-    pool = UpstreamPool()
-    try:
+    async with answered(recording(heads, b"HTTP/1.1 204 No Content\r\n\r\n")) as (url, pool, _):
         async with await pool.request("GET", url, headers={}) as reply:
             assert reply.status == 204 and await reply.read() == b""
-    finally:
-        pool.close()
-        server.close()
     from aiohttp.http import SERVER_SOFTWARE
     assert f"\r\nUser-Agent: {SERVER_SOFTWARE}\r\n".encode() in heads[0]
     assert b"content-length" not in heads[0].lower()  # a GET with no body says nothing of one
@@ -377,16 +330,11 @@ async def test_a_request_without_a_body_says_content_length_0_where_aiohttp_said
     (an MCP session's DELETE among them): an upstream that saw it before sees it still. A HEAD's
     answer has no body whatever its `Content-Length`, and its connection is kept."""
     heads: list[bytes] = []
-    url, server, seen = await raw_server(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
-                                                   % (100 if method == "HEAD" else 0)))
-    pool = UpstreamPool()
-    try:
+    async with answered(recording(heads, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                                                   % (100 if method == "HEAD" else 0))) as (url, pool, seen):
         for _ in range(2):
             async with await pool.request(method, url, headers={}) as reply:
                 assert reply.status == 200 and await reply.read() == b""
         assert len(seen) == 1
-    finally:
-        pool.close()
-        server.close()
     said = [line.split(b":")[1].strip() for line in heads[0].split(b"\r\n") if line.lower().startswith(b"content-length")]
     assert said == ([length] if length else [])
