@@ -408,14 +408,14 @@ def _keeper(legacy: Legacy) -> Session:
 async def _post(legacy: Legacy, message: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
     """One POST to the 2025-11-25 server in the session's name, up to its answer's headers."""
     proxy, route = legacy.proxy, legacy.route
-    assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if legacy.session_id is not None:
         sent[SESSION_HEADER] = legacy.session_id
     if legacy.bridge.state.opened is not None:
         sent["MCP-Protocol-Version"] = LEGACY_ERA
     async with asyncio.timeout(proxy.upstream_timeout):
-        response = await proxy.client.post(route.target.url(route.rpc_path, ""), data=message, headers=sent)
+        response = await proxy.upstream("POST", route.target.url(route.rpc_path, ""), data=message, headers=sent,
+                                        allow_redirects=True)
     if legacy.session_id is None and response.headers.get(SESSION_HEADER):
         legacy.session_id = response.headers[SESSION_HEADER]
     return response
@@ -441,11 +441,11 @@ async def _stream(legacy: Legacy) -> None:
     """The session's GET stream: what comes on it is no request's (a listen stream's notifications,
     an ambient reminder, a request of the server's), through the bridge as such."""
     proxy, route = legacy.proxy, legacy.route
-    assert proxy.client is not None
     sent = {**legacy.headers, "Accept": "text/event-stream", "MCP-Protocol-Version": LEGACY_ERA,
             SESSION_HEADER: legacy.session_id or ""}
     try:
-        async with proxy.client.get(route.target.url(route.rpc_path, ""), headers=sent) as response:
+        async with await proxy.upstream("GET", route.target.url(route.rpc_path, ""), headers=sent,
+                                        allow_redirects=True) as response:
             legacy.streaming.set()
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 return

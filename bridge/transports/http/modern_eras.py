@@ -187,11 +187,11 @@ async def _exchange(proxy: OwnCalls, route: HttpRoute, data: bytes, msg: dict[st
     """One POST to the 2026-07-28 server, the envelope's headers mirrored (`MCP-Protocol-Version`,
     `Mcp-Method`, `Mcp-Name`): yields each message of its answer as it comes: SSE, JSON lines on a
     body with no Content-Length, or one JSON body."""
-    assert proxy.client is not None
     sent = {**headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
             VERSION_HEADER: MODERN_ERA, **routing_headers(msg)}
     async with asyncio.timeout(proxy.upstream_timeout if timed else None):
-        response = await proxy.client.post(route.target.url(route.rpc_path, ""), data=data, headers=sent)
+        response = await proxy.upstream("POST", route.target.url(route.rpc_path, ""), data=data, headers=sent,
+                                        allow_redirects=True)
     async with response:
         if "text/event-stream" in response.headers.get("content-type", ""):
             async for event in events(response.content.iter_any(), proxy.limits.max_event_bytes):

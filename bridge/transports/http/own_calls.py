@@ -20,7 +20,7 @@ from bridge.transports.guard import Guard, Holding
 from bridge.transports.http.bodies import TooLarge, read_answer
 from bridge.transports.http.listening import Listener
 from bridge.transports.http.routes import HttpRoute
-from bridge.transports.http.upstream_client import UpstreamPool
+from bridge.transports.http.upstream_client import UpstreamPool, wants_lean
 from bridge.transports.http.upstream_errors import cause, upstream_error
 from bridge.transports.sessions import Session
 from bridge.transports.sse import EventTooLarge, events, message_event
@@ -80,6 +80,15 @@ class OwnCalls:
         #: the host's requests to a plain-HTTP upstream (`upstream_client`: leaner than aiohttp's)
         self.lean = UpstreamPool()
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def upstream(self, method: str, url: str, *, data: bytes | None = None, headers: dict[str, str],
+                       allow_redirects: bool = False) -> Any:
+        """A request of the host's (or of the era bridge for it) to ``url``, up to its answer's headers:
+        on the lean client toward a plain-HTTP upstream, else on aiohttp's (``allow_redirects``: there only)."""
+        if wants_lean(url):
+            return await self.lean.request(method, url, data=data, headers=headers)
+        assert self.client is not None
+        return await self.client.request(method, url, data=data, headers=headers, allow_redirects=allow_redirects)
 
     def driver_for(self, route: HttpRoute, session: Session,
                    upstream: Callable[[Write], None] | None = None) -> FlowDriver:

@@ -18,7 +18,6 @@ from bridge.transports.http.own_calls import OwnCalls, settled, written
 from bridge.transports.http.passthrough import response_headers, stream_raw
 from bridge.transports.http.routes import HttpRoute
 from bridge.transports.http.sse_streams import relay_sse
-from bridge.transports.http.upstream_client import wants_lean
 from bridge.transports.http.upstream_errors import cause, unanswered
 from bridge.transports.sessions import Session
 from bridge.transports.sse import message_event
@@ -68,7 +67,6 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
     """``request`` upstream with its own end-to-end headers (``headers``: those already made for
     it), never another request's: a GET's `Last-Event-ID` and `Accept` are the GET's, whatever the
     session's last POST carried."""
-    assert proxy.client is not None
     if headers is None:
         headers = proxy.upstream_headers(route, request)
     if rewritten is not None or trace:
@@ -82,11 +80,7 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
     url = route.upstream_url(request.path, request.query_string)
     try:
         async with asyncio.timeout(proxy.upstream_timeout):  # no extra task per request, as wait_for makes
-            if wants_lean(url):
-                upstream = await proxy.lean.request(request.method, url, data=body if body else None, headers=headers)
-            else:
-                upstream = await proxy.client.request(request.method, url, data=body if body else None,
-                                                      headers=headers, allow_redirects=False)
+            upstream = await proxy.upstream(request.method, url, data=body if body else None, headers=headers)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         route.recorder.log("upstream_error", why=route.shown(cause(exc)), url=redact(url))
         if session is not None and (not kept or session.provisional):

@@ -8,7 +8,7 @@ chunked coding or the connection's end, their bodies streamed with back-pressure
 not speak (https, a proxy from the environment) stays on aiohttp: `wants_lean` says which.
 
 Its errors are aiohttp's own types (`ServerDisconnectedError`, `ClientPayloadError`,
-`ClientConnectionError`) or the `OSError` of a refused connect, so every caller's classifier
+`ClientConnectionError`, `ClientOSError` for a refused connect, errno kept), so every caller's classifier
 (`upstream_errors.cause`) reads them as it reads aiohttp's.
 """
 from __future__ import annotations
@@ -390,8 +390,13 @@ class UpstreamPool:
             if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
                 return connection
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self.connect_timeout):
-            _, connection = await loop.create_connection(lambda: UpstreamConnection(self, key), *key)
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, connection = await loop.create_connection(lambda: UpstreamConnection(self, key), *key)
+        except TimeoutError:
+            raise
+        except OSError as exc:  # refused, unreachable, no such host: aiohttp's type for it, errno kept
+            raise aiohttp.ClientOSError(exc.errno, exc.strerror or str(exc)) from exc
         return connection
 
     def give_back(self, key: tuple[str, int], connection: UpstreamConnection) -> None:
