@@ -191,3 +191,35 @@ async def test_legacy_http_sse_endpoint_is_rewritten_to_the_route(tmp_path, lega
         assert "event: endpoint\ndata: /old/messages?session_id=abc123\n\n" in text
     finally:
         bridge.stop()
+
+
+async def test_the_request_target_reaches_the_upstream_as_the_host_encoded_it():
+    """`%2F` in a path and `%26` in a query value keep their meaning: the upstream gets the target the
+    host wrote, not aiohttp's decoded `path` and `query_string` (which would make a path separator
+    and split the parameter)."""
+    import asyncio
+
+    targets: list[bytes] = []
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while head := await reader.readuntil(b"\r\n\r\n"):
+            targets.append(head.split(b" ")[1])
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    bridge = proxy("--protocol", "mcp", "--upstream", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    try:
+        async with aiohttp.ClientSession() as http:
+            for method in ("GET", "POST"):
+                async with http.request(method, f"http://127.0.0.1:{bridge.port}/mcp/a%2Fb?x=a%26b&y=%20",
+                                        data=b"{}" if method == "POST" else None,
+                                        headers={"Content-Type": "application/json"}) as response:
+                    assert response.status == 200
+    finally:
+        bridge.stop()
+        server.close()
+    assert targets == [b"/mcp/a%2Fb?x=a%26b&y=%20"] * 2

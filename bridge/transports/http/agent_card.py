@@ -25,7 +25,7 @@ CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 async def agent_card(proxy: OwnCalls, route: HttpRoute, request: web.Request, holding: Holding) -> web.StreamResponse:
     assert proxy.client is not None
-    url = route.upstream_url(request.path, request.query_string)
+    url = route.upstream_url(request)
     headers = proxy.upstream_headers(route, request)
     etag_asked = None
     for name in [k for k in headers if k.lower() == "if-none-match"]:

@@ -77,7 +77,7 @@ async def relay(proxy: OwnCalls, route: HttpRoute, request: web.Request, body: b
             for name in [k for k in headers if k.lower() in trace]:
                 del headers[name]
             headers.update(trace)
-    url = route.upstream_url(request.path, request.query_string)
+    url = route.upstream_url(request)
     try:
         async with asyncio.timeout(proxy.upstream_timeout):  # no extra task per request, as wait_for makes
             upstream = await proxy.upstream(request.method, url, data=body if body else None, headers=headers)

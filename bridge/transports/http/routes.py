@@ -380,8 +380,14 @@ class HttpRoute:
         """A path at the proxy as seen below the route's prefix."""
         return path[len(self.prefix):] if path.startswith(self.prefix) else path
 
-    def upstream_url(self, path: str, query: str) -> str:
-        return self.target.url(self.below(path), query)
+    def upstream_url(self, request: web.Request) -> str:
+        """The upstream URL of a host request: its path below the route and its query as the host
+        wrote them, still percent-encoded (aiohttp's `path` and `query_string` are decoded: a `%2F`
+        would become a path separator and a `%26` in a value would split the parameter)."""
+        raw, _, query = request.raw_path.partition("?")
+        if not raw.startswith(self.prefix or "/"):  # absolute-form, or a prefix the host encoded
+            raw, query = request.path, request.query_string
+        return self.target.url(self.below(raw), query)
 
     def to_proxy(self, url: str, request: web.Request) -> str:
         """An upstream URL as the caller must see it: at the proxy, under this route's prefix."""

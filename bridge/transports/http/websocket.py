@@ -23,7 +23,7 @@ async def websocket(proxy: OwnCalls, route: HttpRoute, request: web.Request) -> 
     host = web.WebSocketResponse(protocols=_subprotocols(request), max_msg_size=64 * 1024 * 1024,
                                  autoping=True)
     await host.prepare(request)
-    url = route.upstream_url(request.path, request.query_string)
+    url = route.upstream_url(request)
     extra = proxy.upstream_headers(route, request, websocket=True)
     user_agent = next((extra.pop(k) for k in list(extra) if k.lower() == "user-agent"), None)
     try:
